@@ -1,0 +1,1 @@
+/* kernels-arm.h - shared helpers of the aarch64 kernels. */

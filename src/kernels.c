@@ -1,0 +1,3 @@
+/* kernels.c - placeholder */
+#include "config.h"
+#include "kernels.h"

@@ -1,0 +1,136 @@
+/*
+ * kernels.h - GEMV/GEMM kernels for the interleaved Q4_0 layouts, and the
+ * run-time choice between kernel families.
+ *
+ * A kernel knows nothing of graphs, buffers or threads: it reads weights and
+ * quantized activations from memory its caller owns and writes floats.
+ *
+ * Weight layout (ggml's): a matrix of NC rows (output features) and K columns
+ * in layout Q4_0_RxB is NC/R row groups, each K/32 consecutive blocks of
+ * block_q4_0x4 (R = 4) or block_q4_0x8 (R = 8).  A kernel is handed the first
+ * row group it computes and how many rows (NC, a multiple of R) to compute.
+ *
+ * Arithmetic (the portable kernels, and every SIMD kernel whose results are
+ * compared exactly): per block and weight row, an exact int32 dot product of
+ * the 4-bit weights with the int8 activations, multiplied by the weight's
+ * and the activation's fp16 scales and accumulated in float.
+ */
+#ifndef QG_KERNELS_H
+#define QG_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+/*
+ * GEMV: one activation row.
+ *   K    values per row (multiple of 32)
+ *   S    NC outputs
+ *   W    first weight row group (layout of the kernel)
+ *   A    K/32 block_q8_0 of the activation row
+ *   NC   weight rows to compute (multiple of the layout's row group)
+ */
+typedef void (*qg_gemv_fn)(int k, float *restrict s, const void *restrict w,
+			   const void *restrict a, int nc);
+
+/*
+ * GEMM: NR activation rows (a multiple of 4).
+ *   S    output; row r of the activations writes S[r*LDS + 0 .. NC-1]
+ *   A    NR/4 groups of K/32 block_q8_0x4 each, interleaved as the kernel's
+ *        act_ileave says
+ */
+typedef void (*qg_gemm_fn)(int k, float *restrict s, size_t lds, const void *restrict w,
+			   const void *restrict a, int nr, int nc);
+
+/* Activation quantizers: one row to block_q8_0; four rows to block_q8_0x4. */
+typedef void (*qg_quant_row_fn)(const float *x, struct qg_block_q8_0 *y, int64_t k);
+typedef void (*qg_quant_x4_fn)(const float *x, size_t ldx, struct qg_block_q8_0x4 *y,
+			       int64_t k, int ileave);
+
+/* Kernel families, best last within an architecture. */
+enum qg_kfamily {
+	QG_KF_PORTABLE = 0,
+	QG_KF_NEON,		/* aarch64 baseline: no dotprod */
+	QG_KF_DOTPROD,		/* sdot */
+	QG_KF_I8MM,		/* smmla */
+	QG_KF_SVE256,		/* SVE at 256-bit vectors */
+	QG_KF_AVX2,
+	QG_KF_AVX512VNNI,
+	QG_KF_COUNT
+};
+
+/* The weight layouts the kernels serve. */
+enum qg_layout {
+	QG_LAYOUT_4X4 = 0,
+	QG_LAYOUT_4X8,
+	QG_LAYOUT_8X8,
+	QG_LAYOUT_COUNT
+};
+
+/* One layout's kernels as a family implements them. */
+struct qg_kernel {
+	const char *name;	/* "dotprod 4x4", shown in --info and benchmarks */
+	enum qg_kfamily family;
+	qg_gemv_fn gemv;
+	qg_gemm_fn gemm;
+	int act_ileave;		/* interleave of the GEMM activations: 4 or 8 */
+	qg_quant_row_fn quant_row;
+	qg_quant_x4_fn quant_x4;
+};
+
+/* CPU features the dispatcher saw. */
+struct qg_cpu {
+	unsigned neon : 1, dotprod : 1, i8mm : 1, sve : 1;
+	unsigned avx2 : 1, f16c : 1, fma : 1, avx512 : 1, avx512vnni : 1;
+	int sve_bytes;		/* svcntb(): SVE vector length in bytes, 0 without SVE */
+};
+
+/* Layout of a weight type, or -EINVAL if it is not an interleaved Q4_0 type. */
+int qg_layout_of(enum qg_type type);
+enum qg_type qg_layout_type(enum qg_layout layout);
+
+const char *qg_kfamily_name(enum qg_kfamily f);
+/* The family named NAME ("avx2", "portable", ...), or -EINVAL. */
+int qg_kfamily_from_name(const char *name);
+
+/* What this CPU has (probed once: cpuid/XCR0 or HWCAP/HWCAP2/svcntb). */
+const struct qg_cpu *qg_cpu_features(void);
+
+/*
+ * The kernel that runs LAYOUT on this CPU.  The choice is made once, from the
+ * CPU's features, unless forced: by qg_kernels_force() or by the environment
+ * variable QGRAPH_KERNELS=FAMILY.  Never NULL: the portable kernel serves
+ * where nothing better exists.
+ */
+const struct qg_kernel *qg_kernel_for(enum qg_layout layout);
+/* Why qg_kernel_for(LAYOUT) chose what it chose, one line. */
+const char *qg_kernel_reason(enum qg_layout layout);
+
+/*
+ * Force every layout to FAMILY's kernel (QG_KF_COUNT: back to automatic).
+ * Returns 0, or -ENOTSUP if this CPU or build cannot run FAMILY for some
+ * layout (nothing is changed then).
+ */
+int qg_kernels_force(enum qg_kfamily family);
+
+/* The kernel FAMILY offers for LAYOUT in this build and on this CPU, or NULL. */
+const struct qg_kernel *qg_kernel_get(enum qg_kfamily family, enum qg_layout layout);
+
+/* The weight layout that runs fastest on this CPU (used when repacking). */
+enum qg_type qg_best_weight_type(void);
+
+/* --- per-family tables (each defined in its own file, NULL where absent) --- */
+extern const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT];
+#if defined(__x86_64__)
+extern const struct qg_kernel qg_kernels_avx2[QG_LAYOUT_COUNT];
+extern const struct qg_kernel qg_kernels_avx512vnni[QG_LAYOUT_COUNT];
+#endif
+#if defined(__aarch64__)
+extern const struct qg_kernel qg_kernels_neon[QG_LAYOUT_COUNT];
+extern const struct qg_kernel qg_kernels_dotprod[QG_LAYOUT_COUNT];
+extern const struct qg_kernel qg_kernels_i8mm[QG_LAYOUT_COUNT];
+extern const struct qg_kernel qg_kernels_sve256[QG_LAYOUT_COUNT];
+#endif
+
+#endif /* QG_KERNELS_H */

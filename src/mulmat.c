@@ -1,0 +1,3 @@
+/* mulmat.c - placeholder */
+#include "config.h"
+#include "mulmat.h"

@@ -1,0 +1,64 @@
+/*
+ * mulmat.h - Y = X * W^T for a quantized (or float) weight matrix W.
+ *
+ * W has M rows (output features) of K values; X has N rows of K floats;
+ * Y gets N rows of M floats.  X is quantized to Q8_0 once (interleaved in
+ * groups of four rows where the layout's GEMM wants it), then GEMM runs on
+ * each group of four rows and GEMV on the rest.
+ *
+ * The work is split in two phases so that a caller with threads can run
+ * both on every thread with a barrier between them; nothing here creates a
+ * thread or allocates memory:
+ *
+ *	qg_mul_mat_quantize(mm, scratch, ith, nth);	   every thread
+ *	barrier();
+ *	qg_mul_mat_compute(mm, scratch, ith, nth);	   every thread
+ *
+ * Thread ITH of NTH quantizes its share of X's rows, and computes its share
+ * of W's row groups (an even split with 64-bit arithmetic: any core count
+ * works, and shares differ by at most one row group).
+ */
+#ifndef QG_MULMAT_H
+#define QG_MULMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "quant.h"
+
+struct qg_mm {
+	enum qg_type wtype;	/* F32, F16, Q8_0, Q4_0 or an interleaved Q4_0 layout */
+	const void *w;		/* M x K in WTYPE, rows contiguous */
+	int64_t m, k;
+	const float *x;		/* N x K */
+	size_t ldx;		/* floats between rows of X (>= K) */
+	int64_t n;
+	float *y;		/* N x M */
+	size_t ldy;		/* floats between rows of Y (>= M) */
+	/* The kernel to use for an interleaved WTYPE; NULL: qg_kernel_for(). */
+	const struct qg_kernel *kernel;
+};
+
+/*
+ * 0 if MM describes a product this code can compute, else -EINVAL (bad
+ * shape, type, stride or pointer) or -EOVERFLOW.
+ */
+int qg_mul_mat_check(const struct qg_mm *mm);
+
+/* Bytes of scratch the two phases need (aligned to 64 by the caller). */
+size_t qg_mul_mat_scratch_size(const struct qg_mm *mm);
+
+/* Phase 1: quantize thread ITH's share of X into SCRATCH. */
+void qg_mul_mat_quantize(const struct qg_mm *mm, void *scratch, int ith, int nth);
+
+/* Phase 2: compute thread ITH's share of Y from SCRATCH. */
+void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, int nth);
+
+/* Both phases on the calling thread.  Returns 0 or -errno from qg_mul_mat_check(). */
+int qg_mul_mat(const struct qg_mm *mm, void *scratch);
+
+/* The kernel that runs MM (for reports), or NULL when WTYPE has no GEMV/GEMM kernel. */
+const struct qg_kernel *qg_mul_mat_kernel(const struct qg_mm *mm);
+
+#endif /* QG_MULMAT_H */

@@ -1,0 +1,121 @@
+/*
+ * quant.h - tensor element types and the quantized formats.
+ *
+ * Every format is byte-compatible with ggml's: block_q4_0 (18 bytes per 32
+ * values), block_q8_0 (34), block_q4_0x4 (72), block_q4_0x8 (144) and
+ * block_q8_0x4 (136).  Scales are IEEE binary16, little-endian.  The
+ * interleaved Q4_0 layouts store their nibbles XOR 0x88, so a byte read as
+ * int8 and shifted gives the signed 4-bit value times 16.
+ *
+ * All functions return bytes written (or a size) on success and -errno on a
+ * bad argument; none aborts.
+ */
+#ifndef QG_QUANT_H
+#define QG_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum qg_type {
+	QG_TYPE_F32 = 0,
+	QG_TYPE_F16,
+	QG_TYPE_Q8_0,
+	QG_TYPE_Q4_0,
+	QG_TYPE_Q4_0_4X4,	/* block_q4_0x4, 4-byte interleave */
+	QG_TYPE_Q4_0_4X8,	/* block_q4_0x4, 8-byte interleave */
+	QG_TYPE_Q4_0_8X8,	/* block_q4_0x8, 8-byte interleave */
+	QG_TYPE_Q8_0_4X4,	/* block_q8_0x4, 4-byte interleave (activations) */
+	QG_TYPE_Q8_0_4X8,	/* block_q8_0x4, 8-byte interleave (activations) */
+	QG_TYPE_COUNT
+};
+
+#define QG_QK 32		/* values per Q4_0 / Q8_0 block */
+
+typedef uint16_t qg_fp16;
+
+/* ggml's block layouts, for the kernels (sizes checked in quant.c). */
+struct qg_block_q4_0 {
+	qg_fp16 d;
+	uint8_t qs[QG_QK / 2];
+};
+struct qg_block_q8_0 {
+	qg_fp16 d;
+	int8_t qs[QG_QK];
+};
+struct qg_block_q4_0x4 {
+	qg_fp16 d[4];
+	uint8_t qs[QG_QK * 2];
+};
+struct qg_block_q4_0x8 {
+	qg_fp16 d[8];
+	uint8_t qs[QG_QK * 4];
+};
+struct qg_block_q8_0x4 {
+	qg_fp16 d[4];
+	int8_t qs[QG_QK * 4];
+};
+
+/* The name ggml spells for TYPE ("q4_0_4x8"), or NULL if out of range. */
+const char *qg_type_name(enum qg_type type);
+/* The type named NAME (case-insensitive; "q4_0_4_4" style accepted), or -EINVAL. */
+int qg_type_from_name(const char *name);
+/* True for the types mul_mat accepts as weights. */
+int qg_type_is_weight(enum qg_type type);
+/* True for Q4_0_4X4, Q4_0_4X8, Q4_0_8X8 (and the Q8_0 interleaved layouts). */
+int qg_type_is_interleaved(enum qg_type type);
+/* Rows that are interleaved together: 4 or 8, 1 for plain types. */
+int qg_type_row_group(enum qg_type type);
+/* Values per block along a row: 32 for quantized types, 1 for F32/F16. */
+int qg_type_block_values(enum qg_type type);
+
+/*
+ * Bytes one row of COLS values takes (for interleaved types, a row's share
+ * of its group, which equals Q4_0's or Q8_0's).  -EINVAL when COLS does not
+ * suit the type (not a positive multiple of 32 for quantized types),
+ * -EOVERFLOW when the size does not fit.
+ */
+ssize_t qg_row_size(enum qg_type type, int64_t cols);
+/* Bytes of a ROWS x COLS matrix; -EINVAL also when ROWS is not a multiple of the row group. */
+ssize_t qg_matrix_size(enum qg_type type, int64_t rows, int64_t cols);
+
+/*
+ * Quantize a row-major ROWS x COLS f32 matrix into TYPE (any weight type).
+ * IMATRIX, if not NULL, holds COLS non-negative importance weights, one per
+ * column: each Q4_0 block then takes the scale that minimises the weighted
+ * squared error, never worse than plain rounding.  Without it the bytes equal
+ * ggml's reference quantization.  Returns bytes written (DST_SIZE must hold
+ * them) or -errno.
+ */
+ssize_t qg_quantize(enum qg_type type, const float *src, void *dst, size_t dst_size,
+		    int64_t rows, int64_t cols, const float *imatrix);
+
+/* Turn ROWS x COLS values of TYPE back into f32.  Returns bytes written or -errno. */
+ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst_size,
+		      int64_t rows, int64_t cols);
+
+/*
+ * Repack between Q4_0 and an interleaved Q4_0 layout (either direction, or
+ * between two interleaved layouts), without re-quantizing: every scale and
+ * nibble is carried over.  Returns bytes written or -errno.
+ */
+ssize_t qg_repack(enum qg_type to, void *dst, size_t dst_size,
+		  enum qg_type from, const void *src, int64_t rows, int64_t cols);
+
+/* --- row primitives the kernels and the dispatcher use (no checks) --- */
+
+/* ggml's quantize_row_q4_0_ref / q8_0_ref: K a multiple of 32. */
+void qg_quantize_row_q4_0(const float *x, struct qg_block_q4_0 *y, int64_t k);
+void qg_quantize_row_q8_0(const float *x, struct qg_block_q8_0 *y, int64_t k);
+/*
+ * Four rows of K values (row r at X + r*LDX) into K/32 block_q8_0x4 with
+ * ILEAVE-byte interleave (4 or 8): ggml's quantize_q8_0_4x4 / _4x8.
+ */
+void qg_quantize_rows_q8_0x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y,
+			     int64_t k, int ileave);
+
+/* One Q4_0 block's dot product with one Q8_0 block, as ggml's vec_dot does. */
+float qg_vec_dot_q4_0_q8_0(int64_t k, const struct qg_block_q4_0 *x, const struct qg_block_q8_0 *y);
+float qg_vec_dot_q8_0_q8_0(int64_t k, const struct qg_block_q8_0 *x, const struct qg_block_q8_0 *y);
+
+#endif /* QG_QUANT_H */
