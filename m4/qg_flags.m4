@@ -57,7 +57,7 @@ AC_DEFUN([QG_TEST_WRAPPER], [
         AS_IF([test -z "$QEMU_AARCH64"],
               [AC_MSG_ERROR([qemu-aarch64 not found: install the Debian package qemu-user])])
         AS_IF([test -z "$QEMU_CPUS"],
-              [QEMU_CPUS="cortex-a57 neoverse-n1 max,sve=off max,sve128=on max,sve256=on"])
+              [QEMU_CPUS="cortex-a72 neoverse-n1 max,sve=off max,sve128=on max,sve256=on"])
       ])
   ])
   AC_SUBST([QEMU_AARCH64])
