@@ -1,0 +1,93 @@
+/*
+ * region.h - the session region: one sealed memfd per client, shared by the
+ * daemon and that client.
+ *
+ *   [ header | submit ring | completion ring | event table | tensor arena ]
+ *
+ * The daemon computes the layout, creates and seals the memfd, and tells
+ * the client the layout in its Welcome.  Each side keeps its own copy of
+ * the layout and never reads it back from shared memory: the copy in the
+ * header is for people with a debugger.  The client checks the layout it
+ * was sent (qg_region_layout_check) before it maps anything.
+ *
+ * Everything here is ABI between the two sides: the layout version changes
+ * whenever a size or an offset does.
+ */
+#ifndef QG_REGION_H
+#define QG_REGION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QG_REGION_MAGIC 0x31524751u	/* "QGR1" little-endian */
+#define QG_REGION_LAYOUT_VERSION 1u
+#define QG_REGION_HEADER_BYTES 4096u
+#define QG_REGION_ALIGN 4096u		/* every part starts on a page */
+#define QG_REGION_MAX_EVENTS 4096u
+
+struct qg_region_layout {
+	uint32_t layout_version;
+	uint64_t region_bytes;
+	uint64_t submit_offset, submit_bytes;
+	uint64_t complete_offset, complete_bytes;
+	uint64_t events_offset;
+	uint32_t event_count;
+	uint64_t arena_offset, arena_bytes;
+};
+
+/*
+ * The header.  The words the two sides signal through each sit on a cache
+ * line of their own, so that polling one does not slow writes to another.
+ */
+struct qg_region_header {
+	uint32_t magic;
+	uint32_t layout_version;
+	uint64_t region_bytes;	/* informative only: see above */
+	/* daemon -> client: set while the daemon sleeps; ring the doorbell then */
+	_Alignas(64) _Atomic uint32_t daemon_sleeping;
+	/* daemon -> client: bumped after every completion it posts (a futex word) */
+	_Alignas(64) _Atomic uint32_t completions;
+	/* client -> daemon: non-zero while the client sleeps on COMPLETIONS */
+	_Alignas(64) _Atomic uint32_t client_waiting;
+};
+
+_Static_assert(offsetof(struct qg_region_header, daemon_sleeping) == 64, "header layout");
+_Static_assert(offsetof(struct qg_region_header, completions) == 128, "header layout");
+_Static_assert(offsetof(struct qg_region_header, client_waiting) == 192, "header layout");
+_Static_assert(sizeof(struct qg_region_header) <= QG_REGION_HEADER_BYTES, "header fits its page");
+
+/*
+ * An event slot.  SEQ is the event's sequence number, published by the
+ * daemon (release) after the work it stands for is done; STATUS is 0 or
+ * the error of that work, written before SEQ; WAITERS counts clients
+ * sleeping on SEQ (futex, shared).  The daemon keeps its own copy of every
+ * value it published and never trusts what it reads back here.
+ */
+struct qg_event_slot {
+	_Atomic uint32_t seq;
+	_Atomic int32_t status;
+	_Atomic uint32_t waiters;
+	uint32_t reserved;
+};
+
+_Static_assert(sizeof(struct qg_event_slot) == 16, "event slot is 16 bytes");
+
+/*
+ * The layout for an arena of ARENA_BYTES, rings of RING_BYTES of data each
+ * (a power of two) and EVENT_COUNT events.  0, or -EINVAL / -EOVERFLOW.
+ */
+int qg_region_layout_make(uint64_t arena_bytes, uint32_t ring_bytes, uint32_t event_count,
+			  struct qg_region_layout *out);
+
+/*
+ * 0 if L is a layout this code can use: the version it speaks, every part
+ * page-aligned, inside the region, in order, not overlapping, rings of a
+ * power-of-two size, events within limits.  -EPROTO otherwise.
+ */
+int qg_region_layout_check(const struct qg_region_layout *l);
+
+/* Write the header of a new region at BASE (the daemon, once). */
+void qg_region_header_init(void *base, const struct qg_region_layout *l);
+
+#endif /* QG_REGION_H */
