@@ -1,5 +1,310 @@
-/* qgraph.h - placeholder */
+/*
+ * qgraph.h - the public interface of libqgraph.
+ *
+ * Clients of qgraphd link libqgraph (pkg-config: libqgraph).  This header
+ * is all of its public face; nothing in it depends on qgraph's sources.
+ *
+ * Conventions: every function that can fail returns a non-negative result
+ * (bytes written, a size, a type) or -errno; none sets errno, and none
+ * aborts on a bad argument.  Sizes are in bytes; matrices are row-major.
+ *
+ * Sections:
+ *	1. version
+ *	2. element types and quantized formats
+ *	3. sessions with qgraphd: weights, graphs, events
+ */
 #ifndef QGRAPH_H
 #define QGRAPH_H
-int qgraph_version(void);
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+#if defined(__GNUC__)
+#define QGRAPH_API __attribute__((visibility("default")))
+#else
+#define QGRAPH_API
+#endif
+
+/* ---------------------------------------------------------------- 1. version */
+
+/* The library's version, "MAJOR.MINOR.PATCH"; never NULL. */
+QGRAPH_API const char *qgraph_version(void);
+
+/* ------------------------------------------- 2. types and quantized formats */
+
+/*
+ * Element types.  The block formats are byte-compatible with ggml's:
+ *
+ *	Q8_0		block_q8_0: fp16 scale, 32 int8 codes (34 bytes per 32 values)
+ *	Q4_0		block_q4_0: fp16 scale, 16 bytes of 4-bit codes, value j in
+ *			the low nibble of byte j and value j + 16 in the high one
+ *			(18 bytes per 32 values); value = (code - 8) * scale
+ *	Q4_0_4X4	block_q4_0x4: 4 rows' Q4_0 blocks at one column, the 4
+ *	Q4_0_4X8	scales then the rows' quant bytes taken 4 (or 8) at a
+ *	Q4_0_8X8	time row after row, each XOR 0x88; Q4_0_8X8 is
+ *			block_q4_0x8, the same with 8 rows (144 bytes)
+ *	Q8_0_4X4	block_q8_0x4: 4 rows' Q8_0 blocks interleaved 4 (or 8)
+ *	Q8_0_4X8	bytes at a time, no XOR (activations for GEMM kernels)
+ *
+ * An interleaved matrix is ROWS / R groups of R rows, each group COLS / 32
+ * consecutive interleaved blocks.  Scales are IEEE binary16, little-endian.
+ * A GGUF Q4_0 or Q8_0 tensor is these bytes.
+ */
+enum qgraph_type {
+	QGRAPH_TYPE_F32 = 0,
+	QGRAPH_TYPE_F16 = 1,
+	QGRAPH_TYPE_Q8_0 = 2,
+	QGRAPH_TYPE_Q4_0 = 3,
+	QGRAPH_TYPE_Q4_0_4X4 = 4,
+	QGRAPH_TYPE_Q4_0_4X8 = 5,
+	QGRAPH_TYPE_Q4_0_8X8 = 6,
+	QGRAPH_TYPE_Q8_0_4X4 = 7,
+	QGRAPH_TYPE_Q8_0_4X8 = 8,
+	QGRAPH_TYPE_COUNT
+};
+
+/* TYPE's name as ggml spells it ("f32", "q4_0_4x8", ...), or NULL if TYPE is not a type. */
+QGRAPH_API const char *qgraph_type_name(enum qgraph_type type);
+
+/*
+ * The type called NAME (case-insensitive; ggml's older "q4_0_4_4" spelling
+ * is accepted too), or -EINVAL.
+ */
+QGRAPH_API int qgraph_type_from_name(const char *name);
+
+/* Rows stored together: 4 or 8 for the interleaved types, 1 otherwise; -EINVAL for a bad TYPE. */
+QGRAPH_API int qgraph_type_row_group(enum qgraph_type type);
+
+/* Values per block along a row: 32 for the block types, 1 for F32 and F16; -EINVAL for a bad TYPE. */
+QGRAPH_API int qgraph_type_block_values(enum qgraph_type type);
+
+/*
+ * Bytes one row of COLS values of TYPE takes (for an interleaved type, a
+ * row's share of its group).  -EINVAL when COLS is not a positive multiple
+ * of the type's block values, -EOVERFLOW when the size does not fit.
+ */
+QGRAPH_API ssize_t qgraph_row_size(enum qgraph_type type, int64_t cols);
+
+/* Bytes of a ROWS x COLS matrix of TYPE; -EINVAL also when ROWS is not a positive multiple of the row group. */
+QGRAPH_API ssize_t qgraph_matrix_size(enum qgraph_type type, int64_t rows, int64_t cols);
+
+/*
+ * Quantize the ROWS x COLS f32 matrix SRC into TYPE at DST (DST_SIZE bytes
+ * available).  TYPE is any type above but the result is meant for F32,
+ * F16, Q8_0, Q4_0 and the Q4_0 interleaved layouts.  Without IMATRIX the
+ * bytes are those ggml's reference quantization writes.
+ *
+ * IMATRIX is NULL or COLS finite, non-negative importance weights, one per
+ * column.  Q4_0 and its interleaved layouts then give each block the fp16
+ * scale and codes that minimise sum w_j (x_j - d q_j)^2, never a larger
+ * weighted error than plain rounding (a block whose weights are all zero
+ * gets plain rounding's bytes), and an interleaved layout gets exactly the
+ * bytes of Q4_0 followed by qgraph_repack().  The other types check IMATRIX
+ * and ignore it.
+ *
+ * F32 and F16 convert every value (F16: NaN stays NaN, beyond +-65504 is
+ * infinity).  The block types refuse NaN or infinity in SRC (-EDOM) and a
+ * block whose fp16 scale would overflow (-ERANGE: Q4_0 magnitudes of
+ * 524160 and more, Q8_0 of 127 * 65520 and more); DST is then untouched.
+ *
+ * Returns bytes written, or -EINVAL (bad type, NULL pointer, shape that
+ * does not suit TYPE, a negative or non-finite weight, SRC or IMATRIX
+ * overlapping DST), -ENOBUFS (DST_SIZE too small), -EDOM, -ERANGE, -EOVERFLOW.
+ */
+QGRAPH_API ssize_t qgraph_quantize(enum qgraph_type type, const float *src, void *dst, size_t dst_size,
+				   int64_t rows, int64_t cols, const float *imatrix);
+
+/*
+ * Turn the ROWS x COLS matrix SRC of TYPE (any type) into f32 at DST:
+ * code times scale, as ggml's dequantize functions compute it.  Returns
+ * bytes written (ROWS * COLS * 4) or -EINVAL, -ENOBUFS, -EOVERFLOW.
+ */
+QGRAPH_API ssize_t qgraph_dequantize(enum qgraph_type type, const void *src, float *dst, size_t dst_size,
+				     int64_t rows, int64_t cols);
+
+/*
+ * Repack the ROWS x COLS matrix SRC from type FROM into type TO at DST
+ * without re-quantizing: between Q4_0 and its interleaved layouts (either
+ * way, or from one layout to another) and between Q8_0 and its interleaved
+ * layouts.  Every scale and code is carried over, so a GGUF Q4_0 tensor
+ * repacks and unpacks to the same bytes.  FROM == TO copies.  Returns
+ * bytes written or -EINVAL (types of different families, a shape either
+ * type refuses, NULL, SRC overlapping DST), -ENOBUFS, -EOVERFLOW.
+ */
+QGRAPH_API ssize_t qgraph_repack(enum qgraph_type to, void *dst, size_t dst_size,
+				 enum qgraph_type from, const void *src, int64_t rows, int64_t cols);
+
+/* ------------------------------------------------ 3. sessions with qgraphd */
+
+/*
+ * A session is a connection to qgraphd: a shared region holding this
+ * process's tensor arena (where inputs and outputs live), two rings for
+ * requests and their completions, and a table of events.
+ *
+ * Threads: every function may be called from several threads on one
+ * session; calls that touch the rings take the session's lock for the
+ * moment they do, and waiting (qgraph_wait, qgraph_event_sync) sleeps
+ * without it.  fork(): the child must not use its parent's session (the
+ * daemon knows only the parent); it may qgraph_session_close() it to free
+ * the memory, and connect anew.  Every descriptor is close-on-exec.
+ */
+struct qgraph_session;
+
+/* Options for qgraph_connect(); zero-filled means the defaults. */
+struct qgraph_connect_opts {
+	const char *socket;	/* NULL: $QGRAPH_SOCKET, then qgraphd's default path */
+	const char *name;	/* shown in the daemon's logs and stats */
+	uint64_t arena_bytes;	/* 0: the daemon's default */
+	int timeout_ms;		/* for the handshake; 0: 5000 */
+};
+
+/*
+ * Connect to qgraphd.  Returns 0 and the session in *OUT, or -errno
+ * (-ENOENT / -ECONNREFUSED: no daemon, -EPROTO: the daemon refused or spoke
+ * nonsense); ERR (ERRLEN bytes, may be NULL) then says why in words.
+ */
+QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgraph_session **out, char *err,
+			      size_t errlen);
+
+/* Close the session and free everything it holds, here and in the daemon.  NULL is fine. */
+QGRAPH_API void qgraph_session_close(struct qgraph_session *s);
+
+/* The last error message of S, in words ("" if none). */
+QGRAPH_API const char *qgraph_session_error(struct qgraph_session *s);
+
+/* The session's arena: its address in this process and its size. */
+QGRAPH_API void *qgraph_arena(struct qgraph_session *s, size_t *bytes);
+
+/*
+ * Take BYTES of the arena (64-byte aligned); returns the offset, or -ENOMEM.
+ * A simple first-fit allocator over the arena, for clients that do not
+ * manage it themselves.
+ */
+QGRAPH_API int64_t qgraph_arena_alloc(struct qgraph_session *s, size_t bytes);
+/* Give back what qgraph_arena_alloc() returned at OFFSET. */
+QGRAPH_API void qgraph_arena_free(struct qgraph_session *s, int64_t offset);
+
+/* What the daemon said about itself at connect time, one line per fact. */
+QGRAPH_API const char *qgraph_session_info(struct qgraph_session *s);
+
+/*
+ * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, Q4_0 or an
+ * interleaved Q4_0 layout) at DATA, in chunks through the arena, to be
+ * stored as TARGET (Q4_0: the daemon picks the fastest layout its CPU and
+ * the shape allow; F32 quantized to any weight type).  Returns 0, the
+ * handle in *HANDLE and the type they are stored as in *STORED (may be
+ * NULL; graphs name the weights with that type), or -errno with the
+ * daemon's reason in the session error.  Blocks until done.
+ */
+QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type src_type, enum qgraph_type target,
+				     int64_t rows, int64_t cols, const void *data, uint64_t *handle,
+				     enum qgraph_type *stored);
+/* Free weights.  0 or -errno (-EBUSY while a registered graph uses them). */
+QGRAPH_API int qgraph_weights_free(struct qgraph_session *s, uint64_t handle);
+
+/* ---- graphs */
+
+/* Ops (the numbers are the wire protocol's). */
+enum qgraph_op {
+	QGRAPH_OP_MUL_MAT = 1,
+	QGRAPH_OP_ADD = 2,
+	QGRAPH_OP_MUL = 3,
+	QGRAPH_OP_SCALE = 4,
+	QGRAPH_OP_SILU = 5,
+	QGRAPH_OP_GELU = 6,
+	QGRAPH_OP_RMS_NORM = 7,
+	QGRAPH_OP_SOFT_MAX = 8,
+	QGRAPH_OP_CPY = 9,
+	QGRAPH_OP_GET_ROWS = 10,
+};
+
+#define QGRAPH_TYPE_I32 ((enum qgraph_type)32)	/* int32 GET_ROWS indices, in graphs only */
+
+struct qgraph_graph;
+
+/* A new, empty graph description, or NULL. */
+QGRAPH_API struct qgraph_graph *qgraph_graph_new(void);
+QGRAPH_API void qgraph_graph_free(struct qgraph_graph *g);
+
+/*
+ * Tensors of a graph are named by index (>= 0); every builder returns the
+ * new tensor's index or -errno, and a negative source makes a negative
+ * result, so a whole graph can be built and checked once.
+ *
+ * input:   TYPE with NDIMS (1..4) dimensions NE (innermost first) at arena
+ *          OFFSET (contiguous, 64-byte aligned)
+ * weights: uploaded weights HANDLE of TYPE, ROWS x COLS
+ * op:      OP on A (and B, or -1), its shape worked out here as the daemon
+ *          will (MUL_MAT(w, x): [w rows, x rows, ...]; GET_ROWS(t, idx):
+ *          [t cols, idx count, ...]; the rest: A's shape); PARAM is SCALE's
+ *          factor, RMS_NORM's eps or SOFT_MAX's scale (SOFT_MAX's B is an
+ *          optional mask)
+ * output:  make tensor T an output written to arena OFFSET
+ */
+QGRAPH_API int qgraph_graph_input(struct qgraph_graph *g, enum qgraph_type type, int ndims, const int64_t *ne,
+				  int64_t offset);
+QGRAPH_API int qgraph_graph_weights(struct qgraph_graph *g, uint64_t handle, enum qgraph_type type, int64_t rows,
+				    int64_t cols);
+QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a, int b, float param);
+QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset);
+/* Bytes tensor T of G takes (for sizing its arena room), or -errno. */
+QGRAPH_API int64_t qgraph_graph_tensor_bytes(const struct qgraph_graph *g, int t);
+/* Before the graph runs, wait until EVENT reaches VALUE; after, record VALUE on EVENT. */
+QGRAPH_API int qgraph_graph_wait(struct qgraph_graph *g, unsigned event, uint32_t value);
+QGRAPH_API int qgraph_graph_record(struct qgraph_graph *g, unsigned event, uint32_t value);
+
+/* Timings and status of a finished request. */
+struct qgraph_result {
+	int status;		/* 0 or -errno */
+	uint64_t handle;	/* a registered graph's handle, or weights' */
+	int stored_type;	/* weights: the enum qgraph_type they are stored as */
+	uint64_t decode_ns, alloc_ns, compute_ns, total_ns;
+};
+
+enum {
+	QGRAPH_SUBMIT_KEEP = 1 << 0,	/* register the graph: the result carries its handle */
+	QGRAPH_SUBMIT_BLOCK = 1 << 1,	/* wait for ring space instead of -EAGAIN */
+};
+
+/*
+ * Submit G (asynchronous: returns once the request is in the ring).
+ * Returns 0 and the request's id in *ID, -EAGAIN when the ring is full
+ * (unless QGRAPH_SUBMIT_BLOCK), -EMSGSIZE, -ENOTCONN when the daemon went
+ * away, -EINVAL for a graph whose building failed.
+ */
+QGRAPH_API int qgraph_submit(struct qgraph_session *s, struct qgraph_graph *g, int flags, uint64_t *id);
+/* Run registered graph HANDLE again on what the arena holds now; G (may be NULL) supplies its events. */
+QGRAPH_API int qgraph_run(struct qgraph_session *s, uint64_t handle, struct qgraph_graph *g, int flags,
+			  uint64_t *id);
+/* Forget a registered graph.  0 or -errno. */
+QGRAPH_API int qgraph_graph_unregister(struct qgraph_session *s, uint64_t handle);
+
+/*
+ * Wait up to TIMEOUT_MS (-1: no limit) for request ID's completion: spins
+ * briefly, then sleeps.  Returns 0 and fills *RES (if not NULL) with
+ * RES->status the request's outcome; -ETIMEDOUT, or -ENOTCONN when the
+ * daemon went away (noticed within a second).
+ */
+QGRAPH_API int qgraph_wait(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res);
+
+/*
+ * Wait until EVENT has reached VALUE (wrap-around compare), spinning
+ * briefly, then sleeping; 0 or the recorded error (-errno), -ETIMEDOUT,
+ * -ENOTCONN.  qgraph_event_query: 1 if reached, 0 if not, or -errno.
+ */
+QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint32_t value, int timeout_ms);
+QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint32_t value);
+
+/* The daemon's statistics as text (one "key value" per line) into BUF; bytes or -errno. */
+QGRAPH_API ssize_t qgraph_stats(struct qgraph_session *s, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QGRAPH_H */

@@ -1,1 +1,279 @@
-/* kernels-arm.h - shared helpers of the aarch64 kernels. */
+/*
+ * kernels-arm.h - inline helpers shared by the aarch64 kernel files.
+ *
+ * Everything here is plain NEON (armv8-a), so every aarch64 kernel file may
+ * include it whatever its own -march flags.  Nothing here is exported: each
+ * kernel file gets its own copy of what it uses.
+ *
+ * Weight nibbles: the interleaved Q4_0 layouts store each byte XOR 0x88, so
+ * a byte B read as int8 has the signed high nibble in its top four bits and
+ * the signed low nibble in its bottom four.  (int8)(B << 4) is the low value
+ * times 16 and (int8)(B & 0xF0) the high value times 16: two instructions per
+ * 16 bytes, and a dot product of those with int8 activations is exactly 16
+ * times the true one, which vcvtq_n_f32_s32(x, 4) divides out for free in the
+ * int-to-float conversion (exact: |sum| < 2^24).
+ */
+#ifndef QG_KERNELS_ARM_H
+#define QG_KERNELS_ARM_H
+
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant.h"
+
+#define QG_ARM_INLINE static inline __attribute__((always_inline))
+
+/*
+ * 64 zero bytes: "ld1 {v28.4s-v31.4s}" from here clears four accumulators
+ * in one instruction where four movi would take four.
+ */
+static const int32_t qg_arm_zero64[16] __attribute__((aligned(64), unused));
+
+/* Four fp16 scales at P (any alignment) as floats: one load, one fcvtl. */
+QG_ARM_INLINE float32x4_t qg_arm_f16x4(const qg_fp16 *p)
+{
+	return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
+/* One fp16 scale as a float (ldr h + fcvt). */
+QG_ARM_INLINE float qg_arm_f16(const qg_fp16 *p)
+{
+	__fp16 h;
+
+	memcpy(&h, p, sizeof h);
+	return (float)h;
+}
+
+/* Low nibbles of 16 weight bytes, times 16, as int8. */
+QG_ARM_INLINE int8x16_t qg_arm_lo16(uint8x16_t b)
+{
+	return vreinterpretq_s8_u8(vshlq_n_u8(b, 4));
+}
+
+/* High nibbles of 16 weight bytes, times 16, as int8 (MASK is 0xF0 in every byte). */
+QG_ARM_INLINE int8x16_t qg_arm_hi16(uint8x16_t b, uint8x16_t mask)
+{
+	return vreinterpretq_s8_u8(vandq_u8(b, mask));
+}
+
+/* Low / high nibbles of 16 weight bytes as plain int8 in [-8, 7]. */
+QG_ARM_INLINE int8x16_t qg_arm_lo(uint8x16_t b)
+{
+	return vshrq_n_s8(vreinterpretq_s8_u8(vshlq_n_u8(b, 4)), 4);
+}
+
+QG_ARM_INLINE int8x16_t qg_arm_hi(uint8x16_t b)
+{
+	return vshrq_n_s8(vreinterpretq_s8_u8(b), 4);
+}
+
+/*
+ * The per-block float step for four outputs: ACC + (SUMI * DW) * DA, the
+ * last multiply and the add fused.  SUMI is a whole block's exact integer
+ * dot product, converted; the portable kernels add each chunk's product
+ * unfused, so results differ from theirs by rounding only (within the
+ * bound tests/kernels-test.c documents), not bit for bit.
+ */
+QG_ARM_INLINE float32x4_t qg_arm_acc(float32x4_t acc, float32x4_t sumi, float32x4_t dw,
+				     float32x4_t da)
+{
+	return vfmaq_f32(acc, vmulq_f32(sumi, dw), da);
+}
+
+/* The same with one activation scale for all four outputs. */
+QG_ARM_INLINE float32x4_t qg_arm_acc_n(float32x4_t acc, float32x4_t sumi, float32x4_t dw,
+				       float da)
+{
+	return vfmaq_n_f32(acc, vmulq_f32(sumi, dw), da);
+}
+
+/*
+ * Four weight rows of one block in the "4x4 canonical" form: Q[c] holds
+ * bytes 4c..4c+3 of rows 0..3 (values 4c..4c+3 in the low nibbles, 16+4c..
+ * in the high ones).  The 4x4 layout is that form already; the 8-byte
+ * interleave keeps bytes 8c..8c+7 of rows 0,1 then rows 2,3 in 32 bytes,
+ * and unzipping their 32-bit lanes gives two canonical vectors.
+ */
+QG_ARM_INLINE void qg_arm_canon_4x4(const uint8_t *qs, uint8x16_t q[4])
+{
+	uint8x16x4_t v = vld1q_u8_x4(qs);
+
+	q[0] = v.val[0];
+	q[1] = v.val[1];
+	q[2] = v.val[2];
+	q[3] = v.val[3];
+}
+
+/* Eight-byte interleave: chunk 0 at Q0 (32 bytes), chunk 1 at Q1. */
+QG_ARM_INLINE void qg_arm_canon_x8(const uint8_t *q0, const uint8_t *q1, uint8x16_t q[4])
+{
+	uint8x16x2_t c0, c1;
+
+	if (q1 == q0 + 32) {
+		uint8x16x4_t v = vld1q_u8_x4(q0);
+		c0.val[0] = v.val[0];
+		c0.val[1] = v.val[1];
+		c1.val[0] = v.val[2];
+		c1.val[1] = v.val[3];
+	} else {
+		c0 = vld1q_u8_x2(q0);
+		c1 = vld1q_u8_x2(q1);
+	}
+	q[0] = vreinterpretq_u8_u32(vuzp1q_u32(vreinterpretq_u32_u8(c0.val[0]),
+					       vreinterpretq_u32_u8(c0.val[1])));
+	q[1] = vreinterpretq_u8_u32(vuzp2q_u32(vreinterpretq_u32_u8(c0.val[0]),
+					       vreinterpretq_u32_u8(c0.val[1])));
+	q[2] = vreinterpretq_u8_u32(vuzp1q_u32(vreinterpretq_u32_u8(c1.val[0]),
+					       vreinterpretq_u32_u8(c1.val[1])));
+	q[3] = vreinterpretq_u8_u32(vuzp2q_u32(vreinterpretq_u32_u8(c1.val[0]),
+					       vreinterpretq_u32_u8(c1.val[1])));
+}
+
+/*
+ * Where one 4-row group of a weight block lives: scales at byte SOFF of the
+ * block, chunk 0 and chunk 1 of the 8-byte interleave at Q0OFF and Q1OFF
+ * (for the 4x4 layout Q0OFF is the start of 64 bytes), blocks STRIDE bytes
+ * apart.  An 8x8 row group is two of these.
+ */
+struct qg_arm_wview {
+	int soff, q0off, q1off, stride;
+};
+
+#define QG_ARM_VIEW_4X4 ((struct qg_arm_wview){ 0, 8, 40, 72 })
+#define QG_ARM_VIEW_4X8 ((struct qg_arm_wview){ 0, 8, 40, 72 })
+#define QG_ARM_VIEW_8X8(h) ((struct qg_arm_wview){ 8 * (h), 16 + 32 * (h), 80 + 32 * (h), 144 })
+
+/*
+ * Activation quantization, the same bytes as quant.c's: scale
+ * fp16(amax / 127), codes round-half-away(x * (1/d)) where |x/d| <= 127.5,
+ * else 0.  A block that holds a NaN goes to the portable code, whose choice
+ * among several NaN payloads a reduction tree would not reproduce.
+ */
+
+/* Largest |x| of 32 floats (NaN if any is). */
+QG_ARM_INLINE float32x4_t qg_arm_amax32(const float32x4_t v[8])
+{
+	float32x4_t m0 = vmaxq_f32(vabsq_f32(v[0]), vabsq_f32(v[1]));
+	float32x4_t m1 = vmaxq_f32(vabsq_f32(v[2]), vabsq_f32(v[3]));
+	float32x4_t m2 = vmaxq_f32(vabsq_f32(v[4]), vabsq_f32(v[5]));
+	float32x4_t m3 = vmaxq_f32(vabsq_f32(v[6]), vabsq_f32(v[7]));
+
+	return vmaxq_f32(vmaxq_f32(m0, m1), vmaxq_f32(m2, m3));
+}
+
+/* 32 floats times ID, rounded half away from zero, 0 out of [-127.5, 127.5]. */
+QG_ARM_INLINE int8x16x2_t qg_arm_codes32(const float32x4_t v[8], float32x4_t id)
+{
+	const float32x4_t lim = vdupq_n_f32(127.5f);
+	int32x4_t c[8];
+	int8x16x2_t r;
+
+	for (int i = 0; i < 8; i++) {
+		float32x4_t x = vmulq_f32(v[i], id);
+		/* facge is false for NaN, so NaN and overflow both give 0 */
+		c[i] = vandq_s32(vcvtaq_s32_f32(x), vreinterpretq_s32_u32(vcaleq_f32(x, lim)));
+	}
+	/* narrow by keeping the low halves (128 wraps to -128, as the cast does) */
+	for (int i = 0; i < 2; i++) {
+		int16x8_t h0 = vuzp1q_s16(vreinterpretq_s16_s32(c[4 * i]), vreinterpretq_s16_s32(c[4 * i + 1]));
+		int16x8_t h1 = vuzp1q_s16(vreinterpretq_s16_s32(c[4 * i + 2]), vreinterpretq_s16_s32(c[4 * i + 3]));
+		r.val[i] = vuzp1q_s8(vreinterpretq_s8_s16(h0), vreinterpretq_s8_s16(h1));
+	}
+	return r;
+}
+
+/* id = d ? 1/d : 0 for four scales. */
+QG_ARM_INLINE float32x4_t qg_arm_inv(float32x4_t d)
+{
+	float32x4_t id = vdivq_f32(vdupq_n_f32(1.0f), d);
+
+	return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(id), vceqzq_f32(d)));
+}
+
+QG_ARM_INLINE void qg_arm_quant_row(const float *x, struct qg_block_q8_0 *y, int64_t k)
+{
+	for (int64_t b = 0; b < k / QG_QK; b++, x += QG_QK) {
+		float32x4_t v[8];
+		for (int i = 0; i < 8; i++)
+			v[i] = vld1q_f32(x + 4 * i);
+		float amax = vmaxvq_f32(qg_arm_amax32(v));
+		if (isnan(amax)) {
+			qg_quantize_row_q8_0(x, &y[b], QG_QK);
+			continue;
+		}
+		float32x4_t d = vdivq_f32(vdupq_n_f32(amax), vdupq_n_f32(127.0f));
+		float16x4_t dh = vcvt_f16_f32(d);
+		int8x16x2_t c = qg_arm_codes32(v, qg_arm_inv(d));
+
+		vst1_lane_u16(&y[b].d, vreinterpret_u16_f16(dh), 0);
+		vst1q_s8_x2(y[b].qs, c);
+	}
+}
+
+QG_ARM_INLINE void qg_arm_quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y,
+				   int64_t k, int ileave)
+{
+	for (int64_t b = 0; b < k / QG_QK; b++) {
+		float32x4_t v[4][8];
+		float32x4_t amax;
+		for (int r = 0; r < 4; r++)
+			for (int i = 0; i < 8; i++)
+				v[r][i] = vld1q_f32(x + r * ldx + b * QG_QK + 4 * i);
+		/* the four rows' maxima in the four lanes */
+		float32x4_t m0 = qg_arm_amax32(v[0]), m1 = qg_arm_amax32(v[1]);
+		float32x4_t m2 = qg_arm_amax32(v[2]), m3 = qg_arm_amax32(v[3]);
+		amax = vpmaxq_f32(vpmaxq_f32(m0, m1), vpmaxq_f32(m2, m3));
+		/* NaN != NaN: the mask's lanes are all ones unless a row holds a NaN */
+		if (vminvq_u32(vceqq_f32(amax, amax)) == 0) {
+			qg_quantize_rows_q8_0x4(x + b * QG_QK, ldx, &y[b], QG_QK, ileave);
+			continue;
+		}
+		float32x4_t d = vdivq_f32(amax, vdupq_n_f32(127.0f));
+		float32x4_t id = qg_arm_inv(d);
+		int8x16x2_t c[4];
+		c[0] = qg_arm_codes32(v[0], vdupq_laneq_f32(id, 0));
+		c[1] = qg_arm_codes32(v[1], vdupq_laneq_f32(id, 1));
+		c[2] = qg_arm_codes32(v[2], vdupq_laneq_f32(id, 2));
+		c[3] = qg_arm_codes32(v[3], vdupq_laneq_f32(id, 3));
+
+		vst1_u16(y[b].d, vreinterpret_u16_f16(vcvt_f16_f32(d)));
+		/*
+		 * st4 stores element e of the four registers one after the
+		 * other: with 4-byte (8-byte) elements that is exactly chunk e
+		 * of rows 0..3, the interleave of block_q8_0x4.
+		 */
+		for (int h = 0; h < 2; h++) {
+			if (ileave == 8) {
+				int64x2x4_t t = { { vreinterpretq_s64_s8(c[0].val[h]), vreinterpretq_s64_s8(c[1].val[h]),
+						    vreinterpretq_s64_s8(c[2].val[h]), vreinterpretq_s64_s8(c[3].val[h]) } };
+				vst4q_s64((int64_t *)(y[b].qs + 64 * h), t);
+			} else {
+				int32x4x4_t t = { { vreinterpretq_s32_s8(c[0].val[h]), vreinterpretq_s32_s8(c[1].val[h]),
+						    vreinterpretq_s32_s8(c[2].val[h]), vreinterpretq_s32_s8(c[3].val[h]) } };
+				vst4q_s32((int32_t *)(y[b].qs + 64 * h), t);
+			}
+		}
+	}
+}
+
+/*
+ * Store four float vectors whose lane r belongs to output row r (vector j
+ * holds column j): S[r*LDS + j], a 4x4 transpose by trn1/trn2.
+ */
+QG_ARM_INLINE void qg_arm_store_t4(float *s, size_t lds, float32x4_t c0, float32x4_t c1,
+				   float32x4_t c2, float32x4_t c3)
+{
+	float32x4_t t0 = vtrn1q_f32(c0, c1), t1 = vtrn2q_f32(c0, c1);
+	float32x4_t t2 = vtrn1q_f32(c2, c3), t3 = vtrn2q_f32(c2, c3);
+	float64x2_t u0 = vreinterpretq_f64_f32(t0), u1 = vreinterpretq_f64_f32(t1);
+	float64x2_t u2 = vreinterpretq_f64_f32(t2), u3 = vreinterpretq_f64_f32(t3);
+
+	vst1q_f32(s, vreinterpretq_f32_f64(vtrn1q_f64(u0, u2)));
+	vst1q_f32(s + lds, vreinterpretq_f32_f64(vtrn1q_f64(u1, u3)));
+	vst1q_f32(s + 2 * lds, vreinterpretq_f32_f64(vtrn2q_f64(u0, u2)));
+	vst1q_f32(s + 3 * lds, vreinterpretq_f32_f64(vtrn2q_f64(u1, u3)));
+}
+
+#endif /* QG_KERNELS_ARM_H */

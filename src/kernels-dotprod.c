@@ -1,5 +1,476 @@
-/* kernels-dotprod.c - placeholder until the dotprod kernels land: no layout served. */
+/*
+ * kernels-dotprod.c - GEMV and GEMM for every interleaved Q4_0 layout with
+ * NEON sdot (armv8.2-a+dotprod: Neoverse N1, Graviton2, and every later
+ * core), built with -march=armv8.2-a+dotprod.
+ *
+ * Every kernel keeps one int32 accumulator vector per four outputs and
+ * block: the weights' nibbles times 16 (two instructions per 16 bytes,
+ * kernels-arm.h) dotted with the int8 activations, converted with the /16
+ * folded in, then one multiply and one fused multiply-add by the two scales.
+ *
+ * GEMV, 4x4 layout: a weight vector holds 4 bytes of each of the 4 rows
+ * for the same 4 values, so "sdot by element" against the 4 activation
+ * bytes of those values (one 32-bit lane of the activation vector) gives
+ * the 4 rows at once: 8 sdot per block and row group.
+ * GEMV, 8-byte layouts: a vector holds 8 bytes of 2 rows; the activation's
+ * 8 matching bytes are loaded into both halves (ld1r), a plain sdot leaves
+ * each row's sum in two lanes, and one addp per block folds the pairs.
+ *
+ * GEMM (every layout, activations with the 4-byte interleave): the roles
+ * flip.  An activation vector holds 4 bytes of each of its 4 rows for the
+ * same values, and the by-element operand is the weight: lane j of a weight
+ * vector is 4 bytes of weight row j (4x4), or bytes 0-3 / 4-7 of one row
+ * (8-byte layouts, lanes 2q and 2q+1 of row pair p), so the 8-byte layouts
+ * need no reshuffling either.  Accumulator j then holds weight row j for
+ * the 4 activation rows and is transposed once when stored.  A tile is one
+ * group of 4 weight rows against up to 3 groups of 4 activation rows: the
+ * weights' nibbles are taken once per block for 12 output vectors, and the
+ * registers (12 sums, 4 accumulators, 8 weight and 4 activation vectors,
+ * 3 scales and the mask) just fit.
+ */
 #include "config.h"
-#include "kernels.h"
 
-const struct qg_kernel qg_kernels_dotprod[QG_LAYOUT_COUNT];
+#include "kernels-arm.h"
+
+#define W_BLOCK4 72	/* bytes of a block_q4_0x4 */
+#define W_BLOCK8 144	/* bytes of a block_q4_0x8 */
+
+/* --- GEMV ------------------------------------------------------------- */
+
+/*
+ * The GEMV loops are asm too, for the same reason as the GEMM tile below.
+ * Each handles up to 4 row groups of 4 rows (2 groups of 8 for 8x8) against
+ * one activation row, two blocks per turn.
+ *
+ * 4x4: v0-v3 the sums, v8/v9 activation values 0-15 / 16-31, v10 the
+ * activation scale, v11 the 0xF0 mask, v12 weight scales, v16-v19 /
+ * v20-v23 low / high nibbles times 16, v24-v27 the groups' accumulators.
+ */
+#define GV44_GROUP(wg, s, acc)						\
+	"ldr d12, [%[" wg "]], #8\n\t"					\
+	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t"			\
+	"and v20.16b, v16.16b, v11.16b\n\t"				\
+	"and v21.16b, v17.16b, v11.16b\n\t"				\
+	"and v22.16b, v18.16b, v11.16b\n\t"				\
+	"and v23.16b, v19.16b, v11.16b\n\t"				\
+	"shl v16.16b, v16.16b, #4\n\t"					\
+	"shl v17.16b, v17.16b, #4\n\t"					\
+	"shl v18.16b, v18.16b, #4\n\t"					\
+	"shl v19.16b, v19.16b, #4\n\t"					\
+	"sdot v" acc ".4s, v16.16b, v8.4b[0]\n\t"			\
+	"sdot v" acc ".4s, v20.16b, v9.4b[0]\n\t"			\
+	"sdot v" acc ".4s, v17.16b, v8.4b[1]\n\t"			\
+	"sdot v" acc ".4s, v21.16b, v9.4b[1]\n\t"			\
+	"sdot v" acc ".4s, v18.16b, v8.4b[2]\n\t"			\
+	"sdot v" acc ".4s, v22.16b, v9.4b[2]\n\t"			\
+	"sdot v" acc ".4s, v19.16b, v8.4b[3]\n\t"			\
+	"sdot v" acc ".4s, v23.16b, v9.4b[3]\n\t"			\
+	"fcvtl v12.4s, v12.4h\n\t"					\
+	"scvtf v" acc ".4s, v" acc ".4s, #4\n\t"			\
+	"fmul v" acc ".4s, v" acc ".4s, v12.4s\n\t"			\
+	"fmla v" s ".4s, v" acc ".4s, v10.s[0]\n\t"
+
+#define GV44_ACT							\
+	"ldr h10, [%[a]], #2\n\t"					\
+	"ld1 {v8.16b, v9.16b}, [%[a]], #32\n\t"				\
+	"fcvt s10, h10\n\t"						\
+	"ld1 {v24.4s-v27.4s}, [%[zero]]\n\t"
+
+/*
+ * 8-byte layouts: v8-v11 activation bytes 0-7, 8-15, 16-23, 24-31, each
+ * in both halves (ld1r); v12 the activation scale, v13 (and v14) weight
+ * scales, v15 the mask.  A 4-row unit is chunk 0 rows 0,1 (R0) and 2,3
+ * (R1), chunk 1 likewise (R2, R3), with high nibbles in H0..H3 and two
+ * accumulators whose lane pairs addp folds into the 4 rows.
+ */
+#define GVX8_UNIT(r0, r1, r2, r3, h0, h1, h2, h3, acc0, acc1, dw, s)	\
+	"and v" h0 ".16b, v" r0 ".16b, v15.16b\n\t"			\
+	"and v" h1 ".16b, v" r1 ".16b, v15.16b\n\t"			\
+	"and v" h2 ".16b, v" r2 ".16b, v15.16b\n\t"			\
+	"and v" h3 ".16b, v" r3 ".16b, v15.16b\n\t"			\
+	"shl v" r0 ".16b, v" r0 ".16b, #4\n\t"				\
+	"shl v" r1 ".16b, v" r1 ".16b, #4\n\t"				\
+	"shl v" r2 ".16b, v" r2 ".16b, #4\n\t"				\
+	"shl v" r3 ".16b, v" r3 ".16b, #4\n\t"				\
+	"sdot v" acc0 ".4s, v" r0 ".16b, v8.16b\n\t"			\
+	"sdot v" acc0 ".4s, v" h0 ".16b, v10.16b\n\t"			\
+	"sdot v" acc0 ".4s, v" r2 ".16b, v9.16b\n\t"			\
+	"sdot v" acc0 ".4s, v" h2 ".16b, v11.16b\n\t"			\
+	"sdot v" acc1 ".4s, v" r1 ".16b, v8.16b\n\t"			\
+	"sdot v" acc1 ".4s, v" h1 ".16b, v10.16b\n\t"			\
+	"sdot v" acc1 ".4s, v" r3 ".16b, v9.16b\n\t"			\
+	"sdot v" acc1 ".4s, v" h3 ".16b, v11.16b\n\t"			\
+	"addp v" acc0 ".4s, v" acc0 ".4s, v" acc1 ".4s\n\t"		\
+	"scvtf v" acc0 ".4s, v" acc0 ".4s, #4\n\t"			\
+	"fmul v" acc0 ".4s, v" acc0 ".4s, v" dw ".4s\n\t"		\
+	"fmla v" s ".4s, v" acc0 ".4s, v12.s[0]\n\t"
+
+#define GVX8_ACT							\
+	"ldr h12, [%[a]], #2\n\t"					\
+	"ld1r {v8.2d}, [%[a]], #8\n\t"					\
+	"ld1r {v9.2d}, [%[a]], #8\n\t"					\
+	"ld1r {v10.2d}, [%[a]], #8\n\t"					\
+	"ld1r {v11.2d}, [%[a]], #8\n\t"					\
+	"fcvt s12, h12\n\t"						\
+	"ld1 {v24.4s-v27.4s}, [%[zero]]\n\t"				\
+	"ld1 {v28.4s-v31.4s}, [%[zero]]\n\t"
+
+/* A 4x8 group: scales, then chunk 0 rows 0-3 and chunk 1 (64 bytes). */
+#define GV48_GROUP(wg, s, acc0, acc1)					\
+	"ldr d13, [%[" wg "]], #8\n\t"					\
+	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t"			\
+	"fcvtl v13.4s, v13.4h\n\t"					\
+	GVX8_UNIT("16", "17", "18", "19", "20", "21", "22", "23", acc0, acc1, "13", s)
+
+/* An 8x8 group: 8 scales, chunk 0 of rows 0-7 (v16-v19), chunk 1 (v20-v23). */
+#define GV88_GROUP(wg, s0, s1, acc0, acc1, acc2, acc3)			\
+	"ldr q13, [%[" wg "]], #16\n\t"					\
+	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t"			\
+	"ld1 {v20.16b-v23.16b}, [%[" wg "]], #64\n\t"			\
+	"fcvtl2 v14.4s, v13.8h\n\t"					\
+	"fcvtl v13.4s, v13.4h\n\t"					\
+	GVX8_UNIT("16", "17", "20", "21", "4", "5", "6", "7", acc0, acc1, "13", s0) \
+	GVX8_UNIT("18", "19", "22", "23", "4", "5", "6", "7", acc2, acc3, "14", s1)
+
+#define GV_LOOP(BODY)							\
+	__asm__ volatile(						\
+		"movi v15.16b, #0xf0\n\t"				\
+		"movi v11.16b, #0xf0\n\t"				\
+		"movi v0.4s, #0\n\t" "movi v1.4s, #0\n\t"		\
+		"movi v2.4s, #0\n\t" "movi v3.4s, #0\n\t"		\
+		"cbnz %w[odd], 2f\n\t"					\
+		"1:\n\t"						\
+		BODY							\
+		"2:\n\t"						\
+		BODY							\
+		"subs %w[n], %w[n], #1\n\t"				\
+		"b.ne 1b\n\t"						\
+		"st1 {v0.4s-v3.4s}, [%[out]]\n\t"			\
+		: [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), \
+		  [a] "+r"(ap), [n] "+r"(n)				\
+		: [zero] "r"(qg_arm_zero64), [odd] "r"(odd), [out] "r"(sum) \
+		: "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", \
+		  "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", \
+		  "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", \
+		  "v26", "v27", "v28", "v29", "v30", "v31")
+
+/*
+ * NG row groups of layout L, whose first blocks are GS bytes apart, against
+ * one activation row: S gets 4*NG outputs (8*NG for 8x8).
+ */
+static void gemv_groups(enum qg_layout l, int ng, int nb, float *restrict s,
+			const uint8_t *restrict w, size_t gs, const struct qg_block_q8_0 *restrict a)
+{
+	float sum[16];
+	/* pointers past the NG groups stay at the first: never read, always valid */
+	const uint8_t *w0 = w, *w1 = ng > 1 ? w + gs : w;
+	const uint8_t *w2 = ng > 2 ? w + 2 * gs : w, *w3 = ng > 3 ? w + 3 * gs : w;
+	const struct qg_block_q8_0 *ap = a;
+	long n = (nb + 1) / 2, odd = nb & 1;
+
+	if (l == QG_LAYOUT_4X4) {
+		if (ng == 4)
+			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24") GV44_GROUP("w1", "1", "25")
+				GV44_GROUP("w2", "2", "26") GV44_GROUP("w3", "3", "27"));
+		else if (ng == 3)
+			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24") GV44_GROUP("w1", "1", "25")
+				GV44_GROUP("w2", "2", "26"));
+		else if (ng == 2)
+			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24") GV44_GROUP("w1", "1", "25"));
+		else
+			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24"));
+	} else if (l == QG_LAYOUT_4X8) {
+		if (ng == 4)
+			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25") GV48_GROUP("w1", "1", "26", "27")
+				GV48_GROUP("w2", "2", "28", "29") GV48_GROUP("w3", "3", "30", "31"));
+		else if (ng == 3)
+			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25") GV48_GROUP("w1", "1", "26", "27")
+				GV48_GROUP("w2", "2", "28", "29"));
+		else if (ng == 2)
+			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25") GV48_GROUP("w1", "1", "26", "27"));
+		else
+			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25"));
+	} else {
+		if (ng == 2)
+			GV_LOOP(GVX8_ACT GV88_GROUP("w0", "0", "1", "24", "25", "26", "27")
+				GV88_GROUP("w1", "2", "3", "28", "29", "30", "31"));
+		else
+			GV_LOOP(GVX8_ACT GV88_GROUP("w0", "0", "1", "24", "25", "26", "27"));
+	}
+	memcpy(s, sum, (size_t)(l == QG_LAYOUT_8X8 ? 8 : 4) * ng * sizeof *s);
+}
+
+/* Row groups at a time: 16 rows, 4 output vectors, for every layout. */
+#define GEMV_NG(l) ((l) == QG_LAYOUT_8X8 ? 2 : 4)
+
+QG_ARM_INLINE void gemv(enum qg_layout l, int k, float *restrict s, const void *restrict w,
+			const void *restrict a, int nc)
+{
+	const int nb = k / QG_QK, R = l == QG_LAYOUT_8X8 ? 8 : 4;
+	const size_t gs = (size_t)nb * (l == QG_LAYOUT_8X8 ? W_BLOCK8 : W_BLOCK4);
+	const uint8_t *wp = w;
+	const int ngroups = nc / R;
+
+	if (nb <= 0) {
+		memset(s, 0, (size_t)nc * sizeof *s);
+		return;
+	}
+	for (int g = 0; g < ngroups; g += GEMV_NG(l)) {
+		const int ng = ngroups - g < GEMV_NG(l) ? ngroups - g : GEMV_NG(l);
+		gemv_groups(l, ng, nb, s + g * R, wp + g * gs, gs, a);
+	}
+}
+
+static void gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	gemv(QG_LAYOUT_4X4, k, s, w, a, nc);
+}
+
+static void gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	gemv(QG_LAYOUT_4X8, k, s, w, a, nc);
+}
+
+static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	gemv(QG_LAYOUT_8X8, k, s, w, a, nc);
+}
+
+/* --- GEMM ------------------------------------------------------------- */
+
+/*
+ * The GEMM tile is one asm loop over the blocks: the compiler, left to
+ * itself, spills sums around the 32 sdot of each activation group.
+ * Registers: v0-v11 the sums of up to 3 activation groups (4 per group,
+ * one per weight row, lanes = activation rows), v12 the weight scales,
+ * v13 the activation scales, v14 the 0xF0 mask, v16-v19 / v20-v23 the
+ * weights' low / high nibbles times 16, v24-v27 four activation vectors,
+ * v28-v31 the int32 accumulators of weight rows 0..3, zeroed for each
+ * group by one load of 64 zero bytes instead of four movi.
+ *
+ * DP_LO_* / DP_HI_*: the 16 sdot of one activation group's low / high
+ * values (v24-v27 = its vectors of values 4c..4c+3, or 16+4c..).  4x4:
+ * weight vector c holds those values of rows 0..3, lane j = row j.
+ * 8-byte layouts: vector 2c'+p holds values 8c'..8c'+7 of rows 2p and
+ * 2p+1, lanes 2q and 2q+1 = row 2p+q, bytes 0-3 and 4-7.
+ */
+#define DP_LO_4X4 \
+	"sdot v28.4s, v24.16b, v16.4b[0]\n\t" "sdot v29.4s, v24.16b, v16.4b[1]\n\t" \
+	"sdot v30.4s, v24.16b, v16.4b[2]\n\t" "sdot v31.4s, v24.16b, v16.4b[3]\n\t" \
+	"sdot v28.4s, v25.16b, v17.4b[0]\n\t" "sdot v29.4s, v25.16b, v17.4b[1]\n\t" \
+	"sdot v30.4s, v25.16b, v17.4b[2]\n\t" "sdot v31.4s, v25.16b, v17.4b[3]\n\t" \
+	"sdot v28.4s, v26.16b, v18.4b[0]\n\t" "sdot v29.4s, v26.16b, v18.4b[1]\n\t" \
+	"sdot v30.4s, v26.16b, v18.4b[2]\n\t" "sdot v31.4s, v26.16b, v18.4b[3]\n\t" \
+	"sdot v28.4s, v27.16b, v19.4b[0]\n\t" "sdot v29.4s, v27.16b, v19.4b[1]\n\t" \
+	"sdot v30.4s, v27.16b, v19.4b[2]\n\t" "sdot v31.4s, v27.16b, v19.4b[3]\n\t"
+
+#define DP_HI_4X4 \
+	"sdot v28.4s, v24.16b, v20.4b[0]\n\t" "sdot v29.4s, v24.16b, v20.4b[1]\n\t" \
+	"sdot v30.4s, v24.16b, v20.4b[2]\n\t" "sdot v31.4s, v24.16b, v20.4b[3]\n\t" \
+	"sdot v28.4s, v25.16b, v21.4b[0]\n\t" "sdot v29.4s, v25.16b, v21.4b[1]\n\t" \
+	"sdot v30.4s, v25.16b, v21.4b[2]\n\t" "sdot v31.4s, v25.16b, v21.4b[3]\n\t" \
+	"sdot v28.4s, v26.16b, v22.4b[0]\n\t" "sdot v29.4s, v26.16b, v22.4b[1]\n\t" \
+	"sdot v30.4s, v26.16b, v22.4b[2]\n\t" "sdot v31.4s, v26.16b, v22.4b[3]\n\t" \
+	"sdot v28.4s, v27.16b, v23.4b[0]\n\t" "sdot v29.4s, v27.16b, v23.4b[1]\n\t" \
+	"sdot v30.4s, v27.16b, v23.4b[2]\n\t" "sdot v31.4s, v27.16b, v23.4b[3]\n\t"
+
+#define DP_LO_X8 \
+	"sdot v28.4s, v24.16b, v16.4b[0]\n\t" "sdot v29.4s, v24.16b, v16.4b[2]\n\t" \
+	"sdot v30.4s, v24.16b, v17.4b[0]\n\t" "sdot v31.4s, v24.16b, v17.4b[2]\n\t" \
+	"sdot v28.4s, v25.16b, v16.4b[1]\n\t" "sdot v29.4s, v25.16b, v16.4b[3]\n\t" \
+	"sdot v30.4s, v25.16b, v17.4b[1]\n\t" "sdot v31.4s, v25.16b, v17.4b[3]\n\t" \
+	"sdot v28.4s, v26.16b, v18.4b[0]\n\t" "sdot v29.4s, v26.16b, v18.4b[2]\n\t" \
+	"sdot v30.4s, v26.16b, v19.4b[0]\n\t" "sdot v31.4s, v26.16b, v19.4b[2]\n\t" \
+	"sdot v28.4s, v27.16b, v18.4b[1]\n\t" "sdot v29.4s, v27.16b, v18.4b[3]\n\t" \
+	"sdot v30.4s, v27.16b, v19.4b[1]\n\t" "sdot v31.4s, v27.16b, v19.4b[3]\n\t"
+
+#define DP_HI_X8 \
+	"sdot v28.4s, v24.16b, v20.4b[0]\n\t" "sdot v29.4s, v24.16b, v20.4b[2]\n\t" \
+	"sdot v30.4s, v24.16b, v21.4b[0]\n\t" "sdot v31.4s, v24.16b, v21.4b[2]\n\t" \
+	"sdot v28.4s, v25.16b, v20.4b[1]\n\t" "sdot v29.4s, v25.16b, v20.4b[3]\n\t" \
+	"sdot v30.4s, v25.16b, v21.4b[1]\n\t" "sdot v31.4s, v25.16b, v21.4b[3]\n\t" \
+	"sdot v28.4s, v26.16b, v22.4b[0]\n\t" "sdot v29.4s, v26.16b, v22.4b[2]\n\t" \
+	"sdot v30.4s, v26.16b, v23.4b[0]\n\t" "sdot v31.4s, v26.16b, v23.4b[2]\n\t" \
+	"sdot v28.4s, v27.16b, v22.4b[1]\n\t" "sdot v29.4s, v27.16b, v22.4b[3]\n\t" \
+	"sdot v30.4s, v27.16b, v23.4b[1]\n\t" "sdot v31.4s, v27.16b, v23.4b[3]\n\t"
+
+/* Weights of one block: 4x4 and 4x8 (scales then 64 bytes; W advances 72). */
+#define DP_WLOAD_72							\
+	"ldr d12, [%[w]], #8\n\t"					\
+	"ld1 {v16.16b-v19.16b}, [%[w]], #64\n\t"
+/* Half H of an 8x8 block: W points at its chunk 0 (block + 16 + 32H). */
+#define DP_WLOAD_144(soff)						\
+	"ldur d12, [%[w], #" soff "]\n\t"				\
+	"ldp q18, q19, [%[w], #64]\n\t"					\
+	"ldp q16, q17, [%[w]], #144\n\t"
+
+#define DP_NIBBLES							\
+	"fcvtl v12.4s, v12.4h\n\t"					\
+	"and v20.16b, v16.16b, v14.16b\n\t"				\
+	"and v21.16b, v17.16b, v14.16b\n\t"				\
+	"and v22.16b, v18.16b, v14.16b\n\t"				\
+	"and v23.16b, v19.16b, v14.16b\n\t"				\
+	"shl v16.16b, v16.16b, #4\n\t"					\
+	"shl v17.16b, v17.16b, #4\n\t"					\
+	"shl v18.16b, v18.16b, #4\n\t"					\
+	"shl v19.16b, v19.16b, #4\n\t"
+
+/* Sum row J (v S) += ((acc J) / 16 * weight scale J) * activation scales. */
+#define DP_FLOAT(acc, j, s)						\
+	"scvtf v" acc ".4s, v" acc ".4s, #4\n\t"			\
+	"fmul v" acc ".4s, v" acc ".4s, v12.s[" j "]\n\t"		\
+	"fmla v" s ".4s, v" acc ".4s, v13.4s\n\t"
+
+/* One activation group (pointer operand AG) into sums S0..S3. */
+#define DP_GROUP(ag, LO, HI, s0, s1, s2, s3)				\
+	"ldr d13, [%[" ag "]], #8\n\t"					\
+	"ld1 {v24.16b-v27.16b}, [%[" ag "]], #64\n\t"			\
+	"ld1 {v28.4s-v31.4s}, [%[zero]]\n\t"				\
+	LO								\
+	"ld1 {v24.16b-v27.16b}, [%[" ag "]], #64\n\t"			\
+	HI								\
+	"fcvtl v13.4s, v13.4h\n\t"					\
+	DP_FLOAT("28", "0", s0) DP_FLOAT("29", "1", s1)			\
+	DP_FLOAT("30", "2", s2) DP_FLOAT("31", "3", s3)
+
+#define DP_G0(LO, HI) DP_GROUP("a0", LO, HI, "0", "1", "2", "3")
+#define DP_G1(LO, HI) DP_GROUP("a1", LO, HI, "4", "5", "6", "7")
+#define DP_G2(LO, HI) DP_GROUP("a2", LO, HI, "8", "9", "10", "11")
+
+#define DP_TILE(WLOAD, GROUPS)						\
+	__asm__ volatile(						\
+		"movi v14.16b, #0xf0\n\t"				\
+		"movi v0.4s, #0\n\t" "movi v1.4s, #0\n\t" "movi v2.4s, #0\n\t" "movi v3.4s, #0\n\t" \
+		"movi v4.4s, #0\n\t" "movi v5.4s, #0\n\t" "movi v6.4s, #0\n\t" "movi v7.4s, #0\n\t" \
+		"movi v8.4s, #0\n\t" "movi v9.4s, #0\n\t" "movi v10.4s, #0\n\t" "movi v11.4s, #0\n\t" \
+		/* two blocks per turn; an odd count enters at the second */ \
+		"cbnz %w[odd], 2f\n\t"					\
+		"1:\n\t"						\
+		WLOAD DP_NIBBLES GROUPS					\
+		"2:\n\t"						\
+		WLOAD DP_NIBBLES GROUPS					\
+		"subs %w[n], %w[n], #1\n\t"				\
+		"b.ne 1b\n\t"						\
+		"st1 {v0.4s-v3.4s}, [%[out]], #64\n\t"			\
+		"st1 {v4.4s-v7.4s}, [%[out]], #64\n\t"			\
+		"st1 {v8.4s-v11.4s}, [%[out]]\n\t"			\
+		: [w] "+r"(wp), [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), \
+		  [n] "+r"(n), [out] "+r"(out)				\
+		: [zero] "r"(qg_arm_zero64), [odd] "r"(odd)		\
+		: "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", \
+		  "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v16", "v17", \
+		  "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", \
+		  "v27", "v28", "v29", "v30", "v31")
+
+#define DP_TILE_NG(WLOAD, LO, HI)					\
+	do {								\
+		if (ng == 3)						\
+			DP_TILE(WLOAD, DP_G0(LO, HI) DP_G1(LO, HI) DP_G2(LO, HI)); \
+		else if (ng == 2)					\
+			DP_TILE(WLOAD, DP_G0(LO, HI) DP_G1(LO, HI));	\
+		else							\
+			DP_TILE(WLOAD, DP_G0(LO, HI));			\
+	} while (0)
+
+/*
+ * Four weight rows (view H of layout L, first block at W) against NG <= 3
+ * groups of 4 activation rows (first at A, K/32 blocks each).  Activation
+ * row 4g+r writes S[(4g+r)*LDS + 0..3].
+ */
+static void gemm_tile(enum qg_layout l, int h, int ng, int nb, float *restrict s, size_t lds,
+		      const uint8_t *restrict w, const struct qg_block_q8_0x4 *restrict a)
+{
+	float sum[3][4][4];
+	float *out = &sum[0][0][0];
+	const uint8_t *wp = w;
+	const struct qg_block_q8_0x4 *a0 = a, *a1 = ng > 1 ? a + nb : a;
+	const struct qg_block_q8_0x4 *a2 = ng > 2 ? a + 2 * (size_t)nb : a;
+	long n = (nb + 1) / 2, odd = nb & 1;
+
+	if (l == QG_LAYOUT_4X4) {
+		DP_TILE_NG(DP_WLOAD_72, DP_LO_4X4, DP_HI_4X4);
+	} else if (l == QG_LAYOUT_4X8) {
+		DP_TILE_NG(DP_WLOAD_72, DP_LO_X8, DP_HI_X8);
+	} else if (h == 0) {
+		wp += 16;
+		DP_TILE_NG(DP_WLOAD_144("-16"), DP_LO_X8, DP_HI_X8);
+	} else {
+		wp += 48;
+		DP_TILE_NG(DP_WLOAD_144("-40"), DP_LO_X8, DP_HI_X8);
+	}
+	for (int g = 0; g < ng; g++)
+		qg_arm_store_t4(s + (size_t)g * 4 * lds, lds, vld1q_f32(sum[g][0]), vld1q_f32(sum[g][1]),
+				vld1q_f32(sum[g][2]), vld1q_f32(sum[g][3]));
+}
+
+/* Every 4-row view of the weights against activation groups, 3 at a time. */
+QG_ARM_INLINE void gemm(enum qg_layout l, int k, float *restrict s, size_t lds,
+			const void *restrict w, const void *restrict a, int nr, int nc)
+{
+	const int nb = k / QG_QK, ngroups = nr / 4;
+	const struct qg_block_q8_0x4 *ap = a;
+
+	if (nb <= 0) {
+		for (int r = 0; r < nr; r++)
+			memset(s + (size_t)r * lds, 0, (size_t)nc * sizeof *s);
+		return;
+	}
+	for (int c = 0; c < nc; c += 4) {
+		/* an 8x8 group is two views: rows 0-3 and rows 4-7 */
+		const int h = l == QG_LAYOUT_8X8 ? (c / 4) % 2 : 0;
+		const uint8_t *wp = (const uint8_t *)w + (l == QG_LAYOUT_8X8 ?
+			(size_t)(c / 8) * nb * W_BLOCK8 : (size_t)(c / 4) * nb * W_BLOCK4);
+		for (int g = 0; g < ngroups; g += 3) {
+			const int ng = ngroups - g < 3 ? ngroups - g : 3;
+			gemm_tile(l, h, ng, nb, s + (size_t)g * 4 * lds + c, lds, wp, ap + (size_t)g * nb);
+		}
+	}
+}
+
+static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	gemm(QG_LAYOUT_4X4, k, s, lds, w, a, nr, nc);
+}
+
+static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	gemm(QG_LAYOUT_4X8, k, s, lds, w, a, nr, nc);
+}
+
+static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	gemm(QG_LAYOUT_8X8, k, s, lds, w, a, nr, nc);
+}
+
+/* --- activation quantization ------------------------------------------ */
+
+static void quant_row(const float *x, struct qg_block_q8_0 *y, int64_t k)
+{
+	qg_arm_quant_row(x, y, k);
+}
+
+static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int64_t k, int ileave)
+{
+	qg_arm_quant_x4(x, ldx, y, k, ileave);
+}
+
+const struct qg_kernel qg_kernels_dotprod[QG_LAYOUT_COUNT] = {
+	[QG_LAYOUT_4X4] = {
+		.name = "dotprod 4x4", .family = QG_KF_DOTPROD,
+		.gemv = gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.quant_row = quant_row, .quant_x4 = quant_x4,
+	},
+	[QG_LAYOUT_4X8] = {
+		.name = "dotprod 4x8", .family = QG_KF_DOTPROD,
+		.gemv = gemv_4x8, .gemm = gemm_4x8, .act_ileave = 4,
+		.quant_row = quant_row, .quant_x4 = quant_x4,
+	},
+	[QG_LAYOUT_8X8] = {
+		.name = "dotprod 8x8", .family = QG_KF_DOTPROD,
+		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 4,
+		.quant_row = quant_row, .quant_x4 = quant_x4,
+	},
+};

@@ -1,5 +1,282 @@
-/* kernels-i8mm.c - placeholder until the i8mm kernels land: no layout served. */
+/*
+ * kernels-i8mm.c - Q4_0_4x8 and Q4_0_8x8 GEMV and GEMM on NEON with i8mm
+ * (smmla) and dotprod (sdot): Graviton4, Grace and other SVE-128 cores, and
+ * any armv8.6 core.  Built with -march=armv8.2-a+dotprod+i8mm; the
+ * dispatcher calls it only where HWCAP2_I8MM and HWCAP_ASIMDDP say so.
+ *
+ * Both layouts are read as "views" of four weight rows (kernels-arm.h):
+ * a 4x8 row group is one view, an 8x8 row group two, whose bytes sit
+ * interleaved in one block_q4_0x8.  In a view, 32 bytes hold bytes 0..7 of
+ * rows 0,1 then of rows 2,3 (values 0..7 in the low nibbles, 16..23 in the
+ * high ones) and 32 more bytes 8..15 of the same rows: exactly the 2x8
+ * operand smmla multiplies, one row pair per register.
+ *
+ * Nibbles are taken as (int8)(b << 4) and (int8)(b & 0xF0), sixteen times
+ * their value, and the factor is divided out by vcvtq_n_f32_s32(x, 4),
+ * which converts with four fraction bits (exact: every block sum, times
+ * 16, is below 2^20).
+ *
+ * Arithmetic: each block's integer dot product is exact; it is multiplied
+ * by fp32(dw) * fp32(da), rounded once, and added with one fused
+ * multiply-add.  The portable kernel rounds (sumi * dw) * da and the add
+ * separately, per 8-byte chunk, so the results agree within the tolerance
+ * tests/kernels-test.c documents (same terms, other rounding and order),
+ * not bit for bit.
+ */
 #include "config.h"
-#include "kernels.h"
 
-const struct qg_kernel qg_kernels_i8mm[QG_LAYOUT_COUNT];
+#include <arm_neon.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels-arm.h"
+#include "kernels.h"
+#include "quant.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* Bytes of one K/32-block row group of the layout with R rows per group. */
+#define GROUP_BYTES(nb, R) ((size_t)(nb) * (R) * (2 + QG_QK / 2))
+
+/* Activation row groups (of four rows) one GEMM pass keeps in registers. */
+#define GEMM_SET 3
+
+/*
+ * The four weight registers of one view and block: W[0] rows 0,1 bytes
+ * 0..7, W[1] rows 2,3 bytes 0..7, W[2] rows 0,1 bytes 8..15, W[3] rows
+ * 2,3 bytes 8..15.
+ */
+INLINE void load_view(const uint8_t *blk, struct qg_arm_wview v, uint8x16_t w[4])
+{
+	w[0] = vld1q_u8(blk + v.q0off);
+	w[1] = vld1q_u8(blk + v.q0off + 16);
+	w[2] = vld1q_u8(blk + v.q1off);
+	w[3] = vld1q_u8(blk + v.q1off + 16);
+}
+
+/* --- GEMV: sdot, one activation row ------------------------------------ */
+
+/*
+ * V views (V constant), each from its own pointer, against one activation
+ * row.  Per block the activation is read once with ld4r: E[c] is chunk c
+ * (values 8c..8c+7) in both halves, so an sdot of a view register with it
+ * gives each row of the register's pair two partial sums, and one addp per
+ * view folds them to rows 0..3.  smmla would only repeat sdot's work here:
+ * with one activation row half of its 2x2 outputs are waste.
+ */
+INLINE void gemv_views(int nb, float *restrict s[], const uint8_t *w[], const struct qg_arm_wview vw[],
+		       const struct qg_block_q8_0 *restrict a, const int V)
+{
+	const uint8x16_t mask = vdupq_n_u8(0xf0);
+	float32x4_t acc[4];
+	const uint8_t *p[4];
+
+	for (int v = 0; v < V; v++) {
+		acc[v] = vdupq_n_f32(0.0f);
+		p[v] = w[v];
+	}
+	for (int l = 0; l < nb; l++) {
+		const int64x2x4_t e = vld4q_dup_s64((const int64_t *)(const void *)a[l].qs);
+		const int8x16_t e0 = vreinterpretq_s8_s64(e.val[0]), e1 = vreinterpretq_s8_s64(e.val[1]);
+		const int8x16_t e2 = vreinterpretq_s8_s64(e.val[2]), e3 = vreinterpretq_s8_s64(e.val[3]);
+		const float da = qg_arm_f16(&a[l].d);
+
+		for (int v = 0; v < V; v++) {
+			uint8x16_t q[4];
+			load_view(p[v], vw[v], q);
+			const float32x4_t d = vmulq_n_f32(qg_arm_f16x4((const qg_fp16 *)(const void *)(p[v] + vw[v].soff)), da);
+			int32x4_t s01 = vdotq_s32(vdupq_n_s32(0), qg_arm_lo16(q[0]), e0);
+			int32x4_t s23 = vdotq_s32(vdupq_n_s32(0), qg_arm_lo16(q[1]), e0);
+			s01 = vdotq_s32(s01, qg_arm_lo16(q[2]), e1);
+			s23 = vdotq_s32(s23, qg_arm_lo16(q[3]), e1);
+			s01 = vdotq_s32(s01, qg_arm_hi16(q[0], mask), e2);
+			s23 = vdotq_s32(s23, qg_arm_hi16(q[1], mask), e2);
+			s01 = vdotq_s32(s01, qg_arm_hi16(q[2], mask), e3);
+			s23 = vdotq_s32(s23, qg_arm_hi16(q[3], mask), e3);
+			acc[v] = vfmaq_f32(acc[v], vcvtq_n_f32_s32(vpaddq_s32(s01, s23), 4), d);
+			p[v] += vw[v].stride;
+		}
+	}
+	for (int v = 0; v < V; v++)
+		vst1q_f32(s[v], acc[v]);
+}
+
+static void gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	const int nb = k / QG_QK;
+	const size_t gb = GROUP_BYTES(nb, 4);
+	const struct qg_arm_wview v4[4] = { QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8 };
+	const uint8_t *wg = w;
+	int g = 0;
+
+	/* four row groups at a time share the activation loads */
+	for (; g + 4 <= nc / 4; g += 4, wg += 4 * gb) {
+		const uint8_t *wp[4] = { wg, wg + gb, wg + 2 * gb, wg + 3 * gb };
+		float *sp[4] = { s + 4 * g, s + 4 * g + 4, s + 4 * g + 8, s + 4 * g + 12 };
+		gemv_views(nb, sp, wp, v4, a, 4);
+	}
+	for (; g < nc / 4; g++, wg += gb) {
+		const uint8_t *wp[1] = { wg };
+		float *sp[1] = { s + 4 * g };
+		gemv_views(nb, sp, wp, v4, a, 1);
+	}
+}
+
+static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	const int nb = k / QG_QK;
+	const size_t gb = GROUP_BYTES(nb, 8);
+	const struct qg_arm_wview v8[4] = { QG_ARM_VIEW_8X8(0), QG_ARM_VIEW_8X8(1), QG_ARM_VIEW_8X8(0),
+					    QG_ARM_VIEW_8X8(1) };
+	const uint8_t *wg = w;
+	int g = 0;
+
+	for (; g + 2 <= nc / 8; g += 2, wg += 2 * gb) {
+		const uint8_t *wp[4] = { wg, wg, wg + gb, wg + gb };
+		float *sp[4] = { s + 8 * g, s + 8 * g + 4, s + 8 * g + 8, s + 8 * g + 12 };
+		gemv_views(nb, sp, wp, v8, a, 4);
+	}
+	if (g < nc / 8) {
+		const uint8_t *wp[2] = { wg, wg };
+		float *sp[2] = { s + 8 * g, s + 8 * g + 4 };
+		gemv_views(nb, sp, wp, v8, a, 2);
+	}
+}
+
+/* --- GEMM: smmla, four activation rows per group ----------------------- */
+
+/*
+ * One view (four weight rows) against N groups of four activation rows
+ * (N constant, at most GEMM_SET).  For each group and block, four int32
+ * tiles of 2x2 outputs: T[0] = rows 0,1 x weights 0,1, T[1] = rows 0,1 x
+ * weights 2,3, T[2] and T[3] the same for rows 2,3, each four smmla (one
+ * per 8-value chunk; the block_q8_0x4 register of chunk c, row pair P is
+ * qs[32c + 16P ..]).  The float accumulators keep the tile order, so a
+ * tile's scales are [a0 a0 a1 a1] * [w0 w1 w0 w1]: two zips per group
+ * and two dups per view, then one multiply per tile; rows are put back in
+ * order once, when they are stored.
+ */
+INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, struct qg_arm_wview vw,
+		      const struct qg_block_q8_0x4 *restrict a, const int N)
+{
+	const uint8x16_t mask = vdupq_n_u8(0xf0);
+	float32x4_t acc[GEMM_SET][4];
+
+	for (int g = 0; g < N; g++)
+		for (int t = 0; t < 4; t++)
+			acc[g][t] = vdupq_n_f32(0.0f);
+	for (int l = 0; l < nb; l++, w += vw.stride) {
+		uint8x16_t q[4];
+		load_view(w, vw, q);
+		/* chunk c of weight pair P: x[2c + P]; chunks 0,1 low nibbles, 2,3 high */
+		const int8x16_t x[8] = {
+			qg_arm_lo16(q[0]), qg_arm_lo16(q[1]), qg_arm_lo16(q[2]), qg_arm_lo16(q[3]),
+			qg_arm_hi16(q[0], mask), qg_arm_hi16(q[1], mask), qg_arm_hi16(q[2], mask),
+			qg_arm_hi16(q[3], mask),
+		};
+		const float64x2_t wd = vreinterpretq_f64_f32(qg_arm_f16x4((const qg_fp16 *)(const void *)(w + vw.soff)));
+		const float32x4_t w01 = vreinterpretq_f32_f64(vdupq_laneq_f64(wd, 0));
+		const float32x4_t w23 = vreinterpretq_f32_f64(vdupq_laneq_f64(wd, 1));
+
+		for (int g = 0; g < N; g++) {
+			const struct qg_block_q8_0x4 *ab = a + (size_t)g * nb + l;
+			const int8x16x4_t y0 = vld1q_s8_x4(ab->qs);
+			int32x4_t t0 = vmmlaq_s32(vdupq_n_s32(0), y0.val[0], x[0]);
+			int32x4_t t1 = vmmlaq_s32(vdupq_n_s32(0), y0.val[0], x[1]);
+			int32x4_t t2 = vmmlaq_s32(vdupq_n_s32(0), y0.val[1], x[0]);
+			int32x4_t t3 = vmmlaq_s32(vdupq_n_s32(0), y0.val[1], x[1]);
+			t0 = vmmlaq_s32(t0, y0.val[2], x[2]);
+			t1 = vmmlaq_s32(t1, y0.val[2], x[3]);
+			t2 = vmmlaq_s32(t2, y0.val[3], x[2]);
+			t3 = vmmlaq_s32(t3, y0.val[3], x[3]);
+			const int8x16x4_t y1 = vld1q_s8_x4(ab->qs + 64);
+			t0 = vmmlaq_s32(t0, y1.val[0], x[4]);
+			t1 = vmmlaq_s32(t1, y1.val[0], x[5]);
+			t2 = vmmlaq_s32(t2, y1.val[1], x[4]);
+			t3 = vmmlaq_s32(t3, y1.val[1], x[5]);
+			t0 = vmmlaq_s32(t0, y1.val[2], x[6]);
+			t1 = vmmlaq_s32(t1, y1.val[2], x[7]);
+			t2 = vmmlaq_s32(t2, y1.val[3], x[6]);
+			t3 = vmmlaq_s32(t3, y1.val[3], x[7]);
+
+			const float32x4_t da = qg_arm_f16x4(ab->d);
+			const float32x4_t a01 = vzip1q_f32(da, da), a23 = vzip2q_f32(da, da);
+			acc[g][0] = vfmaq_f32(acc[g][0], vcvtq_n_f32_s32(t0, 4), vmulq_f32(a01, w01));
+			acc[g][1] = vfmaq_f32(acc[g][1], vcvtq_n_f32_s32(t1, 4), vmulq_f32(a01, w23));
+			acc[g][2] = vfmaq_f32(acc[g][2], vcvtq_n_f32_s32(t2, 4), vmulq_f32(a23, w01));
+			acc[g][3] = vfmaq_f32(acc[g][3], vcvtq_n_f32_s32(t3, 4), vmulq_f32(a23, w23));
+		}
+	}
+	for (int g = 0; g < N; g++) {
+		float *sg = s + (size_t)4 * g * lds;
+		for (int h = 0; h < 2; h++) {
+			/* tiles 2h, 2h+1: [r0w0 r0w1 r1w0 r1w1], [r0w2 r0w3 r1w2 r1w3] */
+			const float64x2_t lo = vreinterpretq_f64_f32(acc[g][2 * h]);
+			const float64x2_t hi = vreinterpretq_f64_f32(acc[g][2 * h + 1]);
+			vst1q_f32(sg + (size_t)(2 * h) * lds, vreinterpretq_f32_f64(vzip1q_f64(lo, hi)));
+			vst1q_f32(sg + (size_t)(2 * h + 1) * lds, vreinterpretq_f32_f64(vzip2q_f64(lo, hi)));
+		}
+	}
+}
+
+/* One view against all NR/4 activation groups, GEMM_SET groups at a time. */
+INLINE void gemm_view_all(int nb, float *restrict s, size_t lds, const uint8_t *w, struct qg_arm_wview vw,
+			  const struct qg_block_q8_0x4 *restrict a, int ng)
+{
+	int g = 0;
+
+	for (; g + GEMM_SET <= ng; g += GEMM_SET)
+		gemm_view(nb, s + (size_t)4 * g * lds, lds, w, vw, a + (size_t)g * nb, GEMM_SET);
+	if (ng - g == 2)
+		gemm_view(nb, s + (size_t)4 * g * lds, lds, w, vw, a + (size_t)g * nb, 2);
+	else if (ng - g == 1)
+		gemm_view(nb, s + (size_t)4 * g * lds, lds, w, vw, a + (size_t)g * nb, 1);
+}
+
+static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	const int nb = k / QG_QK;
+	const size_t gb = GROUP_BYTES(nb, 4);
+
+	for (int g = 0; g < nc / 4; g++)
+		gemm_view_all(nb, s + 4 * g, lds, (const uint8_t *)w + g * gb, QG_ARM_VIEW_4X8, a, nr / 4);
+}
+
+static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	const int nb = k / QG_QK;
+	const size_t gb = GROUP_BYTES(nb, 8);
+
+	for (int g = 0; g < nc / 8; g++) {
+		const uint8_t *wg = (const uint8_t *)w + g * gb;
+		gemm_view_all(nb, s + 8 * g, lds, wg, QG_ARM_VIEW_8X8(0), a, nr / 4);
+		gemm_view_all(nb, s + 8 * g + 4, lds, wg, QG_ARM_VIEW_8X8(1), a, nr / 4);
+	}
+}
+
+/* --- activation quantizers: kernels-arm.h's NEON code, same bytes as quant.c --- */
+
+static void quant_row(const float *x, struct qg_block_q8_0 *y, int64_t k)
+{
+	qg_arm_quant_row(x, y, k);
+}
+
+static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int64_t k, int ileave)
+{
+	qg_arm_quant_x4(x, ldx, y, k, ileave);
+}
+
+const struct qg_kernel qg_kernels_i8mm[QG_LAYOUT_COUNT] = {
+	[QG_LAYOUT_4X8] = {
+		.name = "i8mm 4x8", .family = QG_KF_I8MM,
+		.gemv = gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.quant_row = quant_row, .quant_x4 = quant_x4,
+	},
+	[QG_LAYOUT_8X8] = {
+		.name = "i8mm 8x8", .family = QG_KF_I8MM,
+		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.quant_row = quant_row, .quant_x4 = quant_x4,
+	},
+};

@@ -1,4 +1,227 @@
-/* kernels-portable.c - placeholder */
+/*
+ * kernels-portable.c - GEMV and GEMM for the interleaved Q4_0 layouts in
+ * portable C: the reference every SIMD kernel is checked against.
+ *
+ * The arithmetic is ggml's generic code, operation for operation, so the
+ * results are the ones ggml's scalar path gives:
+ *
+ *   for each weight block (one per 32 values of K) and each of its
+ *   32/(2B) chunks of B interleaved bytes (B = 4 for 4x4, 8 for 4x8/8x8),
+ *   and each output row j of the group:
+ *	sumi = sum over i < B of  lo(q) * a[c*B + i] + hi(q) * a[c*B + i + 16]
+ *	sumf[j] += ((float)sumi * fp16(w.d[j])) * fp16(a.d)
+ *
+ * lo and hi are the two nibbles as signed 4-bit values: the weights are
+ * stored XOR 0x88, so a nibble n (bias 8) reads back as n - 8.  ggml writes
+ * this as ((int8)(q << 4) * a + (int8)(q & 0xF0) * a) >> 4; both products
+ * are multiples of 16, so the shift is an exact division and the integer
+ * sum is the same.  The float part is rounded as written: no contraction
+ * into fused multiply-adds (see the pragma below), so x86-64 and aarch64
+ * builds give the same bits.
+ *
+ * Weight row group g of a matrix with K/32 blocks per row starts at block
+ * g*K/32; a block_q4_0x4 (R = 4) or block_q4_0x8 (R = 8) holds R scales
+ * and then the chunks: chunk c of row j at qs[(c*R + j)*B .. +B-1].
+ * Activations: block_q8_0 for GEMV; for GEMM block_q8_0x4, whose chunk c of
+ * row r (ILEAVE bytes, ILEAVE = B here) sits at qs[(c*4 + r)*ILEAVE], the
+ * upper 16 values of each row 64 bytes further on.
+ */
 #include "config.h"
+
+/*
+ * Keep a*b + c as two roundings: GCC contracts across statements by
+ * default in GNU C mode (and would emit fmadd on aarch64 but not on a
+ * baseline x86-64), which would make the reference depend on the target.
+ */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("O3,fp-contract=off")
+#endif
+
+#include <stdint.h>
+#include <string.h>
+
+#include "fp16.h"
 #include "kernels.h"
-const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT];
+
+/*
+ * An fp16 scale as a float.  aarch64 converts in one instruction (exact,
+ * as the portable conversion is); elsewhere the portable conversion runs.
+ */
+static inline float scale_f32(uint16_t h)
+{
+#if defined(__aarch64__)
+	__fp16 v;
+
+	memcpy(&v, &h, sizeof v);
+	return (float)v;
+#else
+	return qg_fp16_to_fp32(h);
+#endif
+}
+
+/* Scale J of an interleaved block that starts at BLK (R scales first). */
+static inline float blk_scale(const uint8_t *blk, int j)
+{
+	uint16_t h;
+
+	memcpy(&h, blk + 2 * j, sizeof h);
+	return scale_f32(h);
+}
+
+/*
+ * Sixteen times the signed value of the low / high nibble of a 0x88-flipped
+ * byte: ggml's (int8_t)(q << 4) and (int8_t)(q & 0xF0).  The conversions
+ * wrap modulo 256 on every two's-complement compiler (GCC and Clang
+ * document it); the products summed with them are multiples of 16, so
+ * dividing the sum by 16 is exact.
+ */
+static inline int lo16(uint8_t q)
+{
+	return (int8_t)(uint8_t)(q << 4);
+}
+
+static inline int hi16(uint8_t q)
+{
+	return (int8_t)(q & 0xf0);
+}
+
+/*
+ * One row group of R rows against one activation row, B bytes per chunk.
+ * W: the group's first block; A: K/32 block_q8_0; S: R outputs.
+ */
+static inline void gemv_group(int nb, float *restrict s, const uint8_t *restrict w,
+			      const struct qg_block_q8_0 *restrict a, const int R, const int B)
+{
+	const size_t blk_bytes = (size_t)R * (2 + QG_QK / 2);
+	float sumf[8] = { 0 };
+
+	for (int l = 0; l < nb; l++, w += blk_bytes) {
+		const uint8_t *qs = w + 2 * R;
+		const float da = scale_f32(a[l].d);
+
+		for (int c = 0; c < QG_QK / (2 * B); c++) {
+			const int8_t *a_lo = a[l].qs + c * B;
+			const int8_t *a_hi = a_lo + QG_QK / 2;
+			for (int j = 0; j < R; j++) {
+				const uint8_t *q = qs + (c * R + j) * B;
+				int sumi = 0;
+				for (int i = 0; i < B; i++)
+					sumi += (lo16(q[i]) * a_lo[i] + hi16(q[i]) * a_hi[i]) / 16;
+				sumf[j] += (float)sumi * blk_scale(w, j) * da;
+			}
+		}
+	}
+	for (int j = 0; j < R; j++)
+		s[j] = sumf[j];
+}
+
+/*
+ * One row group of R rows against four interleaved activation rows
+ * (ILEAVE = B).  Row r's outputs go to S[r*LDS + 0 .. R-1].
+ */
+static inline void gemm_group(int nb, float *restrict s, size_t lds, const uint8_t *restrict w,
+			      const struct qg_block_q8_0x4 *restrict a, const int R, const int B)
+{
+	const size_t blk_bytes = (size_t)R * (2 + QG_QK / 2);
+	float sumf[4][8] = { { 0 } };
+
+	for (int l = 0; l < nb; l++, w += blk_bytes) {
+		const uint8_t *qs = w + 2 * R;
+
+		for (int c = 0; c < QG_QK / (2 * B); c++) {
+			for (int r = 0; r < 4; r++) {
+				const int8_t *a_lo = a[l].qs + (c * 4 + r) * B;
+				const int8_t *a_hi = a_lo + QG_QK * 2;
+				const float da = scale_f32(a[l].d[r]);
+				for (int j = 0; j < R; j++) {
+					const uint8_t *q = qs + (c * R + j) * B;
+					int sumi = 0;
+					for (int i = 0; i < B; i++)
+						sumi += (lo16(q[i]) * a_lo[i] + hi16(q[i]) * a_hi[i]) / 16;
+					sumf[r][j] += (float)sumi * blk_scale(w, j) * da;
+				}
+			}
+		}
+	}
+	for (int r = 0; r < 4; r++)
+		for (int j = 0; j < R; j++)
+			s[r * lds + j] = sumf[r][j];
+}
+
+static inline void gemv_layout(int k, float *restrict s, const void *restrict w,
+			       const void *restrict a, int nc, const int R, const int B)
+{
+	const int nb = k / QG_QK;
+	const size_t group_bytes = (size_t)nb * R * (2 + QG_QK / 2);
+	const uint8_t *wg = w;
+
+	for (int g = 0; g < nc / R; g++, wg += group_bytes)
+		gemv_group(nb, s + (size_t)g * R, wg, a, R, B);
+}
+
+static inline void gemm_layout(int k, float *restrict s, size_t lds, const void *restrict w,
+			       const void *restrict a, int nr, int nc, const int R, const int B)
+{
+	const int nb = k / QG_QK;
+	const size_t group_bytes = (size_t)nb * R * (2 + QG_QK / 2);
+	const struct qg_block_q8_0x4 *ag = a;
+
+	for (int y = 0; y < nr / 4; y++, ag += nb) {
+		const uint8_t *wg = w;
+		for (int g = 0; g < nc / R; g++, wg += group_bytes)
+			gemm_group(nb, s + (size_t)y * 4 * lds + (size_t)g * R, lds, wg, ag, R, B);
+	}
+}
+
+static void gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	gemv_layout(k, s, w, a, nc, 4, 4);
+}
+
+static void gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	gemv_layout(k, s, w, a, nc, 4, 8);
+}
+
+static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+{
+	gemv_layout(k, s, w, a, nc, 8, 8);
+}
+
+static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	gemm_layout(k, s, lds, w, a, nr, nc, 4, 4);
+}
+
+static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	gemm_layout(k, s, lds, w, a, nr, nc, 4, 8);
+}
+
+static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nr, int nc)
+{
+	gemm_layout(k, s, lds, w, a, nr, nc, 8, 8);
+}
+
+const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT] = {
+	[QG_LAYOUT_4X4] = {
+		.name = "portable 4x4", .family = QG_KF_PORTABLE,
+		.gemv = gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.quant_row = qg_quantize_row_q8_0, .quant_x4 = qg_quantize_rows_q8_0x4,
+	},
+	[QG_LAYOUT_4X8] = {
+		.name = "portable 4x8", .family = QG_KF_PORTABLE,
+		.gemv = gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.quant_row = qg_quantize_row_q8_0, .quant_x4 = qg_quantize_rows_q8_0x4,
+	},
+	[QG_LAYOUT_8X8] = {
+		.name = "portable 8x8", .family = QG_KF_PORTABLE,
+		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.quant_row = qg_quantize_row_q8_0, .quant_x4 = qg_quantize_rows_q8_0x4,
+	},
+};

@@ -108,9 +108,10 @@ const struct qg_kernel *qg_kernel_for(enum qg_layout layout);
 const char *qg_kernel_reason(enum qg_layout layout);
 
 /*
- * Force every layout to FAMILY's kernel (QG_KF_COUNT: back to automatic).
- * Returns 0, or -ENOTSUP if this CPU or build cannot run FAMILY for some
- * layout (nothing is changed then).
+ * Force every layout FAMILY implements to FAMILY's kernel (QG_KF_COUNT:
+ * back to automatic); a layout it has no kernel for keeps the automatic
+ * choice, and its reason says so.  Returns 0, or -ENOTSUP if this CPU or
+ * build cannot run FAMILY at all (nothing is changed then).
  */
 int qg_kernels_force(enum qg_kfamily family);
 

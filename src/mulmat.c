@@ -1,3 +1,302 @@
-/* mulmat.c - placeholder */
+/*
+ * mulmat.c - Y = X * W^T: activation quantization, then GEMM/GEMV or a
+ * plain dot product per output, split across the caller's threads.
+ *
+ * Scratch (what phase 1 writes and phase 2 reads), for K/32 = NB blocks:
+ *   interleaved Q4_0 W:  N/4 groups of NB block_q8_0x4 (rows 4g..4g+3 of X,
+ *                        interleaved as the kernel's act_ileave says), then
+ *                        N%4 rows of NB block_q8_0 (the last rows of X)
+ *   Q4_0, Q8_0 W:        N rows of NB block_q8_0
+ *   F32, F16 W:          nothing (X is read as it is)
+ * Blocks hold only 2-byte fields: any 2-byte-aligned scratch works, and 64
+ * keeps every thread's writes on cache lines of its own most of the time.
+ *
+ * Splitting: phase 1 hands out units (a group of four rows, or one row)
+ * and phase 2 row groups of W, both as the even split
+ * [u*ith/nth, u*(ith+1)/nth), computed as q*ith + r*ith/nth with u = q*nth + r
+ * so that nothing overflows for any u and nth up to INT_MAX; shares differ
+ * by at most one unit.
+ *
+ * Phase 2 walks its rows of W in tiles of about TILE_BYTES and runs every
+ * activation row against a tile before moving on, so the tile is read from
+ * memory once and from cache by the other rows.
+ */
 #include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fp16.h"
 #include "mulmat.h"
+
+/* Bytes of W one phase-2 step works on: fits the L2 of every target core. */
+#define TILE_BYTES (128 * 1024)
+/* At most this many activation groups per GEMM call (keeps NR an int). */
+#define GEMM_GROUPS (1 << 16)
+
+/* The start of share ITH of NTH when U units are split evenly. */
+static inline int64_t share_start(int64_t u, int ith, int nth)
+{
+	int64_t q = u / nth, r = u % nth;
+
+	return q * ith + r * ith / nth;
+}
+
+/* The kernel an interleaved MM runs (its own, or the dispatcher's). */
+static const struct qg_kernel *mm_kernel(const struct qg_mm *mm, int layout)
+{
+	return mm->kernel ? mm->kernel : qg_kernel_for(layout);
+}
+
+/* Bytes of scratch for MM (valid shapes); 0 and *OVF set if they do not fit. */
+static size_t scratch_bytes(const struct qg_mm *mm, int *ovf)
+{
+	const uint64_t nb = (uint64_t)mm->k / QG_QK;
+	const uint64_t n = (uint64_t)mm->n;
+	uint64_t groups = 0, rows = 0;
+
+	*ovf = 0;
+	if (qg_type_is_interleaved(mm->wtype)) {
+		groups = n / 4;
+		rows = n % 4;
+	} else if (mm->wtype == QG_TYPE_Q4_0 || mm->wtype == QG_TYPE_Q8_0) {
+		rows = n;
+	} else {
+		return 0;
+	}
+	const uint64_t gbytes = nb * sizeof(struct qg_block_q8_0x4);	/* nb < 2^26 */
+	const uint64_t rbytes = nb * sizeof(struct qg_block_q8_0);
+	const uint64_t lim = PTRDIFF_MAX < SIZE_MAX ? (uint64_t)PTRDIFF_MAX : (uint64_t)SIZE_MAX;
+	if (groups > lim / gbytes || rows > lim / rbytes || groups * gbytes > lim - rows * rbytes) {
+		*ovf = 1;
+		return 0;
+	}
+	return (size_t)(groups * gbytes + rows * rbytes);
+}
+
+int qg_mul_mat_check(const struct qg_mm *mm)
+{
+	if (!mm || !mm->w || !mm->x || !mm->y)
+		return -EINVAL;
+	if (!qg_type_is_weight(mm->wtype))
+		return -EINVAL;
+	if (mm->m <= 0 || mm->k <= 0 || mm->n <= 0)
+		return -EINVAL;
+	if (mm->ldx < (uint64_t)mm->k || mm->ldy < (uint64_t)mm->m)
+		return -EINVAL;
+	/* kernels take K and row counts as int */
+	if (mm->k > INT_MAX || mm->m > INT_MAX)
+		return -EOVERFLOW;
+
+	/* W: shape suits the type (K multiple of 32, M of the row group), size fits */
+	ssize_t wsize = qg_matrix_size(mm->wtype, mm->m, mm->k);
+	if (wsize < 0)
+		return (int)wsize;
+
+	/* X and Y: the last row ends inside the address space */
+	const uint64_t fmax = (uint64_t)PTRDIFF_MAX / sizeof(float);
+	const uint64_t n1 = (uint64_t)mm->n - 1;
+	if ((uint64_t)mm->ldx > fmax || (uint64_t)mm->ldy > fmax)
+		return -EOVERFLOW;
+	if (n1 > 0 && (n1 > (fmax - (uint64_t)mm->k) / mm->ldx ||
+		       n1 > (fmax - (uint64_t)mm->m) / mm->ldy))
+		return -EOVERFLOW;
+
+	int ovf;
+	scratch_bytes(mm, &ovf);
+	if (ovf)
+		return -EOVERFLOW;
+
+	int layout = qg_layout_of(mm->wtype);
+	if (layout >= 0 && mm->kernel) {
+		/* a kernel of this layout's table that this CPU runs, and nothing else */
+		const struct qg_kernel *kn = mm->kernel;
+		if ((unsigned)kn->family >= QG_KF_COUNT || qg_kernel_get(kn->family, layout) != kn)
+			return -EINVAL;
+	}
+	if (layout >= 0) {
+		const struct qg_kernel *kn = mm_kernel(mm, layout);
+		if (!kn->gemv || !kn->gemm || !kn->quant_row || !kn->quant_x4 ||
+		    (kn->act_ileave != 4 && kn->act_ileave != 8))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+size_t qg_mul_mat_scratch_size(const struct qg_mm *mm)
+{
+	int ovf;
+
+	if (qg_mul_mat_check(mm) != 0)
+		return 0;
+	return scratch_bytes(mm, &ovf);
+}
+
+const struct qg_kernel *qg_mul_mat_kernel(const struct qg_mm *mm)
+{
+	int layout = mm ? qg_layout_of(mm->wtype) : -EINVAL;
+
+	return layout >= 0 ? mm_kernel(mm, layout) : NULL;
+}
+
+void qg_mul_mat_quantize(const struct qg_mm *mm, void *scratch, int ith, int nth)
+{
+	if (nth <= 0 || ith < 0 || ith >= nth || qg_mul_mat_check(mm) != 0)
+		return;
+
+	const int64_t nb = mm->k / QG_QK;
+	const int layout = qg_layout_of(mm->wtype);
+
+	if (layout >= 0) {
+		const struct qg_kernel *kn = mm_kernel(mm, layout);
+		const int64_t groups = mm->n / 4, units = groups + mm->n % 4;
+		struct qg_block_q8_0x4 *ga = scratch;
+		struct qg_block_q8_0 *ra = (struct qg_block_q8_0 *)(ga + groups * nb);
+		const int64_t u0 = share_start(units, ith, nth), u1 = share_start(units, ith + 1, nth);
+		for (int64_t u = u0; u < u1; u++) {
+			if (u < groups) {
+				kn->quant_x4(mm->x + (size_t)u * 4 * mm->ldx, mm->ldx, ga + u * nb,
+					     mm->k, kn->act_ileave);
+			} else {
+				int64_t r = u - groups;
+				kn->quant_row(mm->x + (size_t)(groups * 4 + r) * mm->ldx, ra + r * nb, mm->k);
+			}
+		}
+	} else if (mm->wtype == QG_TYPE_Q4_0 || mm->wtype == QG_TYPE_Q8_0) {
+		struct qg_block_q8_0 *ra = scratch;
+		const int64_t r0 = share_start(mm->n, ith, nth), r1 = share_start(mm->n, ith + 1, nth);
+		for (int64_t r = r0; r < r1; r++)
+			qg_quantize_row_q8_0(mm->x + (size_t)r * mm->ldx, ra + r * nb, mm->k);
+	}
+	/* F32 and F16 read X as it is */
+}
+
+/* Rows per tile: TILE_BYTES of W, a multiple of the row group R, at least R. */
+static int64_t tile_rows(size_t row_bytes, int R)
+{
+	int64_t t = (int64_t)(TILE_BYTES / row_bytes);
+
+	t -= t % R;
+	return t < R ? R : t;
+}
+
+/* Interleaved W: rows [ROW0, ROW1) of Y, every activation row. */
+static void compute_interleaved(const struct qg_mm *mm, const void *scratch, int layout,
+				int64_t row0, int64_t row1)
+{
+	const struct qg_kernel *kn = mm_kernel(mm, layout);
+	const int R = qg_type_row_group(mm->wtype);
+	const int64_t nb = mm->k / QG_QK;
+	const size_t row_bytes = (size_t)nb * sizeof(struct qg_block_q4_0);
+	const int64_t groups = mm->n / 4, rem = mm->n % 4;
+	const struct qg_block_q8_0x4 *ga = scratch;
+	const struct qg_block_q8_0 *ra = (const struct qg_block_q8_0 *)(ga + groups * nb);
+	const int64_t tile = groups || rem > 1 ? tile_rows(row_bytes, R) : row1 - row0;
+	const int k = (int)mm->k;
+
+	for (int64_t t0 = row0; t0 < row1; t0 += tile) {
+		const int nc = (int)(row1 - t0 < tile ? row1 - t0 : tile);
+		const uint8_t *w = (const uint8_t *)mm->w + (size_t)t0 * row_bytes;
+		for (int64_t g = 0; g < groups; g += GEMM_GROUPS) {
+			const int64_t ng = groups - g < GEMM_GROUPS ? groups - g : GEMM_GROUPS;
+			kn->gemm(k, mm->y + (size_t)g * 4 * mm->ldy + t0, mm->ldy, w, ga + g * nb,
+				 (int)(ng * 4), nc);
+		}
+		for (int64_t r = 0; r < rem; r++)
+			kn->gemv(k, mm->y + (size_t)(groups * 4 + r) * mm->ldy + t0, w, ra + r * nb, nc);
+	}
+}
+
+/* One F32 or F16 row of W against one row of X, accumulated in float. */
+static float dot_float(enum qg_type t, const void *wrow, const float *x, int64_t k)
+{
+	float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+	int64_t i = 0;
+
+	if (t == QG_TYPE_F32) {
+		const float *w = wrow;
+		for (; i + 4 <= k; i += 4) {
+			s0 += w[i] * x[i];
+			s1 += w[i + 1] * x[i + 1];
+			s2 += w[i + 2] * x[i + 2];
+			s3 += w[i + 3] * x[i + 3];
+		}
+		for (; i < k; i++)
+			s0 += w[i] * x[i];
+	} else {
+		const uint16_t *w = wrow;
+		for (; i + 4 <= k; i += 4) {
+			s0 += qg_fp16_to_fp32(w[i]) * x[i];
+			s1 += qg_fp16_to_fp32(w[i + 1]) * x[i + 1];
+			s2 += qg_fp16_to_fp32(w[i + 2]) * x[i + 2];
+			s3 += qg_fp16_to_fp32(w[i + 3]) * x[i + 3];
+		}
+		for (; i < k; i++)
+			s0 += qg_fp16_to_fp32(w[i]) * x[i];
+	}
+	return (s0 + s1) + (s2 + s3);
+}
+
+/* F32, F16, Q8_0, Q4_0 W: rows [ROW0, ROW1) of Y, every activation row. */
+static void compute_rows(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
+{
+	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
+	const int64_t tile = tile_rows(row_bytes, 1);
+	const int64_t nb = mm->k / QG_QK;
+	const struct qg_block_q8_0 *xa = scratch;
+
+	for (int64_t t0 = row0; t0 < row1; t0 += tile) {
+		const int64_t t1 = row1 - t0 < tile ? row1 : t0 + tile;
+		for (int64_t i = 0; i < mm->n; i++) {
+			float *y = mm->y + (size_t)i * mm->ldy;
+			for (int64_t r = t0; r < t1; r++) {
+				const void *w = (const uint8_t *)mm->w + (size_t)r * row_bytes;
+				switch (mm->wtype) {
+				case QG_TYPE_Q4_0:
+					y[r] = qg_vec_dot_q4_0_q8_0(mm->k, w, xa + i * nb);
+					break;
+				case QG_TYPE_Q8_0:
+					y[r] = qg_vec_dot_q8_0_q8_0(mm->k, w, xa + i * nb);
+					break;
+				default:
+					y[r] = dot_float(mm->wtype, w, mm->x + (size_t)i * mm->ldx, mm->k);
+					break;
+				}
+			}
+		}
+	}
+}
+
+void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, int nth)
+{
+	if (nth <= 0 || ith < 0 || ith >= nth || qg_mul_mat_check(mm) != 0)
+		return;
+
+	const int R = qg_type_row_group(mm->wtype);
+	const int64_t groups = mm->m / R;
+	const int64_t row0 = share_start(groups, ith, nth) * R;
+	const int64_t row1 = share_start(groups, ith + 1, nth) * R;
+	const int layout = qg_layout_of(mm->wtype);
+
+	if (row0 >= row1)
+		return;
+	if (layout >= 0)
+		compute_interleaved(mm, scratch, layout, row0, row1);
+	else
+		compute_rows(mm, scratch, row0, row1);
+}
+
+int qg_mul_mat(const struct qg_mm *mm, void *scratch)
+{
+	int err = qg_mul_mat_check(mm);
+
+	if (err)
+		return err;
+	if (!scratch && qg_mul_mat_scratch_size(mm) > 0)
+		return -EINVAL;
+	qg_mul_mat_quantize(mm, scratch, 0, 1);
+	qg_mul_mat_compute(mm, scratch, 0, 1);
+	return 0;
+}

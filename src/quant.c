@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -28,18 +29,30 @@ struct type_info {
 	int block_bytes;	/* bytes of one row's block */
 	int row_group;		/* rows interleaved together */
 	int weight;		/* accepted as a mul_mat weight */
+	enum qg_type base;	/* the plain block type it interleaves (itself if plain) */
+	int ileave;		/* bytes of a row's quants taken at a time (all if plain) */
+	uint8_t mask;		/* XOR applied to every stored quant byte */
 };
 
 static const struct type_info types[QG_TYPE_COUNT] = {
-	[QG_TYPE_F32] = { .name = "f32", .block_values = 1, .block_bytes = 4, .row_group = 1, .weight = 1 },
-	[QG_TYPE_F16] = { .name = "f16", .block_values = 1, .block_bytes = 2, .row_group = 1, .weight = 1 },
-	[QG_TYPE_Q8_0] = { .name = "q8_0", .block_values = 32, .block_bytes = 34, .row_group = 1, .weight = 1 },
-	[QG_TYPE_Q4_0] = { .name = "q4_0", .block_values = 32, .block_bytes = 18, .row_group = 1, .weight = 1 },
-	[QG_TYPE_Q4_0_4X4] = { .name = "q4_0_4x4", .block_values = 32, .block_bytes = 18, .row_group = 4, .weight = 1 },
-	[QG_TYPE_Q4_0_4X8] = { .name = "q4_0_4x8", .block_values = 32, .block_bytes = 18, .row_group = 4, .weight = 1 },
-	[QG_TYPE_Q4_0_8X8] = { .name = "q4_0_8x8", .block_values = 32, .block_bytes = 18, .row_group = 8, .weight = 1 },
-	[QG_TYPE_Q8_0_4X4] = { .name = "q8_0_4x4", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 0 },
-	[QG_TYPE_Q8_0_4X8] = { .name = "q8_0_4x8", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 0 },
+	[QG_TYPE_F32] = { .name = "f32", .block_values = 1, .block_bytes = 4, .row_group = 1, .weight = 1,
+			  .base = QG_TYPE_F32 },
+	[QG_TYPE_F16] = { .name = "f16", .block_values = 1, .block_bytes = 2, .row_group = 1, .weight = 1,
+			  .base = QG_TYPE_F16 },
+	[QG_TYPE_Q8_0] = { .name = "q8_0", .block_values = 32, .block_bytes = 34, .row_group = 1, .weight = 1,
+			   .base = QG_TYPE_Q8_0, .ileave = 32 },
+	[QG_TYPE_Q4_0] = { .name = "q4_0", .block_values = 32, .block_bytes = 18, .row_group = 1, .weight = 1,
+			   .base = QG_TYPE_Q4_0, .ileave = 16 },
+	[QG_TYPE_Q4_0_4X4] = { .name = "q4_0_4x4", .block_values = 32, .block_bytes = 18, .row_group = 4, .weight = 1,
+			       .base = QG_TYPE_Q4_0, .ileave = 4, .mask = 0x88 },
+	[QG_TYPE_Q4_0_4X8] = { .name = "q4_0_4x8", .block_values = 32, .block_bytes = 18, .row_group = 4, .weight = 1,
+			       .base = QG_TYPE_Q4_0, .ileave = 8, .mask = 0x88 },
+	[QG_TYPE_Q4_0_8X8] = { .name = "q4_0_8x8", .block_values = 32, .block_bytes = 18, .row_group = 8, .weight = 1,
+			       .base = QG_TYPE_Q4_0, .ileave = 8, .mask = 0x88 },
+	[QG_TYPE_Q8_0_4X4] = { .name = "q8_0_4x4", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 0,
+			       .base = QG_TYPE_Q8_0, .ileave = 4 },
+	[QG_TYPE_Q8_0_4X8] = { .name = "q8_0_4x8", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 0,
+			       .base = QG_TYPE_Q8_0, .ileave = 8 },
 };
 
 static int type_valid(enum qg_type type)
@@ -239,4 +252,495 @@ float qg_vec_dot_q8_0_q8_0(int64_t k, const struct qg_block_q8_0 *x, const struc
 		sum += sumi * (qg_fp16_to_fp32(x[b].d) * qg_fp16_to_fp32(y[b].d));
 	}
 	return sum;
+}
+
+/* --- block access in any layout --------------------------------------- */
+
+/*
+ * One row's block of a block type, unpacked: its scale and its quant bytes
+ * as the plain type stores them (Q4_0: 16 bytes of two codes, low nibble for
+ * column j and high for j + 16; Q8_0: 32 int8 codes).
+ */
+struct rowblock {
+	qg_fp16 d;
+	uint8_t qs[QG_QK];
+};
+
+/*
+ * Where a row's quant bytes sit in its group's block: byte OFF of row RI is
+ * at QS[idx[RI][OFF]].  ggml's make_block_q4_0x4 / _0x8 take the rows'
+ * bytes ILEAVE at a time, row after row, so chunk c of row r lands at
+ * (c * R + r) * ILEAVE.  For a plain type (R = 1, ILEAVE = all) it is OFF.
+ */
+struct layout {
+	const struct type_info *t;
+	int rows;		/* R */
+	int qs_bytes;		/* one row's quant bytes: 16 or 32 */
+	size_t group_block;	/* bytes of one group's block at one column */
+	uint8_t idx[8][QG_QK];
+};
+
+static void layout_init(struct layout *l, enum qg_type type)
+{
+	const struct type_info *t = &types[type];
+
+	l->t = t;
+	l->rows = t->row_group;
+	l->qs_bytes = t->block_bytes - 2;
+	l->group_block = (size_t)t->row_group * t->block_bytes;
+	for (int r = 0; r < l->rows; r++)
+		for (int off = 0; off < l->qs_bytes; off++)
+			l->idx[r][off] = (uint8_t)((off / t->ileave) * (l->rows * t->ileave) +
+						   r * t->ileave + off % t->ileave);
+}
+
+/* The group block holding row R's block B, in a matrix of NB blocks per row. */
+static size_t layout_offset(const struct layout *l, int64_t r, int64_t nb, int64_t b)
+{
+	return ((size_t)(r / l->rows) * (size_t)nb + (size_t)b) * l->group_block;
+}
+
+/* Scales are little-endian binary16 and blocks may sit at any address. */
+static qg_fp16 load_fp16(const uint8_t *p)
+{
+	return (qg_fp16)(p[0] | p[1] << 8);
+}
+
+static void store_fp16(uint8_t *p, qg_fp16 h)
+{
+	p[0] = (uint8_t)h;
+	p[1] = (uint8_t)(h >> 8);
+}
+
+static void layout_get(const struct layout *l, const uint8_t *base, int64_t r, int64_t nb,
+		       int64_t b, struct rowblock *out)
+{
+	const uint8_t *p = base + layout_offset(l, r, nb, b);
+	const uint8_t *qs = p + 2 * l->rows;
+	int ri = (int)(r % l->rows);
+
+	out->d = load_fp16(p + 2 * ri);
+	for (int off = 0; off < l->qs_bytes; off++)
+		out->qs[off] = qs[l->idx[ri][off]] ^ l->t->mask;
+}
+
+static void layout_put(const struct layout *l, uint8_t *base, int64_t r, int64_t nb,
+		       int64_t b, const struct rowblock *in)
+{
+	uint8_t *p = base + layout_offset(l, r, nb, b);
+	uint8_t *qs = p + 2 * l->rows;
+	int ri = (int)(r % l->rows);
+
+	store_fp16(p + 2 * ri, in->d);
+	for (int off = 0; off < l->qs_bytes; off++)
+		qs[l->idx[ri][off]] = in->qs[off] ^ l->t->mask;
+}
+
+/* True when [A, A + AN) and [B, B + BN) share a byte. */
+static int overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+	uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+
+	return pa < pb + bn && pb < pa + an;
+}
+
+static int fp16_is_finite(qg_fp16 h)
+{
+	return (h & 0x7c00) != 0x7c00;
+}
+
+/* --- importance-weighted Q4_0 ---------------------------------------------- */
+
+/* The 4-bit code (-8..7) nearest to V; 0 for NaN (which callers avoid). */
+static int q4_nearest(float v)
+{
+	if (v >= 7.0f)
+		return 7;
+	if (v <= -8.0f)
+		return -8;
+	if (isnan(v))
+		return 0;
+	return (int)(v >= 0.0f ? v + 0.5f : v - 0.5f);	/* roundf for |v| < 8.5 */
+}
+
+/* A candidate for one block: an fp16 scale, the codes, and their weighted error. */
+struct q4_cand {
+	qg_fp16 d;
+	int8_t l[QG_QK];
+	double err;
+};
+
+/* sum w_j (x_j - d l_j)^2, in double so that the comparison is sharp. */
+static double q4_error(const float *x, const float *w, float d, const int8_t *l)
+{
+	double e = 0.0;
+
+	for (int j = 0; j < QG_QK; j++) {
+		double r = (double)x[j] - (double)d * l[j];
+		e += (double)w[j] * r * r;
+	}
+	return e;
+}
+
+/*
+ * Try scale D: round it to fp16 (a scale that does not fit is no
+ * candidate), give every value its nearest code for that stored scale, and
+ * keep the result in BEST if its weighted error is strictly smaller.
+ */
+static void q4_try_fp16(const float *x, const float *w, qg_fp16 h, struct q4_cand *best)
+{
+	struct q4_cand c;
+
+	if (!fp16_is_finite(h))
+		return;
+	float df = qg_fp16_to_fp32(h), idf = df != 0.0f ? 1.0f / df : 0.0f;
+	c.d = h;
+	for (int j = 0; j < QG_QK; j++)
+		c.l[j] = (int8_t)q4_nearest(x[j] * idf);
+	c.err = q4_error(x, w, df, c.l);
+	if (c.err < best->err)
+		*best = c;
+}
+
+static void q4_try(const float *x, const float *w, float d, struct q4_cand *best)
+{
+	if (isfinite(d))
+		q4_try_fp16(x, w, qg_fp32_to_fp16(d), best);
+}
+
+/* The weighted least-squares scale for codes L: sum w x l / sum w l^2 (0 if none). */
+static float q4_refit(const float *x, const float *w, const int8_t *l)
+{
+	double sxl = 0.0, sll = 0.0;
+
+	for (int j = 0; j < QG_QK; j++) {
+		sxl += (double)w[j] * x[j] * l[j];
+		sll += (double)w[j] * l[j] * l[j];
+	}
+	return sll > 0.0 ? (float)(sxl / sll) : 0.0f;
+}
+
+/* A point where one value's code steps as the inverse scale grows: value J takes code L. */
+struct q4_event {
+	uint32_t key;		/* the inverse scale's bits: positive floats order as integers */
+	int8_t j, l;
+};
+
+/* Sort N events by key: a stable radix sort, a byte at a time, skipping bytes all share. */
+static void q4_sort(struct q4_event *ev, struct q4_event *tmp, int n)
+{
+	for (int shift = 0; shift < 32; shift += 8) {
+		int count[257] = { 0 };
+		for (int i = 0; i < n; i++)
+			count[((ev[i].key >> shift) & 0xff) + 1]++;
+		if (count[((ev[0].key >> shift) & 0xff) + 1] == n)
+			continue;
+		for (int b = 0; b < 256; b++)
+			count[b + 1] += count[b];
+		for (int i = 0; i < n; i++)
+			tmp[count[(ev[i].key >> shift) & 0xff]++] = ev[i];
+		memcpy(ev, tmp, (size_t)n * sizeof *ev);
+	}
+}
+
+/* Code sets worth rounding to fp16: the best few by least-squares score. */
+#define Q4_KEEP 4
+
+struct q4_top {
+	int n;
+	double score[Q4_KEEP];
+	float d[Q4_KEEP];
+};
+
+static void q4_top_add(struct q4_top *top, double score, float d)
+{
+	int i;
+
+	if (top->n < Q4_KEEP)
+		i = top->n++;
+	else if (score > top->score[Q4_KEEP - 1])
+		i = Q4_KEEP - 1;	/* the last one drops out */
+	else
+		return;
+	for (; i > 0 && top->score[i - 1] < score; i--) {
+		top->score[i] = top->score[i - 1];
+		top->d[i] = top->d[i - 1];
+	}
+	top->score[i] = score;
+	top->d[i] = d;
+}
+
+/*
+ * Every code set that nearest rounding at some scale gives, for scales of
+ * sign SIGN (codes l_j = clamp(round(s x_j), -8, 7), s = SIGN * t, t > 0):
+ * as t grows, each weighted value's code steps one at a time, at
+ * t = (|l| - 1/2) / |x_j|.  Walking the steps in order keeps the sums
+ * sum w x l and sum w l^2 current, so each set's least-squares scale and
+ * its error (sum w x^2 - (sum w x l)^2 / sum w l^2) cost O(1).  The best
+ * sets' scales go into TOP.
+ */
+static void q4_sweep(const float *x, const float *w, float sign, struct q4_top *top)
+{
+	struct q4_event ev[QG_QK * 8], tmp[QG_QK * 8];
+	int n = 0;
+
+	for (int j = 0; j < QG_QK; j++) {
+		float u = sign * x[j];
+		if (w[j] == 0.0f || u == 0.0f)
+			continue;
+		int steps = u > 0 ? 7 : 8, dir = u > 0 ? 1 : -1;
+		for (int k = 1; k <= steps; k++) {
+			ev[n].key = qg_fp32_to_bits(((float)k - 0.5f) / fabsf(u));
+			ev[n].j = (int8_t)j;
+			ev[n].l = (int8_t)(dir * k);
+			n++;
+		}
+	}
+	if (n == 0)
+		return;
+	q4_sort(ev, tmp, n);
+
+	int8_t l[QG_QK] = { 0 };
+	double sxl = 0.0, sll = 0.0;
+	for (int i = 0; i < n; i++) {
+		int j = ev[i].j, old = l[j], now = ev[i].l;
+		sxl += (double)w[j] * x[j] * (now - old);
+		sll += (double)w[j] * (now * now - old * old);
+		l[j] = (int8_t)now;
+		if (sll > 0.0 && (i + 1 == n || ev[i + 1].key != ev[i].key))
+			q4_top_add(top, sxl * sxl / sll, (float)(sxl / sll));
+	}
+}
+
+/*
+ * One Q4_0 block minimising the weighted squared error sum w_j (x_j - d q_j)^2
+ * with d as stored (fp16).  Plain rounding's exact block is the first
+ * candidate, so the result is never worse than it.  q4_sweep() finds the
+ * code sets with the best least-squares scales (the continuous optimum is
+ * among them); each scale is rounded to fp16 and paired with its nearest
+ * codes, then polished by refitting and by its fp16 neighbours until
+ * nothing improves.  With all weights zero the block is plain rounding's.
+ */
+static void q4_block_weighted(const float *x, const float *w, struct rowblock *out)
+{
+	struct qg_block_q4_0 plain;
+	struct q4_cand best;
+	struct q4_top top = { 0 };
+	float amax = 0.0f;
+	double wsum = 0.0;
+
+	qg_quantize_row_q4_0(x, &plain, QG_QK);
+	best.d = plain.d;
+	for (int j = 0; j < QG_QK / 2; j++) {
+		best.l[j] = (int8_t)((plain.qs[j] & 0x0f) - 8);
+		best.l[j + QG_QK / 2] = (int8_t)((plain.qs[j] >> 4) - 8);
+	}
+	for (int j = 0; j < QG_QK; j++) {
+		wsum += w[j];
+		amax = fmaxf(amax, fabsf(x[j]));
+	}
+	if (wsum > 0.0 && amax > 0.0f) {
+		best.err = q4_error(x, w, qg_fp16_to_fp32(plain.d), best.l);
+		q4_sweep(x, w, 1.0f, &top);
+		q4_sweep(x, w, -1.0f, &top);
+		for (int i = 0; i < top.n; i++) {
+			struct q4_cand c = best;
+			q4_try(x, w, top.d[i], &c);
+			for (int iter = 0; iter < 8; iter++) {
+				double before = c.err;
+				qg_fp16 mag = c.d & 0x7fff, sgn = c.d & 0x8000;
+				q4_try(x, w, q4_refit(x, w, c.l), &c);
+				for (int k = 1; k <= 2; k++) {
+					if (mag >= k)
+						q4_try_fp16(x, w, (qg_fp16)(sgn | (mag - k)), &c);
+					q4_try_fp16(x, w, (qg_fp16)(sgn | (mag + k)), &c);
+				}
+				if (!(c.err < before))
+					break;
+			}
+			if (c.err < best.err)
+				best = c;
+		}
+	}
+	out->d = best.d;
+	for (int j = 0; j < QG_QK / 2; j++)
+		out->qs[j] = (uint8_t)((best.l[j] + 8) | (best.l[j + QG_QK / 2] + 8) << 4);
+}
+
+/* --- whole matrices ------------------------------------------------------ */
+
+/*
+ * The checks qg_quantize makes before it writes anything: every value of a
+ * block type finite (-EDOM), every block's plain scale inside fp16's range
+ * (-ERANGE).  F32 and F16 are conversions and take any value.
+ */
+static int quantize_check_values(enum qg_type base, const float *src, int64_t rows, int64_t cols)
+{
+	if (base != QG_TYPE_Q4_0 && base != QG_TYPE_Q8_0)
+		return 0;
+	for (int64_t i = 0; i < rows * cols; i += QG_QK) {
+		float amax = 0.0f, max = 0.0f;
+		for (int j = 0; j < QG_QK; j++) {
+			float v = src[i + j];
+			if (!isfinite(v))
+				return -EDOM;
+			if (amax < fabsf(v)) {
+				amax = fabsf(v);
+				max = v;
+			}
+		}
+		float d = base == QG_TYPE_Q4_0 ? max / -8.0f : amax / 127.0f;
+		if (!fp16_is_finite(qg_fp32_to_fp16(d)))
+			return -ERANGE;
+	}
+	return 0;
+}
+
+ssize_t qg_quantize(enum qg_type type, const float *src, void *dst, size_t dst_size,
+		    int64_t rows, int64_t cols, const float *imatrix)
+{
+	struct layout l;
+	ssize_t size;
+	int r;
+
+	if (!type_valid(type) || !src || !dst)
+		return -EINVAL;
+	if ((size = qg_matrix_size(type, rows, cols)) < 0)
+		return size;
+	if (rows > INT64_MAX / cols || (uint64_t)(rows * cols) > SIZE_MAX / sizeof(float))
+		return -EOVERFLOW;
+	if (dst_size < (size_t)size)
+		return -ENOBUFS;
+	if (overlaps(src, (size_t)(rows * cols) * sizeof(float), dst, (size_t)size) ||
+	    (imatrix && overlaps(imatrix, (size_t)cols * sizeof(float), dst, (size_t)size)))
+		return -EINVAL;
+	if (imatrix)
+		for (int64_t c = 0; c < cols; c++)
+			if (!(imatrix[c] >= 0.0f) || !isfinite(imatrix[c]))
+				return -EINVAL;
+	enum qg_type base = types[type].base;
+	if ((r = quantize_check_values(base, src, rows, cols)) < 0)
+		return r;
+
+	uint8_t *out = dst;
+	if (base == QG_TYPE_F32) {
+		memcpy(out, src, (size_t)size);
+		return size;
+	}
+	if (base == QG_TYPE_F16) {
+		for (int64_t i = 0; i < rows * cols; i++)
+			store_fp16(out + 2 * i, qg_fp32_to_fp16(src[i]));
+		return size;
+	}
+
+	int64_t nb = cols / QG_QK;
+	layout_init(&l, type);
+	for (int64_t row = 0; row < rows; row++) {
+		const float *x = src + row * cols;
+		for (int64_t b = 0; b < nb; b++, x += QG_QK) {
+			struct rowblock blk;
+			if (base == QG_TYPE_Q8_0) {
+				struct qg_block_q8_0 q;
+				qg_quantize_row_q8_0(x, &q, QG_QK);
+				blk.d = q.d;
+				memcpy(blk.qs, q.qs, sizeof q.qs);
+			} else if (imatrix) {
+				q4_block_weighted(x, imatrix + b * QG_QK, &blk);
+			} else {
+				struct qg_block_q4_0 q;
+				qg_quantize_row_q4_0(x, &q, QG_QK);
+				blk.d = q.d;
+				memcpy(blk.qs, q.qs, sizeof q.qs);
+			}
+			layout_put(&l, out, row, nb, b, &blk);
+		}
+	}
+	return size;
+}
+
+ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst_size,
+		      int64_t rows, int64_t cols)
+{
+	struct layout l;
+	ssize_t size;
+
+	if (!type_valid(type) || !src || !dst)
+		return -EINVAL;
+	if ((size = qg_matrix_size(type, rows, cols)) < 0)
+		return size;
+	if (rows > INT64_MAX / cols || (uint64_t)(rows * cols) > SIZE_MAX / sizeof(float))
+		return -EOVERFLOW;
+	size_t out_size = (size_t)(rows * cols) * sizeof(float);
+	if (out_size > SSIZE_MAX)
+		return -EOVERFLOW;
+	if (dst_size < out_size)
+		return -ENOBUFS;
+	if (overlaps(src, (size_t)size, dst, out_size))
+		return -EINVAL;
+
+	const uint8_t *in = src;
+	enum qg_type base = types[type].base;
+	if (base == QG_TYPE_F32) {
+		memcpy(dst, in, out_size);
+		return (ssize_t)out_size;
+	}
+	if (base == QG_TYPE_F16) {
+		for (int64_t i = 0; i < rows * cols; i++)
+			dst[i] = qg_fp16_to_fp32(load_fp16(in + 2 * i));
+		return (ssize_t)out_size;
+	}
+
+	int64_t nb = cols / QG_QK;
+	layout_init(&l, type);
+	for (int64_t row = 0; row < rows; row++) {
+		float *y = dst + row * cols;
+		for (int64_t b = 0; b < nb; b++, y += QG_QK) {
+			struct rowblock blk;
+			layout_get(&l, in, row, nb, b, &blk);
+			const float d = qg_fp16_to_fp32(blk.d);
+			if (base == QG_TYPE_Q8_0) {
+				for (int j = 0; j < QG_QK; j++)
+					y[j] = (int8_t)blk.qs[j] * d;
+			} else {
+				for (int j = 0; j < QG_QK / 2; j++) {
+					y[j] = ((blk.qs[j] & 0x0f) - 8) * d;
+					y[j + QG_QK / 2] = ((blk.qs[j] >> 4) - 8) * d;
+				}
+			}
+		}
+	}
+	return (ssize_t)out_size;
+}
+
+ssize_t qg_repack(enum qg_type to, void *dst, size_t dst_size,
+		  enum qg_type from, const void *src, int64_t rows, int64_t cols)
+{
+	struct layout lf, lt;
+	ssize_t size, in_size;
+
+	if (!type_valid(to) || !type_valid(from) || !src || !dst)
+		return -EINVAL;
+	enum qg_type base = types[to].base;
+	if (types[from].base != base || (base != QG_TYPE_Q4_0 && base != QG_TYPE_Q8_0))
+		return -EINVAL;
+	if ((in_size = qg_matrix_size(from, rows, cols)) < 0)
+		return in_size;
+	if ((size = qg_matrix_size(to, rows, cols)) < 0)
+		return size;
+	if (dst_size < (size_t)size)
+		return -ENOBUFS;
+	if (overlaps(src, (size_t)in_size, dst, (size_t)size))
+		return -EINVAL;
+
+	int64_t nb = cols / QG_QK;
+	layout_init(&lf, from);
+	layout_init(&lt, to);
+	for (int64_t row = 0; row < rows; row++) {
+		for (int64_t b = 0; b < nb; b++) {
+			struct rowblock blk;
+			layout_get(&lf, src, row, nb, b, &blk);
+			layout_put(&lt, dst, row, nb, b, &blk);
+		}
+	}
+	return size;
 }

@@ -80,24 +80,47 @@ ssize_t qg_row_size(enum qg_type type, int64_t cols);
 ssize_t qg_matrix_size(enum qg_type type, int64_t rows, int64_t cols);
 
 /*
- * Quantize a row-major ROWS x COLS f32 matrix into TYPE (any weight type).
- * IMATRIX, if not NULL, holds COLS non-negative importance weights, one per
- * column: each Q4_0 block then takes the scale that minimises the weighted
- * squared error, never worse than plain rounding.  Without it the bytes equal
- * ggml's reference quantization.  Returns bytes written (DST_SIZE must hold
- * them) or -errno.
+ * Quantize a row-major ROWS x COLS f32 matrix into TYPE: any weight type,
+ * or a Q8_0 interleaved layout.  Without IMATRIX the bytes equal ggml's
+ * reference quantization (quantize_row_q4_0_ref / q8_0_ref, then
+ * make_block_q4_0x4 / _0x8 for the interleaved layouts).
+ *
+ * IMATRIX, if not NULL, holds COLS finite non-negative importance weights,
+ * one per column.  Q4_0 and its interleaved layouts then choose, block by
+ * block, the fp16 scale and codes that minimise sum w_j (x_j - d q_j)^2,
+ * never worse than plain rounding (a block whose weights are all zero gets
+ * plain rounding's bytes); an interleaved layout gets exactly the bytes of
+ * Q4_0 followed by qg_repack().  F32, F16, Q8_0 and the Q8_0 layouts check
+ * IMATRIX but do not use it (Q8_0 is ggml's quantize_q8_0, which ignores it).
+ *
+ * F32 and F16 are conversions: NaN and infinities are kept, and F16 rounds
+ * values beyond +-65504 to infinity.  The block types reject a NaN or an
+ * infinity anywhere in SRC with -EDOM, and a block whose scale would not
+ * fit in fp16 (Q4_0: largest magnitude >= 524160; Q8_0: >= 127 * 65520)
+ * with -ERANGE; on either nothing is written.
+ *
+ * Returns bytes written, or -EINVAL (bad type, NULL pointer, shape that
+ * does not suit TYPE, bad IMATRIX, SRC or IMATRIX overlapping DST),
+ * -ENOBUFS (DST_SIZE too small), -EDOM, -ERANGE, -EOVERFLOW.
  */
 ssize_t qg_quantize(enum qg_type type, const float *src, void *dst, size_t dst_size,
 		    int64_t rows, int64_t cols, const float *imatrix);
 
-/* Turn ROWS x COLS values of TYPE back into f32.  Returns bytes written or -errno. */
+/*
+ * Turn ROWS x COLS values of TYPE (any type) back into row-major f32:
+ * code times scale, as ggml's dequantize_row_* do.  Returns bytes written
+ * (ROWS * COLS * 4) or -EINVAL, -ENOBUFS, -EOVERFLOW as qg_quantize().
+ */
 ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst_size,
 		      int64_t rows, int64_t cols);
 
 /*
  * Repack between Q4_0 and an interleaved Q4_0 layout (either direction, or
- * between two interleaved layouts), without re-quantizing: every scale and
- * nibble is carried over.  Returns bytes written or -errno.
+ * between two interleaved layouts), or between Q8_0 and its interleaved
+ * layouts, without re-quantizing: every scale and quant is carried over,
+ * so repacking there and back gives the original bytes.  FROM == TO copies.
+ * ROWS must suit both types.  Returns bytes written or -EINVAL (types of
+ * different families, bad shape, NULL, overlap), -ENOBUFS, -EOVERFLOW.
  */
 ssize_t qg_repack(enum qg_type to, void *dst, size_t dst_size,
 		  enum qg_type from, const void *src, int64_t rows, int64_t cols);

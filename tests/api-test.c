@@ -1,2 +1,165 @@
+/*
+ * api-test.c - libqgraph's public formats API, used as a client uses it:
+ * through the shared library and qgraph.h alone (no engine header).
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qgraph.h"
 #include "tap.h"
-int main(void) { tap_skip("not written yet"); return tap_done(); }
+
+static const enum qgraph_type weights[] = {
+	QGRAPH_TYPE_F32, QGRAPH_TYPE_F16, QGRAPH_TYPE_Q8_0, QGRAPH_TYPE_Q4_0,
+	QGRAPH_TYPE_Q4_0_4X4, QGRAPH_TYPE_Q4_0_4X8, QGRAPH_TYPE_Q4_0_8X8,
+};
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static void test_names(void)
+{
+	static const char *const names[] = {
+		"f32", "f16", "q8_0", "q4_0", "q4_0_4x4", "q4_0_4x8", "q4_0_8x8", "q8_0_4x4", "q8_0_4x8",
+	};
+	int ok = 1;
+
+	for (int t = 0; t < QGRAPH_TYPE_COUNT; t++) {
+		const char *n = qgraph_type_name((enum qgraph_type)t);
+		ok &= n && strcmp(n, names[t]) == 0 && qgraph_type_from_name(n) == t;
+	}
+	tap_ok(ok, "every type's name is ggml's and maps back");
+	tap_ok(qgraph_type_name(QGRAPH_TYPE_COUNT) == NULL && qgraph_type_name((enum qgraph_type)-3) == NULL,
+	       "no name for a bad type");
+	tap_ok(qgraph_type_from_name("Q4_0_8_8") == QGRAPH_TYPE_Q4_0_8X8 && qgraph_type_from_name("q4_k") == -EINVAL &&
+	       qgraph_type_from_name(NULL) == -EINVAL, "type from name: old spelling, unknown, NULL");
+	tap_ok(qgraph_type_row_group(QGRAPH_TYPE_Q4_0_4X8) == 4 && qgraph_type_row_group(QGRAPH_TYPE_Q4_0_8X8) == 8 &&
+	       qgraph_type_row_group(QGRAPH_TYPE_F16) == 1 && qgraph_type_row_group(QGRAPH_TYPE_COUNT) == -EINVAL,
+	       "row groups");
+	tap_ok(qgraph_type_block_values(QGRAPH_TYPE_Q8_0) == 32 && qgraph_type_block_values(QGRAPH_TYPE_F32) == 1 &&
+	       qgraph_type_block_values((enum qgraph_type)42) == -EINVAL, "block values");
+	const char *v = qgraph_version();
+	tap_ok(v && strcmp(v, PACKAGE_VERSION) == 0, "version %s", v ? v : "(null)");
+}
+
+static void test_sizes(void)
+{
+	tap_ok(qgraph_row_size(QGRAPH_TYPE_Q4_0, 4096) == 2304 && qgraph_row_size(QGRAPH_TYPE_Q8_0, 64) == 68 &&
+	       qgraph_row_size(QGRAPH_TYPE_F16, 7) == 14, "row sizes");
+	tap_ok(qgraph_row_size(QGRAPH_TYPE_Q4_0, 100) == -EINVAL && qgraph_row_size(QGRAPH_TYPE_COUNT, 32) == -EINVAL &&
+	       qgraph_row_size(QGRAPH_TYPE_F32, 0) == -EINVAL, "row size: bad arguments give -EINVAL");
+	tap_ok(qgraph_row_size(QGRAPH_TYPE_F32, INT64_MAX) == -EOVERFLOW, "row size: -EOVERFLOW");
+	tap_ok(qgraph_matrix_size(QGRAPH_TYPE_Q4_0_8X8, 16, 64) == 16 * 36 &&
+	       qgraph_matrix_size(QGRAPH_TYPE_Q4_0_8X8, 12, 64) == -EINVAL &&
+	       qgraph_matrix_size(QGRAPH_TYPE_Q4_0_4X4, 2, 64) == -EINVAL, "matrix sizes");
+}
+
+/* A 16 x 128 matrix in every weight type: sizes, round trips, repack. */
+static void test_formats(void)
+{
+	enum { R = 16, C = 128 };
+	static float x[R * C], y[R * C], y2[R * C], im[C];
+	static uint8_t q[R * C * 4], q2[R * C * 4], q3[R * C * 4];
+	struct tap_rng rng = { 12345 };
+
+	for (int i = 0; i < R * C; i++)
+		x[i] = tap_randf(&rng, -2.0f, 2.0f);
+	for (int c = 0; c < C; c++)
+		im[c] = tap_randf(&rng, 0.0f, 1.0f);
+
+	for (size_t k = 0; k < NELEM(weights); k++) {
+		enum qgraph_type t = weights[k];
+		const char *name = qgraph_type_name(t);
+		ssize_t size = qgraph_matrix_size(t, R, C);
+		ssize_t n = qgraph_quantize(t, x, q, sizeof q, R, C, NULL);
+		tap_ok(size > 0 && n == size, "%s: quantize writes %zd bytes", name, n);
+		n = qgraph_dequantize(t, q, y, sizeof y, R, C);
+		double worst = 0;
+		for (int i = 0; i < R * C; i++)
+			if (fabs((double)x[i] - y[i]) > worst)
+				worst = fabs((double)x[i] - y[i]);
+		/* steps: q4_0 2/8, q8_0 2/127, f16 2^-10 at 2; half a step (a full one where q4_0 clamps) */
+		double lim = t == QGRAPH_TYPE_F32 ? 0 : t == QGRAPH_TYPE_F16 ? 0x1p-10 :
+			     t == QGRAPH_TYPE_Q8_0 ? 2.0 / 127 * 0.57 : 2.0 / 8 * 1.01;
+		tap_ok(n == R * C * 4 && worst <= lim, "%s: dequantize, worst error %.5f (limit %.5f)", name, worst, lim);
+		if (qgraph_type_row_group(t) > 1) {
+			qgraph_quantize(QGRAPH_TYPE_Q4_0, x, q2, sizeof q2, R, C, im);
+			ssize_t a = qgraph_repack(t, q3, sizeof q3, QGRAPH_TYPE_Q4_0, q2, R, C);
+			ssize_t b = qgraph_quantize(t, x, q, sizeof q, R, C, im);
+			tap_ok(a == size && b == size && memcmp(q, q3, (size_t)size) == 0,
+			       "%s with imatrix: straight == q4_0 + repack", name);
+			a = qgraph_repack(QGRAPH_TYPE_Q4_0, q3, sizeof q3, t, q, R, C);
+			tap_ok(a == size && memcmp(q2, q3, (size_t)size) == 0, "%s: unpacks to the same q4_0 bytes", name);
+			qgraph_dequantize(t, q, y, sizeof y, R, C);
+			qgraph_dequantize(QGRAPH_TYPE_Q4_0, q2, y2, sizeof y2, R, C);
+			tap_ok(memcmp(y, y2, sizeof y) == 0, "%s: dequantizes to q4_0's values", name);
+		}
+	}
+}
+
+static void test_bad_arguments(void)
+{
+	static float x[8 * 64], y[8 * 64], im[64];
+	static uint8_t q[8 * 64 * 4];
+
+	tap_ok(qgraph_quantize(QGRAPH_TYPE_Q4_0, NULL, q, sizeof q, 1, 32, NULL) == -EINVAL &&
+	       qgraph_quantize(QGRAPH_TYPE_Q4_0, x, NULL, sizeof q, 1, 32, NULL) == -EINVAL,
+	       "quantize: NULL gives -EINVAL");
+	tap_ok(qgraph_quantize(QGRAPH_TYPE_COUNT, x, q, sizeof q, 1, 32, NULL) == -EINVAL &&
+	       qgraph_quantize((enum qgraph_type)-1, x, q, sizeof q, 1, 32, NULL) == -EINVAL,
+	       "quantize: bad type gives -EINVAL");
+	tap_ok(qgraph_quantize(QGRAPH_TYPE_Q4_0, x, q, sizeof q, 1, 33, NULL) == -EINVAL &&
+	       qgraph_quantize(QGRAPH_TYPE_Q4_0_4X8, x, q, sizeof q, 3, 32, NULL) == -EINVAL &&
+	       qgraph_quantize(QGRAPH_TYPE_Q4_0_8X8, x, q, sizeof q, 4, 32, NULL) == -EINVAL &&
+	       qgraph_quantize(QGRAPH_TYPE_F32, x, q, sizeof q, 0, 1, NULL) == -EINVAL,
+	       "quantize: bad shapes give -EINVAL");
+	tap_ok(qgraph_quantize(QGRAPH_TYPE_Q4_0, x, q, 35, 1, 64, NULL) == -ENOBUFS, "quantize: small dst gives -ENOBUFS");
+	im[5] = -0.5f;
+	tap_ok(qgraph_quantize(QGRAPH_TYPE_Q4_0, x, q, sizeof q, 1, 64, im) == -EINVAL, "quantize: negative weight gives -EINVAL");
+	im[5] = 0.0f;
+	x[40] = NAN;
+	tap_ok(qgraph_quantize(QGRAPH_TYPE_Q4_0_4X4, x, q, sizeof q, 4, 64, im) == -EDOM, "quantize: NaN gives -EDOM");
+	x[40] = 1e7f;
+	tap_ok(qgraph_quantize(QGRAPH_TYPE_Q4_0, x, q, sizeof q, 1, 64, NULL) == -ERANGE,
+	       "quantize: 1e7 in q4_0 gives -ERANGE");
+	x[40] = 0.0f;
+	tap_ok(qgraph_dequantize(QGRAPH_TYPE_Q8_0, NULL, y, sizeof y, 1, 32) == -EINVAL &&
+	       qgraph_dequantize(QGRAPH_TYPE_Q8_0, q, y, 127, 1, 32) == -ENOBUFS &&
+	       qgraph_dequantize(QGRAPH_TYPE_Q8_0_4X4, q, y, sizeof y, 2, 32) == -EINVAL &&
+	       qgraph_dequantize((enum qgraph_type)9, q, y, sizeof y, 1, 32) == -EINVAL,
+	       "dequantize: NULL, small dst, bad shape, bad type");
+	tap_ok(qgraph_repack(QGRAPH_TYPE_Q4_0_4X4, q, sizeof q, QGRAPH_TYPE_F16, x, 4, 32) == -EINVAL &&
+	       qgraph_repack(QGRAPH_TYPE_Q8_0_4X4, q, sizeof q, QGRAPH_TYPE_Q4_0, x, 4, 32) == -EINVAL &&
+	       qgraph_repack(QGRAPH_TYPE_Q4_0_8X8, q, sizeof q, QGRAPH_TYPE_Q4_0, x, 4, 32) == -EINVAL &&
+	       qgraph_repack(QGRAPH_TYPE_Q4_0_4X4, q, 10, QGRAPH_TYPE_Q4_0, x, 4, 32) == -ENOBUFS &&
+	       qgraph_repack(QGRAPH_TYPE_Q4_0_4X4, q, sizeof q, QGRAPH_TYPE_Q4_0, NULL, 4, 32) == -EINVAL,
+	       "repack: wrong family, bad shape, small dst, NULL");
+}
+
+/* The library exports its API and nothing of the engine behind it. */
+static void test_exports(void)
+{
+	void *self = dlopen(NULL, RTLD_NOW);
+
+	if (!self) {
+		tap_skip("dlopen(NULL) failed");
+		return;
+	}
+	tap_ok(dlsym(self, "qgraph_quantize") != NULL && dlsym(self, "qgraph_version") != NULL,
+	       "qgraph_quantize and qgraph_version are exported");
+	tap_ok(dlsym(self, "qg_quantize") == NULL && dlsym(self, "qg_quantize_row_q4_0") == NULL &&
+	       dlsym(self, "qg_fp32_to_fp16") == NULL, "the engine's qg_* symbols are not");
+	dlclose(self);
+}
+
+int main(void)
+{
+	test_names();
+	test_sizes();
+	test_formats();
+	test_bad_arguments();
+	test_exports();
+	return tap_done();
+}

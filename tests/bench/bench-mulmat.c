@@ -1,2 +1,542 @@
-#include "tap.h"
-int main(void) { return 0; }
+/*
+ * bench-mulmat.c - mul_mat GFLOP/s per weight layout and kernel, beside the
+ * limits measured in the same run.
+ *
+ *   bench-mulmat [--json] [--quick] [--kernel FAMILY | --all-kernels]
+ *                [--threads LIST] [--layout L] [--n N]
+ *   bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]
+ *
+ * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
+ * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
+ * and 2 threads.  A result is the median over repetitions of one whole
+ * mul_mat (activation quantization, barrier, GEMM/GEMV), as
+ * 2*m*n*k / time.
+ *
+ * Limits, per thread count: the read bandwidth over a buffer the size of
+ * the 75 MB weights (the widest vector loads the CPU has), and the int8
+ * multiply-accumulate peak of a tight loop of vpdpbusd zmm (AVX-512 VNNI),
+ * vpmaddubsw ymm (AVX2) or sdot (aarch64 dotprod), with twelve (eight)
+ * independent accumulators.  Ratios: the 75 MB n = 1 case as weight bytes
+ * per second over the bandwidth; n >= 8 as MACs per second over the peak.
+ *
+ * --kernel-only runs one kernel R times on m = k = 4096 with nothing else
+ * in the loop (GEMM on the groups of four rows, GEMV on the rest), for
+ * instruction counts under qemu: two runs that differ only in R give the
+ * kernel's count (tests/bench/insn-table.sh).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "fp16.h"
+#include "kernels.h"
+#include "mulmat.h"
+#include "quant.h"
+
+#define K_DIM 4096
+#define M_SMALL 4096
+#define M_BIG 32768
+#define N_MAX 512
+
+static const int ns_all[] = { 1, 8, 32, 128, 512 };
+
+struct opts {
+	int json, quick, all_kernels, kernel_only;
+	int family;		/* -1: dispatched */
+	int layout;		/* -1: all */
+	int n;			/* 0: all */
+	long repeat;
+	int threads[8], nthreads;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: bench-mulmat [--json] [--quick] [--kernel FAMILY | --all-kernels]\n"
+		"                    [--threads 1,2] [--layout 4x4|4x8|8x8] [--n N]\n"
+		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n");
+}
+
+static void *xalloc(size_t n)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, n ? n : 64) != 0) {
+		fprintf(stderr, "bench-mulmat: out of memory (%zu bytes)\n", n);
+		exit(1);
+	}
+	return p;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+
+/*
+ * M x K weights in LAYOUT: random Q4_0 blocks (random nibbles, scales in
+ * [2^-10, 2^-7)) repacked.  The values do not matter for speed, and this
+ * avoids holding M*K floats for the 75 MB case.
+ */
+static void *make_weights(enum qg_layout layout, int64_t m, int64_t k, size_t *bytes)
+{
+	const int64_t nb = m * k / QG_QK;
+	struct qg_block_q4_0 *q = xalloc((size_t)nb * sizeof *q);
+	uint64_t s = 0x243f6a8885a308d3ULL ^ (uint64_t)m;
+
+	for (int64_t i = 0; i < nb; i++) {
+		uint64_t r = rng_next(&s), r2 = rng_next(&s);
+		q[i].d = qg_fp32_to_fp16((float)(0x1p-10 * (1.0 + (double)(r >> 61))));
+		memcpy(q[i].qs, &r, 8);
+		memcpy(q[i].qs + 8, &r2, 8);
+	}
+	*bytes = (size_t)nb * sizeof *q;
+	void *w = xalloc(*bytes);
+	ssize_t n = qg_repack(qg_layout_type(layout), w, *bytes, QG_TYPE_Q4_0, q, m, k);
+	free(q);
+	if (n != (ssize_t)*bytes) {
+		fprintf(stderr, "bench-mulmat: repack failed: %zd\n", n);
+		exit(1);
+	}
+	return w;
+}
+
+static float *make_x(int64_t n, int64_t k)
+{
+	float *x = xalloc((size_t)(n * k) * sizeof *x);
+	uint64_t s = 0x13198a2e03707344ULL;
+
+	for (int64_t i = 0; i < n * k; i++)
+		x[i] = (float)((double)(rng_next(&s) >> 40) / 16777216.0 * 2.0 - 1.0);
+	return x;
+}
+
+/* Repeat FN until there are enough samples; returns the median seconds. */
+struct timing {
+	double min_time;	/* total seconds at least */
+	int min_reps, max_reps;
+	double max_total;	/* stop after this many seconds once min_reps... */
+};
+
+static void mm_job(struct bench_pool *p, void *arg, int ith, int nth)
+{
+	void **a = arg;
+	const struct qg_mm *mm = a[0];
+
+	qg_mul_mat_quantize(mm, a[1], ith, nth);
+	bench_barrier(p);
+	qg_mul_mat_compute(mm, a[1], ith, nth);
+}
+
+static double time_mm(struct bench_pool *pool, const struct qg_mm *mm, void *scratch,
+		      const struct timing *t)
+{
+	void *arg[2] = { (void *)mm, scratch };
+	double v[256], total = 0;
+	int reps = 0;
+
+	bench_pool_run(pool, mm_job, arg);	/* warm up */
+	while (reps < t->max_reps && reps < 256) {
+		double t0 = bench_now();
+		bench_pool_run(pool, mm_job, arg);
+		v[reps++] = bench_now() - t0;
+		total += v[reps - 1];
+		if (reps >= t->min_reps && total >= t->min_time)
+			break;
+		if (reps >= 3 && total >= t->max_total)
+			break;
+	}
+	return bench_median(v, reps);
+}
+
+/* --------------------------------------------------------------- limits */
+
+struct bw_arg {
+	const uint8_t *buf;
+	size_t len;
+	_Atomic uint64_t sink;
+};
+
+static void bw_job(struct bench_pool *p, void *arg, int ith, int nth)
+{
+	struct bw_arg *a = arg;
+	size_t chunk = a->len / (size_t)nth / 256 * 256;
+	uint64_t v = bench_read(a->buf + chunk * (size_t)ith, chunk);
+
+	atomic_fetch_xor_explicit(&a->sink, v, memory_order_relaxed);
+}
+
+/* Read bandwidth in bytes/s over BUF with the pool's threads. */
+static double measure_bw(struct bench_pool *pool, const uint8_t *buf, size_t len, int quick)
+{
+	struct bw_arg a = { .buf = buf, .len = len };
+	double v[64];
+	int reps = quick ? 5 : 15;
+	size_t chunk = len / (size_t)pool->nth / 256 * 256;
+
+	bench_pool_run(pool, bw_job, &a);
+	for (int i = 0; i < reps; i++) {
+		double t0 = bench_now();
+		bench_pool_run(pool, bw_job, &a);
+		v[i] = bench_now() - t0;
+	}
+	return (double)(chunk * (size_t)pool->nth) / bench_median(v, reps);
+}
+
+struct mac_arg {
+	uint64_t iters;
+	_Atomic uint64_t macs;
+	_Atomic int32_t sink;
+};
+
+static void mac_job(struct bench_pool *p, void *arg, int ith, int nth)
+{
+	struct mac_arg *a = arg;
+	int32_t s;
+	uint64_t n = bench_macs(a->iters, &s);
+
+	atomic_fetch_add_explicit(&a->macs, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&a->sink, s, memory_order_relaxed);
+}
+
+/* int8 MACs/s with the pool's threads; 0 when no MAC loop runs here. */
+static double measure_macs(struct bench_pool *pool, int quick)
+{
+	struct mac_arg a = { .iters = 1000 };
+	double v[64];
+	int reps = quick ? 5 : 11;
+
+	if (!bench_macs_name()[0])
+		return 0;
+	/* size the loop to about 20 ms */
+	for (;;) {
+		atomic_store(&a.macs, 0);
+		double t0 = bench_now();
+		bench_pool_run(pool, mac_job, &a);
+		double dt = bench_now() - t0;
+		if (dt > 0.02 || a.iters > ((uint64_t)1 << 40))
+			break;
+		a.iters *= dt < 0.002 ? 10 : 2;
+	}
+	uint64_t macs = 0;
+	for (int i = 0; i < reps; i++) {
+		atomic_store(&a.macs, 0);
+		double t0 = bench_now();
+		bench_pool_run(pool, mac_job, &a);
+		v[i] = bench_now() - t0;
+		macs = atomic_load(&a.macs);
+	}
+	return (double)macs / bench_median(v, reps);
+}
+
+/* ---------------------------------------------------------------- runs */
+
+static const char *const layout_names[QG_LAYOUT_COUNT] = { "4x4", "4x8", "8x8" };
+
+static int parse_layout(const char *s)
+{
+	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
+		if (strcmp(s, layout_names[l]) == 0 || qg_type_from_name(s) == (int)qg_layout_type(l))
+			return l;
+	return -1;
+}
+
+/* The kernels to run for LAYOUT (at most QG_KF_COUNT). */
+static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_kernel **out)
+{
+	int n = 0;
+
+	if (o->all_kernels) {
+		for (int f = 0; f < QG_KF_COUNT; f++)
+			if ((out[n] = qg_kernel_get(f, l)))
+				n++;
+	} else if (o->family >= 0) {
+		if ((out[n] = qg_kernel_get(o->family, l)))
+			n++;
+	} else {
+		out[n++] = qg_kernel_for(l);
+	}
+	return n;
+}
+
+static int kernel_only(const struct opts *o)
+{
+	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1;
+	const int l = o->layout >= 0 ? o->layout : QG_LAYOUT_8X8;
+	const struct qg_kernel *kn = o->family >= 0 ? qg_kernel_get(o->family, l) : qg_kernel_for(l);
+
+	if (!kn) {
+		fprintf(stderr, "bench-mulmat: %s has no %s kernel that runs here\n",
+			qg_kfamily_name(o->family), layout_names[l]);
+		return 2;
+	}
+	size_t wbytes;
+	void *w = make_weights(l, m, k, &wbytes);
+	float *x = make_x(n, k);
+	float *y = xalloc((size_t)(n * m) * sizeof *y);
+	const int64_t nb = k / QG_QK, groups = n / 4, rem = n % 4;
+	struct qg_block_q8_0x4 *a4 = xalloc((size_t)(groups * nb + 1) * sizeof *a4);
+	struct qg_block_q8_0 *a1 = xalloc((size_t)(rem * nb + 1) * sizeof *a1);
+
+	for (int64_t g = 0; g < groups; g++)
+		kn->quant_x4(x + g * 4 * k, (size_t)k, a4 + g * nb, k, kn->act_ileave);
+	for (int64_t r = 0; r < rem; r++)
+		kn->quant_row(x + (groups * 4 + r) * k, a1 + r * nb, k);
+	for (long i = 0; i < o->repeat; i++) {
+		if (groups)
+			kn->gemm((int)k, y, (size_t)m, w, a4, (int)(groups * 4), (int)m);
+		for (int64_t r = 0; r < rem; r++)
+			kn->gemv((int)k, y + (groups * 4 + r) * m, w, a1 + r * nb, (int)m);
+	}
+	printf("kernel: %s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
+	       kn->name, layout_names[l], (long long)m, (long long)n, (long long)k, o->repeat,
+	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
+	free(w);
+	free(x);
+	free(y);
+	free(a4);
+	free(a1);
+	return 0;
+}
+
+static void print_header(const struct opts *o, const char *what)
+{
+	if (o->json)
+		return;
+	printf("\n%s\n", what);
+	printf("%6s %4s %5s %3s %-6s %-18s %10s %10s  %-26s %s\n", "m", "n", "k", "thr", "layout",
+	       "kernel", "GFLOP/s", "ms", "limit", "ratio");
+}
+
+static void report(const struct opts *o, const struct bench_result *r, double ms)
+{
+	if (o->json) {
+		bench_json(stdout, r);
+		return;
+	}
+	char lim[64] = "";
+	char ratio[16] = "";
+	if (r->limit_name) {
+		snprintf(lim, sizeof lim, "%s %.1f", r->limit_name, r->limit_value);
+		snprintf(ratio, sizeof ratio, "%.1f%%", 100.0 * r->ratio);
+	}
+	printf("%6lld %4lld %5lld %3d %-6s %-18s %10.2f %10.3f  %-26s %s\n", r->m, r->n, r->k, r->threads,
+	       r->layout, r->kernel, r->value, ms, lim, ratio);
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .family = -1, .layout = -1, .repeat = 1, .threads = { 1, 2 }, .nthreads = 2 };
+	static const struct option lo[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "kernel", required_argument, NULL, 'K' },
+		{ "all-kernels", no_argument, NULL, 'a' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "layout", required_argument, NULL, 'l' },
+		{ "n", required_argument, NULL, 'n' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "kernel-only", no_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': o.json = 1; break;
+		case 'q': o.quick = 1; break;
+		case 'a': o.all_kernels = 1; break;
+		case 'o': o.kernel_only = 1; break;
+		case 'K':
+			o.family = qg_kfamily_from_name(optarg);
+			if (o.family < 0) {
+				fprintf(stderr, "bench-mulmat: unknown kernel family %s\n", optarg);
+				return 2;
+			}
+			break;
+		case 'l':
+			o.layout = parse_layout(optarg);
+			if (o.layout < 0) {
+				fprintf(stderr, "bench-mulmat: unknown layout %s (4x4, 4x8, 8x8)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'n':
+			o.n = atoi(optarg);
+			if (o.n < 1 || o.n > N_MAX) {
+				fprintf(stderr, "bench-mulmat: --n wants 1..%d\n", N_MAX);
+				return 2;
+			}
+			break;
+		case 'r':
+			o.repeat = atol(optarg);
+			if (o.repeat < 0) {
+				fprintf(stderr, "bench-mulmat: --repeat wants a count >= 0\n");
+				return 2;
+			}
+			break;
+		case 't': {
+			char *s = optarg, *end;
+			o.nthreads = 0;
+			while (*s && o.nthreads < 8) {
+				long v = strtol(s, &end, 10);
+				if (end == s || v < 1 || v > 64) {
+					fprintf(stderr, "bench-mulmat: --threads wants a list like 1,2\n");
+					return 2;
+				}
+				o.threads[o.nthreads++] = (int)v;
+				s = *end == ',' ? end + 1 : end;
+				if (*end && *end != ',')
+					break;
+			}
+			break;
+		}
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (o.kernel_only)
+		return kernel_only(&o);
+
+	const struct timing tm = {
+		.min_time = o.quick ? 0.05 : 0.5,
+		.min_reps = o.quick ? 3 : 7,
+		.max_reps = o.quick ? 9 : 51,
+		.max_total = o.quick ? 2.0 : 20.0,
+	};
+	const double bw_bytes = (double)M_BIG * K_DIM / QG_QK * sizeof(struct qg_block_q4_0);
+	double bw[8] = { 0 }, peak[8] = { 0 };
+	char bw_name[64], peak_name[64];
+
+	snprintf(bw_name, sizeof bw_name, "read GB/s");
+	snprintf(peak_name, sizeof peak_name, "int8 GMAC/s");
+
+	/* limits first, per thread count */
+	{
+		uint8_t *buf = xalloc((size_t)bw_bytes);
+		memset(buf, 1, (size_t)bw_bytes);
+		if (!o.json)
+			printf("limits (median of repetitions; reads: %s over %.1f MB; MACs: %s)\n",
+			       bench_read_name(), bw_bytes / 1e6,
+			       bench_macs_name()[0] ? bench_macs_name() : "none on this CPU");
+		for (int t = 0; t < o.nthreads; t++) {
+			struct bench_pool pool;
+			bench_pool_start(&pool, o.threads[t]);
+			bw[t] = measure_bw(&pool, buf, (size_t)bw_bytes, o.quick);
+			peak[t] = measure_macs(&pool, o.quick);
+			bench_pool_stop(&pool);
+			struct bench_result r = {
+				.bench = "read-bandwidth", .threads = o.threads[t], .kernel = bench_read_name(),
+				.value = bw[t] / 1e9, .unit = "GB/s",
+			};
+			struct bench_result p = {
+				.bench = "int8-mac-peak", .threads = o.threads[t], .kernel = bench_macs_name(),
+				.value = peak[t] / 1e9, .unit = "GMAC/s",
+			};
+			if (o.json) {
+				bench_json(stdout, &r);
+				if (peak[t] > 0)
+					bench_json(stdout, &p);
+			} else {
+				printf("  %d thread%s: read %.1f GB/s, int8 peak %.1f GMAC/s\n", o.threads[t],
+				       o.threads[t] > 1 ? "s" : "", bw[t] / 1e9, peak[t] / 1e9);
+			}
+		}
+		free(buf);
+	}
+
+	float *x = make_x(N_MAX, K_DIM);
+	float *y = xalloc((size_t)N_MAX * M_SMALL * sizeof *y);
+	size_t scratch_max = (size_t)N_MAX / 4 * (K_DIM / QG_QK) * sizeof(struct qg_block_q8_0x4) +
+			     (size_t)(K_DIM / QG_QK) * sizeof(struct qg_block_q8_0) * 4;
+	void *scratch = xalloc(scratch_max);
+
+	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
+		if (o.layout >= 0 && l != o.layout)
+			continue;
+		const struct qg_kernel *ks[QG_KF_COUNT];
+		int nk = kernels_for(&o, l, ks);
+		if (nk == 0) {
+			if (!o.json)
+				printf("\n%s: no kernel of %s runs here\n", layout_names[l],
+				       qg_kfamily_name(o.family));
+			continue;
+		}
+		if (!o.json)
+			for (int i = 0; i < nk; i++)
+				printf("\n%s: %s (dispatcher: %s)", layout_names[l], ks[i]->name, qg_kernel_reason(l));
+		for (int big = 0; big < 2; big++) {
+			const int64_t m = big ? M_BIG : M_SMALL;
+			if (big && o.n > 1)
+				continue;
+			size_t wbytes;
+			void *w = make_weights(l, m, K_DIM, &wbytes);
+			char title[128];
+			snprintf(title, sizeof title, "%s weights, %lld x %d (%.1f MB)", layout_names[l],
+				 (long long)m, K_DIM, (double)wbytes / 1e6);
+			print_header(&o, title);
+			for (int i = 0; i < nk; i++) {
+				for (int t = 0; t < o.nthreads; t++) {
+					struct bench_pool pool;
+					bench_pool_start(&pool, o.threads[t]);
+					for (size_t ni = 0; ni < sizeof ns_all / sizeof ns_all[0]; ni++) {
+						const int64_t n = ns_all[ni];
+						if ((big && n != 1) || (o.n && n != o.n))
+							continue;
+						struct qg_mm mm = {
+							.wtype = qg_layout_type(l), .w = w, .m = m, .k = K_DIM,
+							.x = x, .ldx = K_DIM, .n = n, .y = y, .ldy = (size_t)m,
+							.kernel = ks[i],
+						};
+						if (qg_mul_mat_check(&mm) != 0 || qg_mul_mat_scratch_size(&mm) > scratch_max) {
+							fprintf(stderr, "bench-mulmat: bad product\n");
+							return 1;
+						}
+						double sec = time_mm(&pool, &mm, scratch, &tm);
+						double macs = (double)m * (double)n * K_DIM;
+						struct bench_result r = {
+							.bench = "mulmat", .m = m, .n = n, .k = K_DIM,
+							.threads = o.threads[t], .layout = layout_names[l],
+							.kernel = ks[i]->name, .value = 2 * macs / sec / 1e9,
+							.unit = "GFLOP/s",
+						};
+						if (big) {
+							r.limit_name = bw_name;
+							r.limit_value = bw[t] / 1e9;
+							r.ratio = (double)wbytes / sec / bw[t];
+						} else if (n >= 8 && peak[t] > 0) {
+							r.limit_name = peak_name;
+							r.limit_value = peak[t] / 1e9;
+							r.ratio = macs / sec / peak[t];
+						}
+						report(&o, &r, sec * 1e3);
+					}
+					bench_pool_stop(&pool);
+				}
+			}
+			free(w);
+		}
+	}
+	if (!o.json)
+		printf("\nratios: n = 1 at m = %d against read bandwidth (weight bytes/s); n >= 8 against the int8 MAC peak\n",
+		       M_BIG);
+	free(x);
+	free(y);
+	free(scratch);
+	return 0;
+}

@@ -1,2 +1,18 @@
 #!/bin/sh
-echo bench
+# run.sh - run every benchmark, passing the arguments on (e.g. --json, --quick).
+#
+# Run from the build directory (`make bench` does, after building them);
+# QG_BENCH_DIR overrides where the benchmark programs are.  Each prints a
+# table, or JSON lines with --json.
+set -eu
+dir=${QG_BENCH_DIR:-tests/bench}
+status=0
+for b in bench-mulmat; do
+	if [ ! -x "$dir/$b" ]; then
+		echo "run.sh: $dir/$b is not built (make bench builds it)" >&2
+		status=1
+		continue
+	fi
+	"$dir/$b" "$@" || status=1
+done
+exit $status

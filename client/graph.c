@@ -1,0 +1,311 @@
+/*
+ * graph.c - libqgraph's graph builder and submission (see qgraph.h,
+ * section 3).  A graph is described here, shapes worked out as the daemon
+ * will, and sent as one SubmitGraph record; the daemon checks it all again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qgraph.h"
+#include "qgraph.pb-c.h"
+
+struct gtensor {
+	enum qgraph_type type;
+	int ndims;
+	int64_t ne[4];
+	int op;			/* 0: a leaf */
+	int src[2];
+	float param;
+	int has_param;
+	int64_t offset;		/* arena offset, or -1 */
+	uint64_t weights;
+	unsigned flags;		/* 1 input, 2 output */
+};
+
+struct evref {
+	unsigned index;
+	uint32_t value;
+};
+
+struct qgraph_graph {
+	struct gtensor *t;
+	size_t n, cap;
+	struct evref wait[16], record[16];
+	size_t n_wait, n_record;
+	int err;		/* the first builder error */
+};
+
+QGRAPH_API struct qgraph_graph *qgraph_graph_new(void)
+{
+	return calloc(1, sizeof(struct qgraph_graph));
+}
+
+QGRAPH_API void qgraph_graph_free(struct qgraph_graph *g)
+{
+	if (g) {
+		free(g->t);
+		free(g);
+	}
+}
+
+static int graph_fail(struct qgraph_graph *g, int err)
+{
+	if (g && !g->err)
+		g->err = err;
+	return err;
+}
+
+static int add(struct qgraph_graph *g, const struct gtensor *t)
+{
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 16;
+		void *p = realloc(g->t, cap * sizeof *g->t);
+		if (!p)
+			return graph_fail(g, -ENOMEM);
+		g->t = p;
+		g->cap = cap;
+	}
+	g->t[g->n] = *t;
+	return (int)g->n++;
+}
+
+QGRAPH_API int64_t qgraph_graph_tensor_bytes(const struct qgraph_graph *g, int i)
+{
+	if (!g || i < 0 || (size_t)i >= g->n)
+		return -EINVAL;
+	const struct gtensor *t = &g->t[i];
+	int64_t row = t->type == QGRAPH_TYPE_I32 ? 4 * t->ne[0] : qgraph_row_size(t->type, t->ne[0]);
+	if (row < 0)
+		return row;
+	int64_t n = row;
+	for (int d = 1; d < 4; d++)
+		if (__builtin_mul_overflow(n, t->ne[d], &n))
+			return -EOVERFLOW;
+	return n;
+}
+
+QGRAPH_API int qgraph_graph_input(struct qgraph_graph *g, enum qgraph_type type, int ndims, const int64_t *ne,
+				  int64_t offset)
+{
+	struct gtensor t = { .type = type, .ndims = ndims, .ne = { 1, 1, 1, 1 }, .offset = offset, .flags = 1 };
+
+	if (!g)
+		return -EINVAL;
+	if (ndims < 1 || ndims > 4 || !ne || offset < 0 || offset % 64)
+		return graph_fail(g, -EINVAL);
+	for (int d = 0; d < ndims; d++) {
+		if (ne[d] < 1)
+			return graph_fail(g, -EINVAL);
+		t.ne[d] = ne[d];
+	}
+	return add(g, &t);
+}
+
+QGRAPH_API int qgraph_graph_weights(struct qgraph_graph *g, uint64_t handle, enum qgraph_type type, int64_t rows,
+				    int64_t cols)
+{
+	struct gtensor t = { .type = type, .ndims = 2, .ne = { cols, rows, 1, 1 }, .offset = -1, .weights = handle };
+
+	if (!g)
+		return -EINVAL;
+	if (!handle || rows < 1 || cols < 1)
+		return graph_fail(g, -EINVAL);
+	return add(g, &t);
+}
+
+QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a, int b, float param)
+{
+	struct gtensor t = { .type = QGRAPH_TYPE_F32, .op = op, .src = { a, b }, .param = param, .offset = -1 };
+
+	if (!g)
+		return -EINVAL;
+	if (a < 0)
+		return graph_fail(g, a);
+	if ((size_t)a >= g->n || (b >= 0 && (size_t)b >= g->n))
+		return graph_fail(g, -EINVAL);
+	const struct gtensor *A = &g->t[a], *B = b >= 0 ? &g->t[b] : NULL;
+	memcpy(t.ne, A->ne, sizeof t.ne);
+	t.ndims = A->ndims;
+	switch (op) {
+	case QGRAPH_OP_MUL_MAT:
+		if (!B)
+			return graph_fail(g, -EINVAL);
+		t.ne[0] = A->ne[1];
+		t.ne[1] = B->ne[1];
+		t.ne[2] = B->ne[2];
+		t.ne[3] = B->ne[3];
+		t.ndims = B->ndims > 2 ? B->ndims : 2;
+		break;
+	case QGRAPH_OP_ADD:
+	case QGRAPH_OP_MUL:
+		if (!B)
+			return graph_fail(g, -EINVAL);
+		break;
+	case QGRAPH_OP_GET_ROWS:
+		if (!B)
+			return graph_fail(g, -EINVAL);
+		t.ne[1] = B->ne[0];
+		t.ne[2] = B->ne[1];
+		t.ne[3] = B->ne[2];
+		t.ndims = B->ndims + 1 > 4 ? 4 : B->ndims + 1;
+		break;
+	case QGRAPH_OP_CPY:
+		if (!B)
+			return graph_fail(g, -EINVAL);
+		t.type = B->type;
+		break;
+	case QGRAPH_OP_SCALE:
+	case QGRAPH_OP_RMS_NORM:
+	case QGRAPH_OP_SOFT_MAX:
+		t.has_param = 1;
+		/* fall through */
+	case QGRAPH_OP_SILU:
+	case QGRAPH_OP_GELU:
+		if (B && op != QGRAPH_OP_SOFT_MAX)
+			return graph_fail(g, -EINVAL);
+		break;
+	default:
+		return graph_fail(g, -EINVAL);
+	}
+	return add(g, &t);
+}
+
+QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int i, int64_t offset)
+{
+	if (!g)
+		return -EINVAL;
+	if (i < 0)
+		return graph_fail(g, i);
+	if ((size_t)i >= g->n || !g->t[i].op || offset < 0 || offset % 64)
+		return graph_fail(g, -EINVAL);
+	g->t[i].offset = offset;
+	g->t[i].flags |= 2;
+	return i;
+}
+
+static int add_event(struct qgraph_graph *g, struct evref *list, size_t *n, unsigned event, uint32_t value)
+{
+	if (!g)
+		return -EINVAL;
+	if (*n >= 16)
+		return graph_fail(g, -E2BIG);
+	list[(*n)++] = (struct evref){ event, value };
+	return 0;
+}
+
+QGRAPH_API int qgraph_graph_wait(struct qgraph_graph *g, unsigned event, uint32_t value)
+{
+	return add_event(g, g ? g->wait : NULL, g ? &g->n_wait : NULL, event, value);
+}
+
+QGRAPH_API int qgraph_graph_record(struct qgraph_graph *g, unsigned event, uint32_t value)
+{
+	return add_event(g, g ? g->record : NULL, g ? &g->n_record : NULL, event, value);
+}
+
+/* Wire structures for G's events, in EV (room for 16) and PTRS. */
+static size_t wire_events(const struct evref *src, size_t n, Qgraph__EventRef *ev, Qgraph__EventRef **ptrs)
+{
+	for (size_t i = 0; i < n; i++) {
+		qgraph__event_ref__init(&ev[i]);
+		ev[i].index = src[i].index;
+		ev[i].value = src[i].value;
+		ptrs[i] = &ev[i];
+	}
+	return n;
+}
+
+/* Provided by session.c: publish REQ, give its id. */
+int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint64_t *id);
+
+QGRAPH_API int qgraph_submit(struct qgraph_session *s, struct qgraph_graph *g, int flags, uint64_t *id)
+{
+	if (!s || !g || !id)
+		return -EINVAL;
+	if (g->err)
+		return g->err;
+	if (g->n == 0)
+		return -EINVAL;
+
+	Qgraph__Tensor *t = calloc(g->n, sizeof *t);
+	Qgraph__Tensor **tp = calloc(g->n, sizeof *tp);
+	Qgraph__Span *spans = calloc(g->n, sizeof *spans);
+	uint32_t *srcs = calloc(2 * g->n, sizeof *srcs);
+	int64_t *nes = calloc(4 * g->n, sizeof *nes);
+	int r = -ENOMEM;
+
+	if (t && tp && spans && srcs && nes) {
+		for (size_t i = 0; i < g->n; i++) {
+			const struct gtensor *x = &g->t[i];
+			qgraph__tensor__init(&t[i]);
+			tp[i] = &t[i];
+			t[i].type = x->type == QGRAPH_TYPE_I32 ? QGRAPH__TYPE__TYPE_I32 : (Qgraph__Type)x->type;
+			memcpy(&nes[4 * i], x->ne, sizeof x->ne);
+			t[i].n_ne = (size_t)x->ndims;
+			t[i].ne = &nes[4 * i];
+			t[i].op = (Qgraph__Op)x->op;
+			t[i].weights = x->weights;
+			t[i].flags = x->flags & (x->op ? 2u : 1u);
+			if (x->op) {
+				srcs[2 * i] = (uint32_t)x->src[0];
+				srcs[2 * i + 1] = (uint32_t)x->src[1];
+				t[i].n_src = x->src[1] >= 0 ? 2 : 1;
+				t[i].src = &srcs[2 * i];
+			}
+			if (x->has_param) {
+				t[i].n_fparams = 1;
+				t[i].fparams = (float *)&x->param;
+			}
+			if (x->offset >= 0) {
+				int64_t bytes = qgraph_graph_tensor_bytes(g, (int)i);
+				qgraph__span__init(&spans[i]);
+				spans[i].offset = (uint64_t)x->offset;
+				spans[i].bytes = bytes < 0 ? 0 : (uint64_t)bytes;
+				t[i].arena = &spans[i];
+			}
+		}
+		Qgraph__Request req = QGRAPH__REQUEST__INIT;
+		Qgraph__SubmitGraph sg = QGRAPH__SUBMIT_GRAPH__INIT;
+		Qgraph__EventRef wev[16], rev[16], *wp[16], *rp[16];
+		sg.n_tensors = g->n;
+		sg.tensors = tp;
+		sg.keep = (flags & QGRAPH_SUBMIT_KEEP) != 0;
+		sg.n_wait = wire_events(g->wait, g->n_wait, wev, wp);
+		sg.wait = wp;
+		sg.n_record = wire_events(g->record, g->n_record, rev, rp);
+		sg.record = rp;
+		req.body_case = QGRAPH__REQUEST__BODY_SUBMIT;
+		req.submit = &sg;
+		r = qg_client_send_request(s, &req, (flags & QGRAPH_SUBMIT_BLOCK) != 0, id);
+	}
+	free(t);
+	free(tp);
+	free(spans);
+	free(srcs);
+	free(nes);
+	return r;
+}
+
+QGRAPH_API int qgraph_run(struct qgraph_session *s, uint64_t handle, struct qgraph_graph *g, int flags,
+			  uint64_t *id)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
+	Qgraph__EventRef wev[16], rev[16], *wp[16], *rp[16];
+
+	if (!s || !id || !handle)
+		return -EINVAL;
+	run.graph = handle;
+	if (g) {
+		run.n_wait = wire_events(g->wait, g->n_wait, wev, wp);
+		run.wait = wp;
+		run.n_record = wire_events(g->record, g->n_record, rev, rp);
+		run.record = rp;
+	}
+	req.body_case = QGRAPH__REQUEST__BODY_RUN;
+	req.run = &run;
+	return qg_client_send_request(s, &req, (flags & QGRAPH_SUBMIT_BLOCK) != 0, id);
+}

@@ -1,0 +1,35 @@
+/*
+ * exec.h - running graphs for sessions: building them from the wire,
+ * registering them, placing their intermediate tensors, computing them and
+ * answering.
+ */
+#ifndef QGD_EXEC_H
+#define QGD_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qgraphd.h"
+
+int qgd_exec_init(struct qgd_server *srv);
+void qgd_exec_fini(struct qgd_server *srv);
+
+/* Build, check and run SG (registering it if SG->keep); answers the request. */
+void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGraph *sg,
+		     const struct qg_wire_env *env);
+/* Run a registered graph again with the inputs now in the arena; answers. */
+void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run);
+/* Forget a registered graph; answers. */
+void qgd_exec_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle);
+/* True if a registered graph of S reads the weights at DATA. */
+int qgd_exec_weights_in_use(struct qgd_session *s, const void *data);
+/* True once S's current request has waited longer than TIMEOUT_MS (0: the default). */
+int qgd_exec_waited_too_long(struct qgd_session *s, uint32_t timeout_ms);
+/* Free everything S registered. */
+void qgd_exec_release_session(struct qgd_session *s);
+
+uint32_t qgd_exec_plans(const struct qgd_server *srv);
+const char *qgd_exec_pool_kind(const struct qgd_server *srv);
+int qgd_exec_threads(const struct qgd_server *srv);
+
+#endif /* QGD_EXEC_H */

@@ -1,0 +1,111 @@
+/*
+ * log.c - the daemon's log (see log.h).
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static int log_foreground = 1;
+static enum qgd_log_level log_level = QGD_LOG_INFO;
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+static const int level_prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+
+void qgd_log_open(int foreground, enum qgd_log_level level)
+{
+	log_foreground = foreground;
+	log_level = level;
+	if (!foreground)
+		openlog("qgraphd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+void qgd_log_reopen(void)
+{
+	if (!log_foreground) {
+		closelog();
+		openlog("qgraphd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	}
+}
+
+int qgd_log_level_from_name(const char *name)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(name, level_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+static void log_v(enum qgd_log_level level, const char *fmt, va_list ap)
+{
+	char msg[1024];
+
+	if (level > log_level)
+		return;
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	if (!log_foreground) {
+		syslog(level_prio[level], "%s", msg);
+		return;
+	}
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	/* one write per line, so lines from a crash are never interleaved */
+	char line[1200];
+	int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ qgraphd %s: %s\n",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			 ts.tv_nsec / 1000000, level_names[level], msg);
+	if (n > 0)
+		(void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+void qgd_log(enum qgd_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_v(level, fmt, ap);
+	va_end(ap);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void qgd_log_limited(struct qgd_ratelimit *rl, enum qgd_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	uint64_t now = now_ms();
+
+	if (level > log_level)
+		return;
+	if (!rl->interval_ms) {
+		rl->interval_ms = 5000;
+		rl->burst = 10;
+	}
+	if (now - rl->window_start_ms >= rl->interval_ms) {
+		if (rl->dropped)
+			qgd_log(QGD_LOG_WARN, "%u messages like the next were dropped (rate limit)", rl->dropped);
+		rl->window_start_ms = now;
+		rl->in_window = rl->dropped = 0;
+	}
+	if (rl->in_window >= rl->burst) {
+		rl->dropped++;
+		return;
+	}
+	rl->in_window++;
+	va_start(ap, fmt);
+	log_v(level, fmt, ap);
+	va_end(ap);
+}

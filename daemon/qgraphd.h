@@ -1,0 +1,142 @@
+/*
+ * qgraphd.h - the daemon's own structures, shared by its files and no one
+ * else (the engine never includes anything from daemon/).
+ */
+#ifndef QGRAPHD_H
+#define QGRAPHD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "log.h"
+#include "loop.h"
+#include "region.h"
+#include "ring.h"
+#include "wire.h"
+
+#define QGD_MAX_COMPLETION 4096u	/* room kept free in the completion ring per request */
+
+struct qgd_config {
+	const char *socket_path;
+	int foreground;
+	int log_level;
+	int ready_fd;
+	int force_epoll;
+	const char *cpus;		/* CPU list for the workers, NULL: all */
+	int threads;			/* worker threads, 0: one per CPU given */
+	uint64_t pool_bytes;		/* pinned memory for weights and intermediates */
+	uint64_t arena_bytes;		/* a session's arena unless it asks */
+	uint64_t max_arena_bytes;
+	uint32_t ring_bytes;
+	uint32_t event_count;
+	uint32_t max_nodes;
+	uint32_t max_sessions;
+	uint32_t handshake_ms;
+	uint32_t graph_timeout_ms;
+	uint32_t poll_us;		/* how long to poll rings after activity before sleeping */
+};
+
+struct qgd_weights {
+	uint64_t handle;
+	enum qg_type type;
+	int64_t rows, cols;
+	void *data;
+	size_t bytes;
+};
+
+/* A weight matrix arriving chunk by chunk. */
+struct qgd_upload {
+	uint64_t id;
+	enum qg_type src_type, target_type;
+	int64_t rows, cols;
+	unsigned char *staging;
+	size_t bytes, received;
+};
+
+struct qgd_graph;
+struct qgd_job;
+
+enum qgd_session_state {
+	QGD_HANDSHAKE = 0,
+	QGD_READY,
+	QGD_DEAD,
+};
+
+struct qgd_session {
+	uint64_t id;
+	enum qgd_session_state state;
+	int sock;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	char name[64];
+	uint64_t started_ms;
+	struct qgd_server *srv;
+	struct qg_watch *sock_watch, *bell_watch;
+	int memfd, bell;
+	struct qg_region_layout layout;	/* our own copy; never read back */
+	unsigned char *base;
+	struct qg_region_header *hdr;
+	struct qg_ring submit, complete;
+	struct qg_event_slot *events;
+	uint32_t *event_seq;		/* what we published, per event */
+	unsigned char *arena;
+	unsigned char *rec;		/* the record being served, copied out */
+	struct qg_wire_arena decode;
+	Qgraph__Request *req;		/* decoded from REC, not yet answered */
+	uint64_t req_started_ns;
+	struct qgd_job *job;		/* in the executor, at most one */
+	struct qgd_weights *weights;
+	size_t n_weights, cap_weights;
+	struct qgd_graph **graphs;
+	size_t n_graphs;
+	struct qgd_upload upload;
+	uint64_t next_handle;
+	uint64_t completed, failed;
+	uint64_t weight_bytes;
+	struct qgd_ratelimit rl;
+	struct qgd_session *next;
+};
+
+struct qgd_server {
+	struct qgd_config cfg;
+	struct qg_loop *loop;
+	int listen_fd, lock_fd;
+	int signal_fd, timer_fd;
+	struct qg_watch *listen_watch, *signal_watch, *timer_watch;
+	struct qgd_session *sessions;
+	struct qgd_session *rr;		/* where the fair scan starts next */
+	uint32_t n_sessions;
+	uint64_t next_session_id;
+	int stopping;
+	uint64_t stop_deadline_ms;
+	uint64_t graphs_run;
+	uint64_t pinned_bytes;
+	struct qgd_exec *exec;
+	char cpu_features[256];
+};
+
+/* server.c */
+int qgd_server_start(struct qgd_server *srv);
+int qgd_server_run(struct qgd_server *srv);
+uint64_t qgd_now_ms(void);
+uint64_t qgd_now_ns(void);
+
+/* session.c */
+struct qgd_session *qgd_session_new(struct qgd_server *srv, int fd);
+void qgd_session_drop(struct qgd_session *s, const char *why);
+void qgd_session_free(struct qgd_session *s);
+int qgd_session_step(struct qgd_session *s);
+int qgd_session_pending(struct qgd_session *s);
+void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c);
+void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status);
+
+/* requests.c */
+void qgd_request_serve(struct qgd_session *s);
+void qgd_session_release_all(struct qgd_session *s);
+
+#endif /* QGRAPHD_H */

@@ -1,0 +1,362 @@
+/*
+ * requests.c - what a session may ask for, one handler per request kind:
+ * weights uploads, freeing them, graphs submitted or run again, cancel and
+ * stats.  Every handler answers with exactly one completion.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "exec.h"
+#include "kernels.h"
+#include "qgraphd.h"
+
+/* Memory for weights: page-aligned, hugepage-advised, locked where we may. */
+static void *pinned_alloc(struct qgd_server *srv, size_t bytes)
+{
+	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
+	void *p = NULL;
+
+	if (len < bytes || posix_memalign(&p, align, len))
+		return NULL;
+	madvise(p, len, MADV_HUGEPAGE);
+	mlock(p, len);	/* best effort: unprivileged daemons run unlocked */
+	srv->pinned_bytes += len;
+	return p;
+}
+
+static void pinned_free(struct qgd_server *srv, void *p, size_t bytes)
+{
+	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
+
+	if (!p)
+		return;
+	munlock(p, len);
+	free(p);
+	srv->pinned_bytes -= len;
+}
+
+static struct qgd_weights *weights_find(struct qgd_session *s, uint64_t handle)
+{
+	for (size_t i = 0; i < s->n_weights; i++)
+		if (s->weights[i].handle == handle)
+			return &s->weights[i];
+	return NULL;
+}
+
+/* qg_wire_weights_fn for this session's graphs. */
+static int weights_lookup(void *ctx, uint64_t handle, struct qg_wire_weights *out)
+{
+	struct qgd_weights *w = weights_find(ctx, handle);
+
+	if (!w)
+		return -ENOENT;
+	*out = (struct qg_wire_weights){ .type = w->type, .rows = w->rows, .cols = w->cols, .data = w->data };
+	return 0;
+}
+
+static void upload_reset(struct qgd_session *s)
+{
+	free(s->upload.staging);
+	memset(&s->upload, 0, sizeof s->upload);
+}
+
+/* The layout to store weights of ROWS rows in, when the client lets us pick. */
+static enum qg_type pick_layout(int64_t rows)
+{
+	enum qg_type best = qg_best_weight_type();
+
+	if (rows % qg_type_row_group(best) == 0)
+		return best;
+	if (rows % 4 == 0)
+		return qg_best_weight_type() == QG_TYPE_Q4_0_8X8 ? QG_TYPE_Q4_0_4X8 : best;
+	return QG_TYPE_Q4_0;	/* no interleaved layout holds it */
+}
+
+static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__UploadWeights *u)
+{
+	struct qgd_upload *up = &s->upload;
+	const struct qgd_config *cfg = &s->srv->cfg;
+
+	if (u->upload_id == 0) {	/* a new upload */
+		int src = qg_wire_type(u->src_type), dst = qg_wire_type(u->target_type);
+		if (up->id)
+			upload_reset(s);	/* an abandoned upload gives way */
+		if (src < 0 || (src != QG_TYPE_F32 && src != QG_TYPE_Q4_0 && qg_layout_of((enum qg_type)src) < 0))
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+						"weights arrive as f32, q4_0 or an interleaved q4_0 layout");
+		if (dst < 0 || !qg_type_is_weight((enum qg_type)dst))
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "target type %d is not a weight type",
+						(int)u->target_type);
+		if (src != QG_TYPE_F32 && (dst == QG_TYPE_F32 || dst == QG_TYPE_F16 || dst == QG_TYPE_Q8_0))
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+						"q4_0 weights can only be stored as q4_0 layouts");
+		if (dst == QG_TYPE_Q4_0)	/* "q4_0": the best layout this CPU and shape allow */
+			dst = pick_layout(u->rows);
+		ssize_t in = src == QG_TYPE_F32 ? qg_matrix_size(QG_TYPE_F32, u->rows, u->cols)
+						: qg_matrix_size((enum qg_type)src, u->rows, u->cols);
+		ssize_t out = qg_matrix_size((enum qg_type)dst, u->rows, u->cols);
+		if (in < 0 || out < 0)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+						"%lld x %lld does not fit %s -> %s (columns a multiple of 32; rows a "
+						"multiple of the layout's 4 or 8)",
+						(long long)u->rows, (long long)u->cols, qg_type_name((enum qg_type)src),
+						qg_type_name((enum qg_type)dst));
+		if (s->weight_bytes + (uint64_t)out > cfg->pool_bytes)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
+						"quota pinned_weight_bytes: %lld more bytes would pass %llu",
+						(long long)out, (unsigned long long)cfg->pool_bytes);
+		up->staging = malloc((size_t)in);
+		if (!up->staging)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for %zd bytes", in);
+		up->id = s->next_handle++;
+		up->src_type = (enum qg_type)src;
+		up->target_type = (enum qg_type)dst;
+		up->rows = u->rows;
+		up->cols = u->cols;
+		up->bytes = (size_t)in;
+		up->received = 0;
+	} else if (u->upload_id != up->id) {
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no upload %llu in progress",
+					(unsigned long long)u->upload_id);
+	}
+
+	/* the chunk: in order, inside the arena and inside the matrix */
+	const Qgraph__Span *d = u->data;
+	uint64_t off = d ? d->offset : 0, len = d ? d->bytes : 0;
+	if (u->chunk_offset != up->received) {
+		upload_reset(s);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+					"chunk at byte %llu where %zu was expected: upload abandoned",
+					(unsigned long long)u->chunk_offset, up->received);
+	}
+	if (off > s->layout.arena_bytes || len > s->layout.arena_bytes - off || len > up->bytes - up->received) {
+		upload_reset(s);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+					"chunk [%llu, +%llu) is outside the arena or past the matrix: upload abandoned",
+					(unsigned long long)off, (unsigned long long)len);
+	}
+	memcpy(up->staging + up->received, s->arena + off, len);
+	up->received += len;
+
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	c.request_id = rid;
+	if (!u->last) {
+		c.handle = up->id;
+		return qgd_session_complete(s, &c);
+	}
+	if (up->received != up->bytes) {
+		size_t got = up->received;
+		upload_reset(s);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+					"last chunk after %zu of %zu bytes: upload abandoned", got, up->bytes);
+	}
+
+	/* convert into pinned memory: quantize floats, repack quantized blocks */
+	size_t out = (size_t)qg_matrix_size(up->target_type, up->rows, up->cols);
+	void *mem = pinned_alloc(s->srv, out);
+	if (!mem) {
+		upload_reset(s);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no pinned memory for %zu bytes", out);
+	}
+	ssize_t r = up->src_type == QG_TYPE_F32
+			    ? qg_quantize(up->target_type, (const float *)up->staging, mem, out, up->rows, up->cols, NULL)
+		    : up->src_type == up->target_type
+			    ? (memcpy(mem, up->staging, out), (ssize_t)out)
+			    : qg_repack(up->target_type, mem, out, up->src_type, up->staging, up->rows, up->cols);
+	if (r < 0) {
+		pinned_free(s->srv, mem, out);
+		upload_reset(s);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "conversion failed: %s",
+					r == -EDOM ? "the matrix holds NaN or infinity" : strerror((int)-r));
+	}
+	if (s->n_weights == s->cap_weights) {
+		size_t cap = s->cap_weights ? 2 * s->cap_weights : 8;
+		void *p = realloc(s->weights, cap * sizeof *s->weights);
+		if (!p) {
+			pinned_free(s->srv, mem, out);
+			upload_reset(s);
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		}
+		s->weights = p;
+		s->cap_weights = cap;
+	}
+	struct qgd_weights *w = &s->weights[s->n_weights++];
+	*w = (struct qgd_weights){ .handle = s->next_handle++, .type = up->target_type, .rows = up->rows,
+				   .cols = up->cols, .data = mem, .bytes = out };
+	s->weight_bytes += out;
+	qgd_debug("session %llu: weights %llu: %s %lld x %lld (%zu bytes)", (unsigned long long)s->id,
+		  (unsigned long long)w->handle, qg_type_name(w->type), (long long)w->rows, (long long)w->cols, out);
+	upload_reset(s);
+	c.handle = w->handle;
+	c.stored_type = (Qgraph__Type)w->type;
+	qgd_session_complete(s, &c);
+}
+
+static void serve_free_weights(struct qgd_session *s, uint64_t rid, uint64_t handle)
+{
+	for (size_t i = 0; i < s->n_weights; i++) {
+		if (s->weights[i].handle != handle)
+			continue;
+		if (qgd_exec_weights_in_use(s, s->weights[i].data))
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+						"weights %llu are used by a registered graph: free the graph first",
+						(unsigned long long)handle);
+		pinned_free(s->srv, s->weights[i].data, s->weights[i].bytes);
+		s->weight_bytes -= s->weights[i].bytes;
+		s->weights[i] = s->weights[--s->n_weights];
+		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+		c.request_id = rid;
+		return qgd_session_complete(s, &c);
+	}
+	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no weights %llu", (unsigned long long)handle);
+}
+
+/* Event references must name slots of this session's table. */
+static int events_ok(struct qgd_session *s, uint64_t rid, Qgraph__EventRef **ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i]->index >= s->layout.event_count) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "event %u: the table has %u",
+					 ev[i]->index, s->layout.event_count);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* True when every event the request waits for has reached its value (wrap-around compare). */
+static int events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((int32_t)(s->event_seq[ev[i]->index] - (uint32_t)ev[i]->value) < 0)
+			return 0;
+	return 1;
+}
+
+static void serve_stats(struct qgd_session *s, uint64_t rid)
+{
+	struct qgd_server *srv = s->srv;
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	Qgraph__Stats st = QGRAPH__STATS__INIT;
+	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
+	Qgraph__SessionStats ss[16], *ssp[16];
+	size_t n = 0;
+
+	st.sessions = srv->n_sessions;
+	st.pinned_bytes = srv->pinned_bytes;
+	st.pool_bytes = srv->cfg.pool_bytes;
+	st.plans = qgd_exec_plans(srv);
+	st.graphs_run = srv->graphs_run;
+	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
+	st.loop = (char *)qg_loop_kind_name(srv->loop);
+	st.threads = (uint32_t)qgd_exec_threads(srv);
+	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
+		qgraph__kernel_choice__init(&kc[l]);
+		kc[l].layout = (char *)qg_type_name(qg_layout_type((enum qg_layout)l));
+		kc[l].kernel = (char *)qg_kernel_for((enum qg_layout)l)->name;
+		kc[l].reason = (char *)qg_kernel_reason((enum qg_layout)l);
+		kcp[l] = &kc[l];
+	}
+	st.n_kernels = QG_LAYOUT_COUNT;
+	st.kernels = kcp;
+	for (struct qgd_session *t = srv->sessions; t && n < 16; t = t->next) {
+		if (t->state != QGD_READY)
+			continue;
+		qgraph__session_stats__init(&ss[n]);
+		ss[n].session_id = t->id;
+		ss[n].pid = (uint32_t)t->pid;
+		ss[n].uid = (uint32_t)t->uid;
+		ss[n].client_name = t->name;
+		ss[n].arena_bytes = t->layout.arena_bytes;
+		ss[n].weight_bytes = t->weight_bytes;
+		ss[n].graphs = (uint32_t)t->n_graphs;
+		ss[n].in_flight = t->job != NULL;
+		ss[n].completed = t->completed;
+		ssp[n] = &ss[n];
+		n++;
+	}
+	st.n_session = n;
+	st.session = ssp;
+	c.request_id = rid;
+	c.stats = &st;
+	qgd_session_complete(s, &c);
+}
+
+void qgd_request_serve(struct qgd_session *s)
+{
+	Qgraph__Request *r = s->req;
+	uint64_t rid = r->request_id;
+
+	switch (r->body_case) {
+	case QGRAPH__REQUEST__BODY_UPLOAD:
+		serve_upload(s, rid, r->upload);
+		break;
+	case QGRAPH__REQUEST__BODY_FREE_WEIGHTS:
+		serve_free_weights(s, rid, r->free_weights->handle);
+		break;
+	case QGRAPH__REQUEST__BODY_SUBMIT: {
+		Qgraph__SubmitGraph *g = r->submit;
+		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
+			break;
+		if (!events_reached(s, g->wait, g->n_wait)) {
+			if (!qgd_exec_waited_too_long(s, g->timeout_ms))
+				return;	/* stays at the head of this session's queue */
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT, "events waited for were never recorded");
+			break;
+		}
+		struct qg_wire_env env = { .arena = s->arena, .arena_bytes = s->layout.arena_bytes,
+					   .max_tensors = s->srv->cfg.max_nodes, .weights = weights_lookup,
+					   .weights_ctx = s };
+		qgd_exec_submit(s, rid, g, &env);
+		return;	/* the executor answers (and clears s->req) */
+	}
+	case QGRAPH__REQUEST__BODY_RUN: {
+		Qgraph__RunGraph *g = r->run;
+		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
+			break;
+		if (!events_reached(s, g->wait, g->n_wait)) {
+			if (!qgd_exec_waited_too_long(s, g->timeout_ms))
+				return;
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT, "events waited for were never recorded");
+			break;
+		}
+		qgd_exec_run_registered(s, rid, g);
+		return;
+	}
+	case QGRAPH__REQUEST__BODY_FREE_GRAPH:
+		qgd_exec_free_graph(s, rid, r->free_graph->graph);
+		break;
+	case QGRAPH__REQUEST__BODY_CANCEL: {
+		/* requests run in order: anything named here has already been answered */
+		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+		c.request_id = rid;
+		c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
+		c.error = "nothing to cancel: the request has completed";
+		qgd_session_complete(s, &c);
+		break;
+	}
+	case QGRAPH__REQUEST__BODY_STATS:
+		serve_stats(s, rid);
+		break;
+	default:
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a request without a body");
+		break;
+	}
+	s->req = NULL;
+}
+
+void qgd_session_release_all(struct qgd_session *s)
+{
+	qgd_exec_release_session(s);
+	for (size_t i = 0; i < s->n_weights; i++)
+		pinned_free(s->srv, s->weights[i].data, s->weights[i].bytes);
+	free(s->weights);
+	s->weights = NULL;
+	s->n_weights = s->cap_weights = 0;
+	s->weight_bytes = 0;
+	upload_reset(s);
+}

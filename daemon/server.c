@@ -1,0 +1,374 @@
+/*
+ * server.c - the daemon's loop: the listening socket, handshakes, signals,
+ * and the fair scan over sessions that serves their rings.
+ *
+ * One thread owns every session and both rings of each (so each ring has a
+ * single producer and a single consumer).  Wake-ups cost nothing while work
+ * flows: after activity the loop keeps polling the rings for poll_us; only
+ * then does it announce that it sleeps (DAEMON_SLEEPING in each header),
+ * issue a full fence, look at the rings once more, and block in the event
+ * loop, where a client's doorbell (an eventfd it writes only when it saw the
+ * flag) wakes it.  The fence pairs with the client's fence between
+ * publishing a record and reading the flag: either the client sees the
+ * flag and rings, or the daemon sees the record, so no wake-up is lost.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "kernels.h"
+#include "qgraphd.h"
+#include "shm.h"
+#include "sock.h"
+
+#define QGD_HELLO_MAX 4096
+
+uint64_t qgd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t qgd_now_ms(void)
+{
+	return qgd_now_ns() / 1000000u;
+}
+
+static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
+{
+	uint64_t v;
+
+	(void)w;
+	(void)arg;
+	(void)events;
+	/* the doorbell only wakes the loop; the scan finds the work */
+	(void)!read(fd, &v, sizeof v);
+}
+
+static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg);
+
+/* Send a Welcome that refuses the session, then drop it. */
+static void refuse(struct qgd_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(struct qgd_session *s, const char *fmt, ...)
+{
+	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
+	uint8_t buf[1024];
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
+	w.error = msg;
+	if (qgraph__welcome__get_packed_size(&w) <= sizeof buf) {
+		size_t len = qgraph__welcome__pack(&w, buf);
+		qg_sock_send(s->sock, buf, len, NULL, 0);
+	}
+	qgd_session_drop(s, msg);
+}
+
+/* The client's Hello arrived: set its session up and send the Welcome. */
+static void handshake(struct qgd_session *s)
+{
+	struct qgd_server *srv = s->srv;
+	const struct qgd_config *cfg = &srv->cfg;
+	uint8_t buf[QGD_HELLO_MAX];
+	ssize_t n = qg_sock_recv(s->sock, buf, sizeof buf, NULL, 0, NULL);
+
+	if (n == -EAGAIN)
+		return;
+	if (n <= 0)
+		return qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
+	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
+	if (!h)
+		return refuse(s, "the handshake message is not a Hello");
+	int proto = h->protocol;
+	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
+	if (h->client_name && *h->client_name) {
+		snprintf(s->name, sizeof s->name, "%.40s, pid %d", h->client_name, (int)s->pid);
+		for (char *c = s->name; *c; c++)	/* names go to logs: printable only */
+			if (*c < 0x20 || *c > 0x7e)
+				*c = '?';
+	}
+	qgraph__hello__free_unpacked(h, NULL);
+	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1)
+		return refuse(s, "protocol version %d is not spoken here: this daemon speaks version %d", proto,
+			      QGRAPH__PROTOCOL__PROTOCOL_V1);
+	if (srv->stopping)
+		return refuse(s, "the daemon is shutting down");
+	if (arena > cfg->max_arena_bytes)
+		return refuse(s, "quota arena_bytes: %llu asked for, at most %llu", (unsigned long long)arena,
+			      (unsigned long long)cfg->max_arena_bytes);
+	arena = (arena + 4095) & ~(uint64_t)4095;
+
+	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
+	if (err)
+		return refuse(s, "cannot lay out a region of %llu bytes", (unsigned long long)arena);
+	s->memfd = qg_shm_create("qgraph-session", s->layout.region_bytes);
+	if (s->memfd < 0)
+		return refuse(s, "cannot create the session region: %s", strerror(-s->memfd));
+	void *base;
+	if ((err = qg_shm_map_checked(s->memfd, s->layout.region_bytes, &base)))
+		return refuse(s, "cannot map the session region: %s", strerror(-err));
+	s->base = base;
+	s->hdr = base;
+	qg_region_header_init(base, &s->layout);
+	s->events = (struct qg_event_slot *)(s->base + s->layout.events_offset);
+	s->arena = s->base + s->layout.arena_offset;
+	s->event_seq = calloc(s->layout.event_count, sizeof *s->event_seq);
+	s->rec = malloc(cfg->ring_bytes);
+	s->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!s->event_seq || !s->rec || s->bell < 0 ||
+	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536) ||
+	    qg_ring_format(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes) ||
+	    qg_ring_format(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes))
+		return refuse(s, "out of memory for the session");
+
+	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
+	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
+	Qgraph__RegionLayout rl = QGRAPH__REGION_LAYOUT__INIT;
+	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
+	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
+	w.session_id = s->id;
+	lim.max_record_bytes = qg_ring_max_record(&s->submit);
+	lim.max_nodes = cfg->max_nodes;
+	lim.max_in_flight = 1;
+	lim.max_arena_bytes = cfg->max_arena_bytes;
+	lim.max_weight_bytes = cfg->pool_bytes;
+	lim.max_events = cfg->event_count;
+	w.limits = &lim;
+	rl.layout_version = s->layout.layout_version;
+	rl.region_bytes = s->layout.region_bytes;
+	rl.submit_offset = s->layout.submit_offset;
+	rl.submit_bytes = s->layout.submit_bytes;
+	rl.complete_offset = s->layout.complete_offset;
+	rl.complete_bytes = s->layout.complete_bytes;
+	rl.events_offset = s->layout.events_offset;
+	rl.event_count = s->layout.event_count;
+	rl.arena_offset = s->layout.arena_offset;
+	rl.arena_bytes = s->layout.arena_bytes;
+	w.region = &rl;
+	w.cpu_features = srv->cpu_features;
+	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
+		qgraph__kernel_choice__init(&kc[l]);
+		kc[l].layout = (char *)qg_type_name(qg_layout_type((enum qg_layout)l));
+		kc[l].kernel = (char *)qg_kernel_for((enum qg_layout)l)->name;
+		kc[l].reason = (char *)qg_kernel_reason((enum qg_layout)l);
+		kcp[l] = &kc[l];
+	}
+	w.n_kernels = QG_LAYOUT_COUNT;
+	w.kernels = kcp;
+	w.best_weight_type = (Qgraph__Type)qg_best_weight_type();
+	size_t len = qgraph__welcome__get_packed_size(&w);
+	uint8_t out[8192];
+	if (len > sizeof out)
+		return refuse(s, "welcome too large");
+	qgraph__welcome__pack(&w, out);
+	int fds[2] = { s->memfd, s->bell };
+	if ((err = qg_sock_send(s->sock, out, len, fds, 2)))
+		return qgd_session_drop(s, "could not send the welcome");
+	/* the client has its own references now */
+	close(s->memfd);
+	s->memfd = -1;
+	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch)))
+		return qgd_session_drop(s, "cannot watch the doorbell");
+	s->state = QGD_READY;
+	qgd_info("session %llu (%s, uid %u): ready, arena %llu MiB", (unsigned long long)s->id, s->name,
+		 (unsigned)s->uid, (unsigned long long)(s->layout.arena_bytes >> 20));
+}
+
+static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg)
+{
+	struct qgd_session *s = arg;
+
+	(void)w;
+	(void)fd;
+	if (s->state == QGD_HANDSHAKE && (events & POLLIN))
+		return handshake(s);
+	if (events & (POLLHUP | POLLERR))
+		return qgd_session_drop(s, "the client hung up");
+	if (events & POLLIN) {
+		uint8_t b[64];
+		int fds[QG_SOCK_MAX_FDS], nfds;
+		ssize_t n = qg_sock_recv(s->sock, b, sizeof b, fds, QG_SOCK_MAX_FDS, &nfds);
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);	/* any fd a client sends is closed */
+		if (n == -EAGAIN)
+			return;
+		qgd_session_drop(s, n == 0 ? "the client hung up" : "a message on the socket after the handshake");
+	}
+}
+
+static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg)
+{
+	struct qgd_server *srv = arg;
+
+	(void)w;
+	(void)events;
+	for (int i = 0; i < 16; i++) {
+		int c = qg_sock_accept(fd);
+		if (c < 0)
+			return;
+		if (srv->n_sessions >= srv->cfg.max_sessions) {
+			qgd_warn("refusing a client: %u sessions is the limit", srv->cfg.max_sessions);
+			close(c);
+			continue;
+		}
+		struct qgd_session *s = qgd_session_new(srv, c);
+		if (!s) {
+			close(c);
+			continue;
+		}
+		if (qg_loop_watch(srv->loop, c, POLLIN, on_client_sock, s, &s->sock_watch)) {
+			qgd_session_free(s);
+			continue;
+		}
+		s->next = srv->sessions;
+		srv->sessions = s;
+		srv->n_sessions++;
+		qgd_debug("session %llu: accepted (pid %d, uid %u)", (unsigned long long)s->id, (int)s->pid,
+			  (unsigned)s->uid);
+	}
+}
+
+static void on_signal(struct qg_watch *w, int fd, uint32_t events, void *arg)
+{
+	struct qgd_server *srv = arg;
+	struct signalfd_siginfo si;
+
+	(void)w;
+	(void)events;
+	while (read(fd, &si, sizeof si) == sizeof si) {
+		if (si.ssi_signo == SIGHUP) {
+			qgd_log_reopen();
+			qgd_info("SIGHUP: log reopened");
+			continue;
+		}
+		if (!srv->stopping) {
+			qgd_info("%s: finishing what is queued, then exiting", strsignal((int)si.ssi_signo));
+			srv->stopping = 1;
+			srv->stop_deadline_ms = qgd_now_ms() + 5000;
+			if (srv->listen_watch)
+				qg_loop_unwatch(srv->loop, srv->listen_watch);
+			srv->listen_watch = NULL;
+			close(srv->listen_fd);
+			srv->listen_fd = -1;
+			unlink(srv->cfg.socket_path);
+		}
+	}
+}
+
+/* Free dropped sessions and those whose handshake took too long. */
+static void reap(struct qgd_server *srv)
+{
+	uint64_t now = qgd_now_ms();
+
+	for (struct qgd_session **p = &srv->sessions; *p;) {
+		struct qgd_session *s = *p;
+		if (s->state == QGD_HANDSHAKE && now - s->started_ms > srv->cfg.handshake_ms)
+			qgd_session_drop(s, "the handshake took too long");
+		if (s->state != QGD_DEAD) {
+			p = &s->next;
+			continue;
+		}
+		*p = s->next;
+		if (srv->rr == s)
+			srv->rr = NULL;
+		srv->n_sessions--;
+		qgd_session_free(s);
+	}
+}
+
+/* One fair pass: every session may serve one request.  Returns work done. */
+static int scan(struct qgd_server *srv)
+{
+	int did = 0;
+
+	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+		did |= qgd_session_step(s);
+	return did;
+}
+
+static void set_sleeping(struct qgd_server *srv, uint32_t v)
+{
+	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+		if (s->state == QGD_READY)
+			atomic_store_explicit(&s->hdr->daemon_sleeping, v, memory_order_relaxed);
+}
+
+static int any_pending(struct qgd_server *srv)
+{
+	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+		if (qgd_session_pending(s))
+			return 1;
+	return 0;
+}
+
+int qgd_server_start(struct qgd_server *srv)
+{
+	const char *path = srv->cfg.socket_path;
+
+	srv->listen_fd = qg_sock_listen(path, 0666, &srv->lock_fd);
+	if (srv->listen_fd == -EADDRINUSE) {
+		qgd_error("another qgraphd is serving %s", path);
+		return -1;
+	}
+	if (srv->listen_fd < 0) {
+		qgd_error("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
+		return -1;
+	}
+	if (qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch) ||
+	    qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch)) {
+		qgd_error("cannot watch the socket");
+		return -1;
+	}
+	qgd_info("listening on %s", path);
+	return 0;
+}
+
+int qgd_server_run(struct qgd_server *srv)
+{
+	uint64_t idle_since = qgd_now_ns();
+
+	for (;;) {
+		int did = scan(srv);
+		reap(srv);
+		if (srv->stopping && (!did || qgd_now_ms() > srv->stop_deadline_ms))
+			break;
+		if (did) {
+			idle_since = qgd_now_ns();
+			qg_loop_run_once(srv->loop, 0);
+			continue;
+		}
+		if (qgd_now_ns() - idle_since < (uint64_t)srv->cfg.poll_us * 1000u) {
+			qg_loop_run_once(srv->loop, 0);
+			continue;
+		}
+		/* going to sleep: announce it, fence, and look once more */
+		set_sleeping(srv, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!any_pending(srv))
+			qg_loop_run_once(srv->loop, 100);	/* wakes for timers (handshakes) too */
+		set_sleeping(srv, 0);
+		idle_since = qgd_now_ns();
+	}
+	/* tell every client: their sockets close, their waits end with an error */
+	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+		qgd_session_drop(s, "the daemon is exiting");
+	reap(srv);
+	return 0;
+}

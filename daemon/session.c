@@ -1,0 +1,217 @@
+/*
+ * session.c - one client of the daemon: its region, rings, events and the
+ * record being served.
+ *
+ * Everything the client can write is read here with suspicion: ring
+ * positions are checked by ring.c, records are copied out of shared memory
+ * before they are decoded, event indices are bounded where they are used,
+ * and the daemon's own copy of every event value is what waits compare
+ * against.  A corrupt ring drops the session; a bad request only gets an
+ * error completion.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "qgraphd.h"
+#include "shm.h"
+#include "sock.h"
+
+struct qgd_session *qgd_session_new(struct qgd_server *srv, int fd)
+{
+	struct qgd_session *s = calloc(1, sizeof *s);
+
+	if (!s)
+		return NULL;
+	s->srv = srv;
+	s->sock = fd;
+	s->memfd = -1;
+	s->bell = -1;
+	s->id = ++srv->next_session_id;
+	s->started_ms = qgd_now_ms();
+	s->next_handle = 1;
+	if (qg_sock_peercred(fd, &s->pid, &s->uid, &s->gid) < 0) {
+		free(s);
+		return NULL;
+	}
+	snprintf(s->name, sizeof s->name, "pid %d", (int)s->pid);
+	return s;
+}
+
+/* Wake whoever sleeps on WORD (a futex in memory shared with the client). */
+static void futex_wake_shared(_Atomic uint32_t *word)
+{
+	/* no FUTEX_PRIVATE_FLAG: the waiter is in another process */
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
+{
+	uint8_t buf[QGD_MAX_COMPLETION];
+	size_t len = qgraph__completion__get_packed_size(c);
+
+	if (s->state != QGD_READY)
+		return;
+	if (len > sizeof buf) {
+		/* only stats can grow; cut them rather than post what cannot fit */
+		c->stats = NULL;
+		len = qgraph__completion__get_packed_size(c);
+	}
+	qgraph__completion__pack(c, buf);
+	if (c->status == QGRAPH__STATUS__STATUS_OK)
+		s->completed++;
+	else
+		s->failed++;
+	/* room was checked before the request was taken (qgd_session_step) */
+	int err = qg_ring_push(&s->complete, buf, (uint32_t)len);
+	if (err) {
+		qgd_session_drop(s, err == -EPROTO ? "completion ring corrupt" : "completion ring full");
+		return;
+	}
+	/*
+	 * Publish, then look for a sleeper.  The release in the ring push and
+	 * this increment make the record visible before the count; the full
+	 * fence orders the increment before the read of CLIENT_WAITING, and
+	 * pairs with the client's fence between setting CLIENT_WAITING and
+	 * re-reading the ring: one of the two sides sees the other.
+	 */
+	atomic_fetch_add_explicit(&s->hdr->completions, 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->hdr->client_waiting, memory_order_relaxed))
+		futex_wake_shared(&s->hdr->completions);
+}
+
+void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
+{
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	c.request_id = request_id;
+	c.status = st;
+	c.error = msg;
+	qgd_log_limited(&s->rl, QGD_LOG_INFO, "session %llu (%s): request %llu refused: %s",
+			(unsigned long long)s->id, s->name, (unsigned long long)request_id, msg);
+	qgd_session_complete(s, &c);
+}
+
+void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t idx = ev[i]->index;
+		if (idx >= s->layout.event_count)	/* checked before the run too */
+			continue;
+		struct qg_event_slot *e = &s->events[idx];
+		s->event_seq[idx] = (uint32_t)ev[i]->value;
+		/* status first, then the sequence number with release: a waiter
+		 * that sees the new number sees its status */
+		atomic_store_explicit(&e->status, status, memory_order_relaxed);
+		atomic_store_explicit(&e->seq, s->event_seq[idx], memory_order_release);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&e->waiters, memory_order_relaxed))
+			futex_wake_shared(&e->seq);
+	}
+}
+
+int qgd_session_pending(struct qgd_session *s)
+{
+	if (s->state != QGD_READY)
+		return 0;
+	if (s->req && !s->job)
+		return 1;
+	return !s->job && qg_ring_pending(&s->submit) > 0;
+}
+
+/*
+ * Serve the session's next record, if it has one and may take it now.
+ * Returns 1 if it did something, 0 if there was nothing to do.
+ */
+int qgd_session_step(struct qgd_session *s)
+{
+	if (s->state != QGD_READY || s->job)
+		return 0;	/* one request at a time, in the order submitted */
+	if (!s->req) {
+		/* never take a request whose completion could not be posted */
+		int room = qg_ring_can_push(&s->complete, QGD_MAX_COMPLETION);
+		if (room < 0) {
+			qgd_session_drop(s, "completion ring corrupt");
+			return 1;
+		}
+		if (room == 0)
+			return 0;	/* the client must read its completions first */
+		ssize_t n = qg_ring_pop(&s->submit, s->rec, qg_ring_max_record(&s->submit));
+		if (n == -EAGAIN)
+			return 0;
+		if (n == -EPROTO) {
+			qgd_session_drop(s, "submit ring corrupt");
+			return 1;
+		}
+		if (n == -EMSGSIZE) {
+			qgd_session_fail(s, 0, QGRAPH__STATUS__STATUS_INVALID, "record too long");
+			return 1;
+		}
+		s->req = qg_wire_decode_request(&s->decode, s->rec, (size_t)n);
+		if (!s->req) {
+			qgd_session_fail(s, 0, QGRAPH__STATUS__STATUS_INVALID,
+					 "a %zd-byte record that is not a request (or too large to decode)", n);
+			return 1;
+		}
+		s->req_started_ns = qgd_now_ns();
+	}
+	qgd_request_serve(s);
+	return 1;
+}
+
+void qgd_session_drop(struct qgd_session *s, const char *why)
+{
+	if (s->state == QGD_DEAD)
+		return;
+	qgd_log_limited(&s->rl, QGD_LOG_INFO, "session %llu (%s, uid %u): closed: %s", (unsigned long long)s->id,
+			s->name, (unsigned)s->uid, why);
+	s->state = QGD_DEAD;
+	if (s->sock_watch)
+		qg_loop_unwatch(s->srv->loop, s->sock_watch);
+	if (s->bell_watch)
+		qg_loop_unwatch(s->srv->loop, s->bell_watch);
+	s->sock_watch = s->bell_watch = NULL;
+}
+
+void qgd_session_free(struct qgd_session *s)
+{
+	if (!s)
+		return;
+	qgd_session_release_all(s);
+	if (s->events) {
+		/* waiters on this session's events see an error, not a hang */
+		for (uint32_t i = 0; i < s->layout.event_count; i++) {
+			atomic_store_explicit(&s->events[i].status, -ECONNRESET, memory_order_relaxed);
+			atomic_fetch_add_explicit(&s->events[i].seq, 0x80000000u, memory_order_release);
+			futex_wake_shared(&s->events[i].seq);
+		}
+	}
+	if (s->base)
+		munmap(s->base, s->layout.region_bytes);
+	if (s->memfd >= 0)
+		close(s->memfd);
+	if (s->bell >= 0)
+		close(s->bell);
+	if (s->sock >= 0)
+		close(s->sock);
+	qg_wire_arena_free(&s->decode);
+	free(s->rec);
+	free(s->event_seq);
+	free(s);
+}

@@ -1,0 +1,339 @@
+/*
+ * ops-cpu.c - the computations of the ops, one function per op, each
+ * taking the rows of its result that thread ITH of NTH owns.  Every
+ * function is handed a node that qg_op_check() accepted.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "mulmat.h"
+#include "ops.h"
+#include "ops-impl.h"
+
+#define SCRATCH_ALIGN 64
+
+static size_t align_up(size_t n)
+{
+	return (n + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
+}
+
+/* The address of row (I1, I2, I3) of T. */
+static inline char *row_at(const struct qg_tensor *t, int64_t i1, int64_t i2, int64_t i3)
+{
+	return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+/* Row number R of T as its indices. */
+static inline void row_index(const struct qg_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
+{
+	*i1 = r % t->ne[1];
+	*i2 = r / t->ne[1] % t->ne[2];
+	*i3 = r / (t->ne[1] * t->ne[2]);
+}
+
+#define F32_AT(row, t, i0) (*(float *)((row) + (i0) * (t)->nb[0]))
+
+/* --- MUL_MAT -------------------------------------------------------------- */
+
+void qg_ops_mm_for(const struct qg_tensor *t, int64_t i2, int64_t i3, struct qg_mm *mm)
+{
+	const struct qg_tensor *w = t->src[0], *x = t->src[1];
+	const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+
+	memset(mm, 0, sizeof *mm);
+	mm->wtype = w->type;
+	mm->w = w->data ? (const char *)w->data + i2 / r2 * w->nb[2] + i3 / r3 * w->nb[3] : NULL;
+	mm->m = w->ne[1];
+	mm->k = w->ne[0];
+	mm->x = x->data ? (const float *)((const char *)x->data + i2 * x->nb[2] + i3 * x->nb[3]) : NULL;
+	mm->ldx = x->nb[1] / sizeof(float);
+	mm->n = x->ne[1];
+	mm->y = t->data ? (float *)row_at(t, 0, i2, i3) : NULL;
+	mm->ldy = t->nb[1] / sizeof(float);
+}
+
+/* Bytes of one batch's scratch: the same for every batch of T. */
+static size_t mm_slot(const struct qg_tensor *t)
+{
+	struct qg_mm mm;
+	static const float dummy[1];
+
+	qg_ops_mm_for(t, 0, 0, &mm);
+	/* the size depends on shapes only: stand in for absent data */
+	mm.w = mm.w ? mm.w : dummy;
+	mm.x = mm.x ? mm.x : dummy;
+	mm.y = mm.y ? mm.y : (float *)dummy;
+	return align_up(qg_mul_mat_scratch_size(&mm));
+}
+
+static int compute_mul_mat(const struct qg_tensor *t, int phase, int ith, int nth, void *scratch)
+{
+	const size_t slot = mm_slot(t);
+	struct qg_mm mm;
+	int64_t b = 0;
+
+	for (int64_t i3 = 0; i3 < t->ne[3]; i3++) {
+		for (int64_t i2 = 0; i2 < t->ne[2]; i2++, b++) {
+			char *s = (char *)scratch + b * slot;
+			qg_ops_mm_for(t, i2, i3, &mm);
+			if (phase == 0)
+				qg_mul_mat_quantize(&mm, s, ith, nth);
+			else
+				qg_mul_mat_compute(&mm, s, ith, nth);
+		}
+	}
+	return 0;
+}
+
+/* --- elementwise and row ops -------------------------------------------- */
+
+static int compute_binary(const struct qg_tensor *t, int ith, int nth)
+{
+	const struct qg_tensor *a = t->src[0], *b = t->src[1];
+	const bool add = t->op == QG_OP_ADD;
+	int64_t r0, r1, i1, i2, i3;
+
+	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
+	for (int64_t r = r0; r < r1; r++) {
+		row_index(t, r, &i1, &i2, &i3);
+		char *y = row_at(t, i1, i2, i3);
+		const char *x = row_at(a, i1, i2, i3);
+		const char *z = row_at(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
+		for (int64_t i0 = 0, j = 0; i0 < t->ne[0]; i0++) {
+			float u = F32_AT(x, a, i0), v = F32_AT(z, b, j);
+			F32_AT(y, t, i0) = add ? u + v : u * v;
+			if (++j == b->ne[0])
+				j = 0;
+		}
+	}
+	return 0;
+}
+
+static inline float gelu(float x)
+{
+	const float c = 0.79788456080286535588f;	/* sqrt(2/pi) */
+
+	return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+}
+
+static int compute_unary(const struct qg_tensor *t, int ith, int nth)
+{
+	const struct qg_tensor *a = t->src[0];
+	const float p = qg_op_param_f32(t, 0);
+	int64_t r0, r1, i1, i2, i3;
+
+	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
+	for (int64_t r = r0; r < r1; r++) {
+		row_index(t, r, &i1, &i2, &i3);
+		char *y = row_at(t, i1, i2, i3);
+		const char *x = row_at(a, i1, i2, i3);
+		switch (t->op) {
+		case QG_OP_SCALE:
+			for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+				F32_AT(y, t, i0) = F32_AT(x, a, i0) * p;
+			break;
+		case QG_OP_SILU:
+			for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+				float v = F32_AT(x, a, i0);
+				F32_AT(y, t, i0) = v / (1.0f + expf(-v));
+			}
+			break;
+		case QG_OP_GELU:
+			for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+				F32_AT(y, t, i0) = gelu(F32_AT(x, a, i0));
+			break;
+		default: {	/* RMS_NORM: the row is read whole before it is written */
+			double sum = 0.0;
+			for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+				float v = F32_AT(x, a, i0);
+				sum += (double)v * v;
+			}
+			const float scale = 1.0f / sqrtf((float)(sum / (double)t->ne[0]) + p);
+			for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+				F32_AT(y, t, i0) = F32_AT(x, a, i0) * scale;
+			break;
+		}
+		}
+	}
+	return 0;
+}
+
+static int compute_soft_max(const struct qg_tensor *t, int ith, int nth)
+{
+	const struct qg_tensor *a = t->src[0], *m = t->src[1];
+	const float scale = qg_op_param_f32(t, 0);
+	int64_t r0, r1, i1, i2, i3;
+
+	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
+	for (int64_t r = r0; r < r1; r++) {
+		row_index(t, r, &i1, &i2, &i3);
+		char *y = row_at(t, i1, i2, i3);
+		const char *x = row_at(a, i1, i2, i3);
+		const char *mk = m ? row_at(m, i1 % m->ne[1], i2 % m->ne[2], i3 % m->ne[3]) : NULL;
+		float max = -INFINITY;
+		for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+			float v = F32_AT(x, a, i0) * scale + (mk ? F32_AT(mk, m, i0) : 0.0f);
+			if (v > max)
+				max = v;
+		}
+		if (max == -INFINITY) {
+			for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+				F32_AT(y, t, i0) = 0.0f;
+			continue;
+		}
+		double sum = 0.0;
+		for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+			float v = F32_AT(x, a, i0) * scale + (mk ? F32_AT(mk, m, i0) : 0.0f);
+			float e = expf(v - max);
+			F32_AT(y, t, i0) = e;
+			sum += e;
+		}
+		const float inv = (float)(1.0 / sum);
+		for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+			F32_AT(y, t, i0) *= inv;
+	}
+	return 0;
+}
+
+/* --- conversions -------------------------------------------------------- */
+
+/* The NE values of a row of TYPE at SRC (element stride NB0) into F32 TMP. */
+static void load_row(enum qg_type type, const char *src, size_t nb0, int64_t ne, float *tmp)
+{
+	switch (type) {
+	case QG_TYPE_F32:
+		for (int64_t i = 0; i < ne; i++)
+			tmp[i] = *(const float *)(src + i * nb0);
+		break;
+	case QG_TYPE_F16:
+		for (int64_t i = 0; i < ne; i++) {
+			qg_fp16 h;
+			memcpy(&h, src + i * nb0, sizeof h);
+			tmp[i] = qg_fp16_to_fp32(h);
+		}
+		break;
+	default:	/* a block type: its row is packed */
+		qg_dequantize(type, src, tmp, (size_t)ne * sizeof(float), 1, ne);
+		break;
+	}
+}
+
+/* The NE values in TMP into a row of TYPE at DST (element stride NB0). */
+static void store_row(enum qg_type type, char *dst, size_t nb0, int64_t ne, const float *tmp)
+{
+	switch (type) {
+	case QG_TYPE_F32:
+		for (int64_t i = 0; i < ne; i++)
+			*(float *)(dst + i * nb0) = tmp[i];
+		break;
+	case QG_TYPE_F16:
+		for (int64_t i = 0; i < ne; i++) {
+			qg_fp16 h = qg_fp32_to_fp16(tmp[i]);
+			memcpy(dst + i * nb0, &h, sizeof h);
+		}
+		break;
+	default:	/* Q8_0 */
+		qg_quantize_row_q8_0(tmp, (struct qg_block_q8_0 *)dst, ne);
+		break;
+	}
+}
+
+/* This thread's row of NE floats in the shared scratch. */
+static float *thread_tmp(void *scratch, int64_t ne, int ith)
+{
+	return (float *)((char *)scratch + (size_t)ith * align_up((size_t)ne * sizeof(float)));
+}
+
+static int compute_cpy(const struct qg_tensor *t, int ith, int nth, void *scratch)
+{
+	const struct qg_tensor *a = t->src[0];
+	const int64_t ne0 = t->ne[0];
+	float *tmp = thread_tmp(scratch, ne0, ith);
+	int64_t r0, r1, i1, i2, i3;
+
+	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
+	for (int64_t r = r0; r < r1; r++) {
+		row_index(t, r, &i1, &i2, &i3);
+		char *y = row_at(t, i1, i2, i3);
+		const char *x = row_at(a, i1, i2, i3);
+		if (a->type == t->type && a->nb[0] == t->nb[0] &&
+		    (a->type == QG_TYPE_Q8_0 || a->nb[0] == qg_type_elem_size(a->type))) {
+			memmove(y, x, (size_t)qg_type_row_bytes(t->type, ne0));
+			continue;
+		}
+		load_row(a->type, x, a->nb[0], ne0, tmp);
+		store_row(t->type, y, t->nb[0], ne0, tmp);
+	}
+	return 0;
+}
+
+static int compute_get_rows(const struct qg_tensor *t, int ith, int nth, void *scratch)
+{
+	const struct qg_tensor *a = t->src[0], *idx = t->src[1];
+	const int64_t ne0 = t->ne[0];
+	float *tmp = thread_tmp(scratch, ne0, ith);
+	int64_t r0, r1, i1, i2, i3;
+	int err = 0;
+
+	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
+	for (int64_t r = r0; r < r1; r++) {
+		row_index(t, r, &i1, &i2, &i3);
+		int32_t k;
+		memcpy(&k, (const char *)idx->data + i1 * idx->nb[0] + i2 * idx->nb[1] + i3 * idx->nb[2], sizeof k);
+		if (k < 0 || k >= a->ne[1]) {
+			memset(tmp, 0, (size_t)ne0 * sizeof *tmp);
+			err = -ERANGE;
+		} else {
+			load_row(a->type, row_at(a, k, i2, i3), a->nb[0], ne0, tmp);
+		}
+		store_row(QG_TYPE_F32, row_at(t, i1, i2, i3), t->nb[0], ne0, tmp);
+	}
+	return err;
+}
+
+/* --- dispatch ----------------------------------------------------------- */
+
+size_t qg_op_scratch_size(const struct qg_tensor *t, int nth)
+{
+	if (nth < 1)
+		nth = 1;
+	switch (t->op) {
+	case QG_OP_MUL_MAT:
+		return mm_slot(t) * (size_t)(t->ne[2] * t->ne[3]);
+	case QG_OP_CPY:
+	case QG_OP_GET_ROWS:
+		return (size_t)nth * align_up((size_t)t->ne[0] * sizeof(float));
+	default:
+		return 0;
+	}
+}
+
+int qg_op_compute(const struct qg_tensor *t, int phase, int ith, int nth, void *scratch)
+{
+	if (nth < 1 || ith < 0 || ith >= nth || phase < 0 || phase >= qg_op_n_phases(t))
+		return qg_op_is_view(t->op) || t->op == QG_OP_NONE ? 0 : -EINVAL;
+	switch (t->op) {
+	case QG_OP_MUL_MAT:
+		return compute_mul_mat(t, phase, ith, nth, scratch);
+	case QG_OP_ADD:
+	case QG_OP_MUL:
+		return compute_binary(t, ith, nth);
+	case QG_OP_SCALE:
+	case QG_OP_SILU:
+	case QG_OP_GELU:
+	case QG_OP_RMS_NORM:
+		return compute_unary(t, ith, nth);
+	case QG_OP_SOFT_MAX:
+		return compute_soft_max(t, ith, nth);
+	case QG_OP_CPY:
+		return compute_cpy(t, ith, nth, scratch);
+	case QG_OP_GET_ROWS:
+		return compute_get_rows(t, ith, nth, scratch);
+	default:
+		return -EINVAL;
+	}
+}

@@ -1,0 +1,348 @@
+/*
+ * ops.c - op builders, the checks that guard the compute functions, and
+ * the facts the allocator and the backends need about each op.  The
+ * computations themselves are in ops-cpu.c.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "mulmat.h"
+#include "ops.h"
+#include "ops-impl.h"
+
+float qg_op_param_f32(const struct qg_tensor *t, int i)
+{
+	float v;
+
+	memcpy(&v, &t->op_params[i], sizeof v);
+	return v;
+}
+
+void qg_op_set_param_f32(struct qg_tensor *t, int i, float v)
+{
+	memcpy(&t->op_params[i], &v, sizeof v);
+}
+
+/* True if every dimension of B divides A's. */
+static bool can_repeat(const struct qg_tensor *b, const struct qg_tensor *a)
+{
+	for (int i = 0; i < QG_MAX_DIMS; i++)
+		if (b->ne[i] < 1 || a->ne[i] % b->ne[i])
+			return false;
+	return true;
+}
+
+/*
+ * T's shape and strides are sane: a known type, dimensions >= 1, a row that
+ * suits a block type, a first stride that matches a block type's block (and
+ * is at least the element for plain types), and a byte extent that does not
+ * overflow.
+ */
+static bool tensor_sane(const struct qg_tensor *t)
+{
+	size_t n, step;
+
+	if (!t || (unsigned)t->type > QG_TYPE_I32)
+		return false;
+	for (int i = 0; i < QG_MAX_DIMS; i++)
+		if (t->ne[i] < 1 || t->ne[i] > INT32_MAX * (int64_t)64)
+			return false;
+	if (qg_type_row_bytes(t->type, t->ne[0]) < 0)
+		return false;
+	if (t->type == QG_TYPE_I32 || t->type == QG_TYPE_F32 || t->type == QG_TYPE_F16) {
+		if (t->nb[0] < qg_type_elem_size(t->type) || t->nb[0] % qg_type_elem_size(t->type))
+			return false;
+		n = 0;
+	} else {
+		int bv = qg_type_block_values(t->type);
+		if ((int64_t)t->nb[0] != qg_type_row_bytes(t->type, bv))
+			return false;
+		n = (size_t)(t->ne[0] / bv) * t->nb[0];
+	}
+	for (int i = t->type == QG_TYPE_I32 || qg_type_block_values(t->type) == 1 ? 0 : 1; i < QG_MAX_DIMS; i++) {
+		if (__builtin_mul_overflow((size_t)(t->ne[i] - 1), t->nb[i], &step) ||
+		    __builtin_add_overflow(n, step, &n))
+			return false;
+	}
+	return n < (size_t)INT64_MAX;
+}
+
+/* X is F32 with packed elements along its rows and float-aligned row strides. */
+static bool f32_rows(const struct qg_tensor *x)
+{
+	return x->type == QG_TYPE_F32 && x->nb[0] == 4 && x->nb[1] % 4 == 0 && x->nb[2] % 4 == 0 &&
+	       x->nb[3] % 4 == 0;
+}
+
+static bool cpy_type(enum qg_type t)
+{
+	return t == QG_TYPE_F32 || t == QG_TYPE_F16 || t == QG_TYPE_Q8_0;
+}
+
+/* The checks on shapes and types, without data: 0 or -EINVAL. */
+static int check_shapes(const struct qg_tensor *t)
+{
+	const struct qg_tensor *a = t->src[0], *b = t->src[1];
+
+	if (!tensor_sane(t))
+		return -EINVAL;
+	for (int i = 0; i < QG_MAX_SRC; i++)
+		if (t->src[i] && !tensor_sane(t->src[i]))
+			return -EINVAL;
+	switch (t->op) {
+	case QG_OP_NONE:
+		return 0;
+	case QG_OP_MUL_MAT:
+		if (!a || !b || !qg_type_is_weight(a->type) || !f32_rows(b) || !f32_rows(t))
+			return -EINVAL;
+		if (a->ne[0] != b->ne[0] || b->ne[2] % a->ne[2] || b->ne[3] % a->ne[3])
+			return -EINVAL;
+		if (a->ne[1] > 1 && (int64_t)a->nb[1] != qg_type_row_bytes(a->type, a->ne[0]))
+			return -EINVAL;
+		if (qg_type_is_interleaved(a->type) && a->ne[1] % qg_type_row_group(a->type))
+			return -EINVAL;
+		if (t->ne[0] != a->ne[1] || t->ne[1] != b->ne[1] || t->ne[2] != b->ne[2] || t->ne[3] != b->ne[3])
+			return -EINVAL;
+		return 0;
+	case QG_OP_ADD:
+	case QG_OP_MUL:
+		if (!a || !b || a->type != QG_TYPE_F32 || b->type != QG_TYPE_F32 || t->type != QG_TYPE_F32)
+			return -EINVAL;
+		return qg_tensor_same_shape(t, a) && can_repeat(b, a) ? 0 : -EINVAL;
+	case QG_OP_SCALE:
+	case QG_OP_SILU:
+	case QG_OP_GELU:
+	case QG_OP_RMS_NORM:
+		if (!a || a->type != QG_TYPE_F32 || t->type != QG_TYPE_F32 || !qg_tensor_same_shape(t, a))
+			return -EINVAL;
+		if (t->op == QG_OP_RMS_NORM && !(qg_op_param_f32(t, 0) >= 0.0f))
+			return -EINVAL;
+		return 0;
+	case QG_OP_SOFT_MAX:
+		if (!a || a->type != QG_TYPE_F32 || t->type != QG_TYPE_F32 || !qg_tensor_same_shape(t, a))
+			return -EINVAL;
+		if (b && (b->type != QG_TYPE_F32 || b->ne[0] != a->ne[0] || !can_repeat(b, a)))
+			return -EINVAL;
+		return 0;
+	case QG_OP_CPY:
+		if (!a || !cpy_type(a->type) || !cpy_type(t->type) || !qg_tensor_same_shape(t, a))
+			return -EINVAL;
+		/* block rows are read and written whole */
+		if ((a->type == QG_TYPE_Q8_0 || t->type == QG_TYPE_Q8_0) && t->ne[0] % QG_QK)
+			return -EINVAL;
+		return 0;
+	case QG_OP_GET_ROWS:
+		if (!a || !b || b->type != QG_TYPE_I32 || t->type != QG_TYPE_F32)
+			return -EINVAL;
+		if (a->type != QG_TYPE_F32 && a->type != QG_TYPE_F16 && a->type != QG_TYPE_Q8_0 &&
+		    a->type != QG_TYPE_Q4_0)
+			return -EINVAL;
+		if (b->ne[1] != a->ne[2] || b->ne[2] != a->ne[3] || b->ne[3] != 1)
+			return -EINVAL;
+		if (t->ne[0] != a->ne[0] || t->ne[1] != b->ne[0] || t->ne[2] != a->ne[2] || t->ne[3] != a->ne[3])
+			return -EINVAL;
+		return 0;
+	case QG_OP_RESHAPE:
+	case QG_OP_VIEW:
+	case QG_OP_PERMUTE:
+	case QG_OP_TRANSPOSE:
+		if (!t->view_src || t->view_src->view_src || t->type != t->view_src->type)
+			return -EINVAL;
+		if (t->view_offs + qg_tensor_nbytes(t) < t->view_offs ||
+		    t->view_offs + qg_tensor_nbytes(t) > qg_tensor_nbytes(t->view_src))
+			return -EINVAL;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+int qg_op_check(const struct qg_tensor *t, bool need_data)
+{
+	int r;
+
+	if (!t)
+		return -EINVAL;
+	if ((r = check_shapes(t)) < 0)
+		return r;
+	if (!need_data)
+		return 0;
+	if (!t->data)
+		return -EINVAL;
+	for (int i = 0; i < QG_MAX_SRC; i++)
+		if (t->src[i] && !t->src[i]->data)
+			return -EINVAL;
+	if (t->op == QG_OP_MUL_MAT) {
+		struct qg_mm mm;
+		qg_ops_mm_for(t, 0, 0, &mm);
+		return qg_mul_mat_check(&mm);
+	}
+	return 0;
+}
+
+bool qg_op_can_inplace(enum qg_op op)
+{
+	switch (op) {
+	case QG_OP_ADD:
+	case QG_OP_MUL:
+	case QG_OP_SCALE:
+	case QG_OP_SILU:
+	case QG_OP_GELU:
+	case QG_OP_RMS_NORM:
+	case QG_OP_SOFT_MAX:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int qg_op_n_phases(const struct qg_tensor *t)
+{
+	if (t->op == QG_OP_NONE || qg_op_is_view(t->op))
+		return 0;
+	return t->op == QG_OP_MUL_MAT ? 2 : 1;
+}
+
+int qg_op_max_threads(const struct qg_tensor *t)
+{
+	int64_t n;
+
+	if (t->op == QG_OP_MUL_MAT) {
+		/* the larger of the two splits: X's rows and W's row groups */
+		int64_t groups = t->src[0]->ne[1] / qg_type_row_group(t->src[0]->type);
+		n = t->src[1]->ne[1] > groups ? t->src[1]->ne[1] : groups;
+	} else if (qg_op_n_phases(t) == 0) {
+		n = 1;
+	} else {
+		n = qg_tensor_nrows(t);
+	}
+	return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+void qg_op_split(int64_t nrows, int ith, int nth, int64_t *r0, int64_t *r1)
+{
+	*r0 = nrows * ith / nth;
+	*r1 = nrows * (ith + 1) / nth;
+}
+
+/* --- builders ----------------------------------------------------------- */
+
+/* T if it passes the shape checks, else NULL and CTX's error naming WHAT. */
+static struct qg_tensor *checked(struct qg_ctx *ctx, struct qg_tensor *t, const char *what)
+{
+	if (!t)
+		return NULL;
+	if (check_shapes(t) < 0) {
+		t->op = QG_OP_NONE;	/* a dead struct: never reached from a graph */
+		return qg_ctx_fail(ctx, -EINVAL, "%s: sources of the wrong type or shape", what);
+	}
+	return t;
+}
+
+struct qg_tensor *qg_op_mul_mat(struct qg_ctx *ctx, struct qg_tensor *w, struct qg_tensor *x)
+{
+	if (!ctx || !w || !x)
+		return NULL;
+	if (w->ne[0] != x->ne[0] || x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
+		return qg_ctx_fail(ctx, -EINVAL, "mul_mat: shapes do not match");
+	const int64_t ne[QG_MAX_DIMS] = { w->ne[1], x->ne[1], x->ne[2], x->ne[3] };
+	return checked(ctx, qg_tensor_new_op(ctx, QG_OP_MUL_MAT, QG_TYPE_F32, ne, w, x), "mul_mat");
+}
+
+/* A binary elementwise op on A and B, result shaped as A. */
+static struct qg_tensor *binary(struct qg_ctx *ctx, enum qg_op op, struct qg_tensor *a, struct qg_tensor *b)
+{
+	if (!ctx || !a || !b)
+		return NULL;
+	return checked(ctx, qg_tensor_new_op(ctx, op, QG_TYPE_F32, a->ne, a, b), qg_op_name(op));
+}
+
+struct qg_tensor *qg_op_add(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *b)
+{
+	return binary(ctx, QG_OP_ADD, a, b);
+}
+
+struct qg_tensor *qg_op_mul(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *b)
+{
+	return binary(ctx, QG_OP_MUL, a, b);
+}
+
+/* A unary op on A with float parameter P. */
+static struct qg_tensor *unary(struct qg_ctx *ctx, enum qg_op op, struct qg_tensor *a, float p)
+{
+	struct qg_tensor *t;
+
+	if (!ctx || !a)
+		return NULL;
+	t = qg_tensor_new_op(ctx, op, QG_TYPE_F32, a->ne, a, NULL);
+	if (t)
+		qg_op_set_param_f32(t, 0, p);
+	return checked(ctx, t, qg_op_name(op));
+}
+
+struct qg_tensor *qg_op_scale(struct qg_ctx *ctx, struct qg_tensor *a, float s)
+{
+	return unary(ctx, QG_OP_SCALE, a, s);
+}
+
+struct qg_tensor *qg_op_silu(struct qg_ctx *ctx, struct qg_tensor *a)
+{
+	return unary(ctx, QG_OP_SILU, a, 0.0f);
+}
+
+struct qg_tensor *qg_op_gelu(struct qg_ctx *ctx, struct qg_tensor *a)
+{
+	return unary(ctx, QG_OP_GELU, a, 0.0f);
+}
+
+struct qg_tensor *qg_op_rms_norm(struct qg_ctx *ctx, struct qg_tensor *a, float eps)
+{
+	return unary(ctx, QG_OP_RMS_NORM, a, eps);
+}
+
+struct qg_tensor *qg_op_soft_max(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *mask, float scale)
+{
+	struct qg_tensor *t;
+
+	if (!ctx || !a)
+		return NULL;
+	t = qg_tensor_new_op(ctx, QG_OP_SOFT_MAX, QG_TYPE_F32, a->ne, a, mask);
+	if (t)
+		qg_op_set_param_f32(t, 0, scale);
+	return checked(ctx, t, "soft_max");
+}
+
+struct qg_tensor *qg_op_cpy(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *b)
+{
+	struct qg_tensor *t;
+
+	if (!ctx || !a || !b)
+		return NULL;
+	if (!qg_tensor_same_shape(a, b))
+		return qg_ctx_fail(ctx, -EINVAL, "cpy: shapes differ");
+	/* the result is a view of B carrying the op: B's bytes are written */
+	t = qg_tensor_view(ctx, b, QG_MAX_DIMS, b->ne, b->nb + 1, 0);
+	if (!t)
+		return NULL;
+	t->op = QG_OP_CPY;
+	t->src[0] = a;
+	t->src[1] = b;
+	return checked(ctx, t, "cpy");
+}
+
+struct qg_tensor *qg_op_cast(struct qg_ctx *ctx, struct qg_tensor *a, enum qg_type type)
+{
+	if (!ctx || !a)
+		return NULL;
+	return checked(ctx, qg_tensor_new_op(ctx, QG_OP_CPY, type, a->ne, a, NULL), "cast");
+}
+
+struct qg_tensor *qg_op_get_rows(struct qg_ctx *ctx, struct qg_tensor *t, struct qg_tensor *idx)
+{
+	if (!ctx || !t || !idx)
+		return NULL;
+	const int64_t ne[QG_MAX_DIMS] = { t->ne[0], idx->ne[0], t->ne[2], t->ne[3] };
+	return checked(ctx, qg_tensor_new_op(ctx, QG_OP_GET_ROWS, QG_TYPE_F32, ne, t, idx), "get_rows");
+}

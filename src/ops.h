@@ -1,0 +1,99 @@
+/*
+ * ops.h - the ops a graph is made of: builders, checks and the per-thread
+ * compute functions the backends call.
+ *
+ * Shapes are written innermost first, as NE: [ne0, ne1, ne2, ne3]; a "row"
+ * is the ne0 values at fixed (i1, i2, i3).  Unless said otherwise an op's
+ * sources are F32 with any strides, and its result is a new contiguous F32
+ * tensor.  "A divides B" below means B % A == 0 (B repeats A).
+ *
+ *   MUL_MAT(w, x)     w: any weight type [K, M, w2, w3], rows packed (an
+ *                     interleaved layout: M a multiple of its row group);
+ *                     x: F32 [K, N, x2, x3], elements packed along rows;
+ *                     w2 divides x2, w3 divides x3.  Result [M, N, x2, x3]:
+ *                     y[m, n, i2, i3] = sum_k w[k, m, i2/(x2/w2), i3/(x3/w3)]
+ *                     * x[k, n, i2, i3], computed by qg_mul_mat (x quantized
+ *                     to Q8_0 first for the quantized weight types).
+ *   ADD(a, b), MUL(a, b)
+ *                     b's every dimension divides a's (row broadcast and
+ *                     more): y[i] = a[i] + (or *) b[i0 % b0, i1 % b1, ...].
+ *                     Result has a's shape.
+ *   SCALE(a, s)       y = a * s.
+ *   SILU(a)           y = a / (1 + exp(-a)).
+ *   GELU(a)           y = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))).
+ *   RMS_NORM(a, eps)  per row: y = a / sqrt(mean(a^2) + eps), eps >= 0.
+ *   SOFT_MAX(a, mask, scale)
+ *                     per row: v = a * scale + mask (mask optional, F32,
+ *                     ne0 equal to a's, its other dimensions dividing a's);
+ *                     y = exp(v - max v) / sum exp(v - max v).  A row whose
+ *                     values are all -inf gives zeros.
+ *   CPY(a, b)         a and b: F32, F16 or Q8_0, same shape; the values of
+ *                     a, converted to b's type (rounded to nearest for F16,
+ *                     quantized by ggml's rule for Q8_0), are written over
+ *                     b.  The result is a view of b.  CAST(a, type) is CPY
+ *                     into a new contiguous tensor.
+ *   GET_ROWS(t, idx)  t: F32, F16, Q8_0 or Q4_0 [ne0, R, n2, n3]; idx: I32
+ *                     [n, n2, n3].  Result F32 [ne0, n, n2, n3]: row j of
+ *                     slice (i2, i3) is row idx[j, i2, i3] of t's slice
+ *                     (i2, i3).  An index outside [0, R) is found when the
+ *                     op runs: that row is zeroed and the run fails -ERANGE.
+ *
+ * Builders return NULL (and record the error in CTX) on bad types or
+ * shapes, never abort, and pass a NULL source on as a NULL result.
+ */
+#ifndef QG_OPS_H
+#define QG_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tensor.h"
+
+struct qg_tensor *qg_op_mul_mat(struct qg_ctx *ctx, struct qg_tensor *w, struct qg_tensor *x);
+struct qg_tensor *qg_op_add(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *b);
+struct qg_tensor *qg_op_mul(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *b);
+struct qg_tensor *qg_op_scale(struct qg_ctx *ctx, struct qg_tensor *a, float s);
+struct qg_tensor *qg_op_silu(struct qg_ctx *ctx, struct qg_tensor *a);
+struct qg_tensor *qg_op_gelu(struct qg_ctx *ctx, struct qg_tensor *a);
+struct qg_tensor *qg_op_rms_norm(struct qg_ctx *ctx, struct qg_tensor *a, float eps);
+/* MASK may be NULL (then no mask, not an error). */
+struct qg_tensor *qg_op_soft_max(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *mask, float scale);
+struct qg_tensor *qg_op_cpy(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *b);
+struct qg_tensor *qg_op_cast(struct qg_ctx *ctx, struct qg_tensor *a, enum qg_type type);
+struct qg_tensor *qg_op_get_rows(struct qg_ctx *ctx, struct qg_tensor *t, struct qg_tensor *idx);
+
+/* The float parameter of SCALE, RMS_NORM (eps) and SOFT_MAX (scale). */
+float qg_op_param_f32(const struct qg_tensor *t, int i);
+void qg_op_set_param_f32(struct qg_tensor *t, int i, float v);
+
+/*
+ * 0 if node T is one the compute functions can run: a known op, sources of
+ * the right types and shapes, strides that keep every access inside each
+ * tensor.  With NEED_DATA, also that T and its sources have data.  -EINVAL
+ * (or -EOVERFLOW) otherwise: a graph from outside is checked with this
+ * before it runs.
+ */
+int qg_op_check(const struct qg_tensor *t, bool need_data);
+
+/* True if OP may write its result over its first source (same layout, elementwise or by rows). */
+bool qg_op_can_inplace(enum qg_op op);
+
+/* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
+int qg_op_n_phases(const struct qg_tensor *t);
+/* The most threads T's work can be split over (its rows, or row groups), at least 1. */
+int qg_op_max_threads(const struct qg_tensor *t);
+/* Bytes of scratch T needs when run on NTH threads (0 if none). */
+size_t qg_op_scratch_size(const struct qg_tensor *t, int nth);
+
+/*
+ * Thread ITH of NTH runs its share of phase PHASE of node T (a checked
+ * node, data in place); SCRATCH holds qg_op_scratch_size(T, NTH) bytes,
+ * 64-byte aligned, shared by the threads.  Returns 0 or -errno (GET_ROWS:
+ * -ERANGE on an index out of range); never aborts.
+ */
+int qg_op_compute(const struct qg_tensor *t, int phase, int ith, int nth, void *scratch);
+
+/* The rows [*R0, *R1) of NROWS that thread ITH of NTH takes. */
+void qg_op_split(int64_t nrows, int ith, int nth, int64_t *r0, int64_t *r1);
+
+#endif /* QG_OPS_H */

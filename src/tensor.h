@@ -1,0 +1,156 @@
+/*
+ * tensor.h - tensors, views and the context that owns their metadata.
+ *
+ * A tensor has up to four dimensions.  NE[0] is the innermost (a row), and
+ * NB[i] is the byte stride of dimension i; for a quantized type NB[0] is the
+ * bytes of one block and NB[1] the bytes of a row.  A tensor is either a leaf
+ * (op NONE: weights, inputs, constants) or the result of an op on its
+ * sources.  A view (reshape, transpose, permute, view) shares the bytes of
+ * its VIEW_SRC (always the root, never another view) at VIEW_OFFS.
+ *
+ * A context holds a fixed arena of tensor structs, sized when it is made.
+ * Nothing here allocates tensor data: DATA is set by the caller (weights
+ * held elsewhere) or by the graph allocator.  Builders never abort: on a bad
+ * argument or a full arena they return NULL and the context remembers the
+ * first error (qg_ctx_error), and a NULL source makes a NULL result, so a
+ * whole graph can be built and checked once at the end.
+ */
+#ifndef QG_TENSOR_H
+#define QG_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+/* Indices for GET_ROWS: one int32 per element (not a quant.h format). */
+#define QG_TYPE_I32 ((enum qg_type)QG_TYPE_COUNT)
+
+#define QG_MAX_DIMS 4
+#define QG_MAX_SRC 4
+#define QG_MAX_OP_PARAMS 8	/* int32 words */
+#define QG_MAX_NAME 32
+
+enum qg_op {
+	QG_OP_NONE = 0,
+	QG_OP_MUL_MAT,
+	QG_OP_ADD,
+	QG_OP_MUL,
+	QG_OP_SCALE,
+	QG_OP_SILU,
+	QG_OP_GELU,
+	QG_OP_RMS_NORM,
+	QG_OP_SOFT_MAX,
+	QG_OP_CPY,
+	QG_OP_GET_ROWS,
+	/* views: no computation, the result shares its source's bytes */
+	QG_OP_RESHAPE,
+	QG_OP_VIEW,
+	QG_OP_PERMUTE,
+	QG_OP_TRANSPOSE,
+	QG_OP_COUNT
+};
+
+enum qg_tensor_flag {
+	QG_TENSOR_INPUT = 1 << 0,	/* written by the caller before a run */
+	QG_TENSOR_OUTPUT = 1 << 1,	/* read after a run: never reused */
+	QG_TENSOR_WEIGHTS = 1 << 2,	/* long-lived parameters */
+};
+
+struct qg_buffer;
+
+struct qg_tensor {
+	enum qg_type type;
+	int64_t ne[QG_MAX_DIMS];
+	size_t nb[QG_MAX_DIMS];
+	enum qg_op op;
+	int32_t op_params[QG_MAX_OP_PARAMS];
+	int flags;
+	struct qg_tensor *src[QG_MAX_SRC];
+	struct qg_tensor *view_src;	/* root tensor whose bytes this one shares */
+	size_t view_offs;
+	void *data;
+	struct qg_buffer *buffer;
+	char name[QG_MAX_NAME];
+};
+
+struct qg_ctx;
+
+/* A context with room for MAX_TENSORS tensor structs, or NULL (no memory, MAX_TENSORS < 1). */
+struct qg_ctx *qg_ctx_new(size_t max_tensors);
+/* Free CTX and every tensor struct in it (not their data).  NULL is fine. */
+void qg_ctx_free(struct qg_ctx *ctx);
+/* The first error a builder met (-errno), or 0. */
+int qg_ctx_error(const struct qg_ctx *ctx);
+/* A line describing that error ("" when there is none). */
+const char *qg_ctx_error_text(const struct qg_ctx *ctx);
+/* Record ERR (-errno) with a printf-style reason, unless an error is already kept.  Returns NULL. */
+void *qg_ctx_fail(struct qg_ctx *ctx, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Tensor structs in use, and the arena's capacity. */
+size_t qg_ctx_used(const struct qg_ctx *ctx);
+size_t qg_ctx_capacity(const struct qg_ctx *ctx);
+
+/* Bytes per element of a plain type (F32 4, F16 2, I32 4), 0 for block types. */
+size_t qg_type_elem_size(enum qg_type type);
+/* Bytes of one row of COLS values of TYPE (I32 included), or -errno as qg_row_size(). */
+int64_t qg_type_row_bytes(enum qg_type type, int64_t cols);
+
+/*
+ * A new contiguous tensor of TYPE with N_DIMS (1..4) dimensions NE (the rest
+ * are 1), op NONE, no data.  NULL on a bad shape (a dimension < 1, a row that
+ * does not suit a block type, a size that overflows) or a full arena.
+ */
+struct qg_tensor *qg_tensor_new(struct qg_ctx *ctx, enum qg_type type, int n_dims, const int64_t *ne);
+struct qg_tensor *qg_tensor_new_1d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0);
+struct qg_tensor *qg_tensor_new_2d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0, int64_t ne1);
+struct qg_tensor *qg_tensor_new_3d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0, int64_t ne1,
+				   int64_t ne2);
+struct qg_tensor *qg_tensor_new_4d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0, int64_t ne1,
+				   int64_t ne2, int64_t ne3);
+/* A new tensor with A's type and shape (contiguous, op NONE). */
+struct qg_tensor *qg_tensor_dup(struct qg_ctx *ctx, const struct qg_tensor *a);
+/* Set T's name (truncated to QG_MAX_NAME - 1 bytes).  Returns T. */
+struct qg_tensor *qg_tensor_set_name(struct qg_tensor *t, const char *name);
+
+/* Elements, rows (ne1*ne2*ne3) and bytes spanned (highest byte touched + 1). */
+int64_t qg_tensor_nelements(const struct qg_tensor *t);
+int64_t qg_tensor_nrows(const struct qg_tensor *t);
+size_t qg_tensor_nbytes(const struct qg_tensor *t);
+/* True if T's rows are packed and its dimensions follow each other in order. */
+bool qg_tensor_is_contiguous(const struct qg_tensor *t);
+/* True if A and B have the same type, shape and strides. */
+bool qg_tensor_same_layout(const struct qg_tensor *a, const struct qg_tensor *b);
+/* True if A and B have the same shape. */
+bool qg_tensor_same_shape(const struct qg_tensor *a, const struct qg_tensor *b);
+/* True for the view ops. */
+bool qg_op_is_view(enum qg_op op);
+/* The op's name ("mul_mat"), or "?" out of range. */
+const char *qg_op_name(enum qg_op op);
+
+/*
+ * Views.  The result shares A's bytes (or those of A's own view source) and
+ * has data as soon as the source has.
+ *   reshape:   A contiguous, same number of elements, new contiguous shape
+ *   view:      any shape NE (N_DIMS) with row strides NB1..NB3 (NB[0] is the
+ *              type's), starting OFFSET bytes into A; must lie inside A
+ *   permute:   axis i of A becomes axis AXES[i] of the result
+ *   transpose: swaps axes 0 and 1
+ */
+struct qg_tensor *qg_tensor_reshape(struct qg_ctx *ctx, struct qg_tensor *a, int n_dims, const int64_t *ne);
+struct qg_tensor *qg_tensor_view(struct qg_ctx *ctx, struct qg_tensor *a, int n_dims, const int64_t *ne,
+				 const size_t *nb, size_t offset);
+struct qg_tensor *qg_tensor_permute(struct qg_ctx *ctx, struct qg_tensor *a, int ax0, int ax1, int ax2,
+				    int ax3);
+struct qg_tensor *qg_tensor_transpose(struct qg_ctx *ctx, struct qg_tensor *a);
+
+/*
+ * Internal to the builders: a new tensor for OP with sources and a
+ * contiguous TYPE x NE shape, in CTX.  NULL (and the context's error) on
+ * failure.
+ */
+struct qg_tensor *qg_tensor_new_op(struct qg_ctx *ctx, enum qg_op op, enum qg_type type, const int64_t *ne,
+				   struct qg_tensor *src0, struct qg_tensor *src1);
+
+#endif /* QG_TENSOR_H */

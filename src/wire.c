@@ -1,0 +1,383 @@
+/*
+ * wire.c - decoding records and turning submitted graphs into checked
+ * engine graphs (see wire.h).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "wire.h"
+
+int qg_wire_arena_init(struct qg_wire_arena *a, size_t cap)
+{
+	a->buf = malloc(cap);
+	a->cap = a->buf ? cap : 0;
+	a->used = 0;
+	return a->buf ? 0 : -ENOMEM;
+}
+
+void qg_wire_arena_free(struct qg_wire_arena *a)
+{
+	free(a->buf);
+	a->buf = NULL;
+	a->cap = a->used = 0;
+}
+
+static void *arena_alloc(void *ctx, size_t size)
+{
+	struct qg_wire_arena *a = ctx;
+	size_t at = (a->used + 15) & ~(size_t)15;
+
+	if (at < a->used || size > a->cap || at > a->cap - size)
+		return NULL;	/* protobuf-c then fails the decode cleanly */
+	a->used = at + size;
+	return a->buf + at;
+}
+
+static void arena_release(void *ctx, void *p)
+{
+	(void)ctx;
+	(void)p;	/* everything goes at the next reset */
+}
+
+Qgraph__Request *qg_wire_decode_request(struct qg_wire_arena *a, const void *buf, size_t len)
+{
+	ProtobufCAllocator alloc = { .alloc = arena_alloc, .free = arena_release, .allocator_data = a };
+
+	if (!a->buf || (!buf && len))
+		return NULL;
+	a->used = 0;
+	return qgraph__request__unpack(&alloc, len, buf);
+}
+
+int qg_wire_type(int wire_type)
+{
+	switch (wire_type) {
+	case QGRAPH__TYPE__TYPE_F32: return QG_TYPE_F32;
+	case QGRAPH__TYPE__TYPE_F16: return QG_TYPE_F16;
+	case QGRAPH__TYPE__TYPE_Q8_0: return QG_TYPE_Q8_0;
+	case QGRAPH__TYPE__TYPE_Q4_0: return QG_TYPE_Q4_0;
+	case QGRAPH__TYPE__TYPE_Q4_0_4X4: return QG_TYPE_Q4_0_4X4;
+	case QGRAPH__TYPE__TYPE_Q4_0_4X8: return QG_TYPE_Q4_0_4X8;
+	case QGRAPH__TYPE__TYPE_Q4_0_8X8: return QG_TYPE_Q4_0_8X8;
+	case QGRAPH__TYPE__TYPE_I32: return (int)QG_TYPE_I32;
+	default: return -EINVAL;
+	}
+}
+
+/* A span of the arena a tensor occupies, for the overlap check. */
+struct span {
+	uint64_t off, end;
+	size_t tensor;
+	int output;
+};
+
+struct build {
+	const Qgraph__SubmitGraph *sg;
+	const struct qg_wire_env *env;
+	struct qg_wire_graph *g;
+	struct span *spans;
+	size_t n_spans;
+	char *err;
+	size_t errlen;
+};
+
+__attribute__((format(printf, 4, 5)))
+static int fail(struct build *b, int code, size_t i, const char *fmt, ...)
+{
+	va_list ap;
+	int n = 0;
+
+	if (b->err && b->errlen) {
+		if (i != SIZE_MAX)
+			n = snprintf(b->err, b->errlen, "tensor %zu: ", i);
+		if (n >= 0 && (size_t)n < b->errlen) {
+			va_start(ap, fmt);
+			vsnprintf(b->err + n, b->errlen - (size_t)n, fmt, ap);
+			va_end(ap);
+		}
+	}
+	return code;
+}
+
+/* Source J of wire tensor I, which must be an earlier tensor (no cycles). */
+static int source(struct build *b, size_t i, const Qgraph__Tensor *wt, size_t j, struct qg_tensor **out)
+{
+	if (j >= wt->n_src)
+		return fail(b, -EINVAL, i, "%s needs %zu sources, has %zu",
+			    qg_op_name((enum qg_op)wt->op), j + 1, wt->n_src);
+	uint32_t s = wt->src[j];
+	if (s >= i)
+		return fail(b, -EINVAL, i, "source %u is not an earlier tensor", s);
+	*out = b->g->tensors[s];
+	return 0;
+}
+
+/* Check that span SP of tensor I lies in the arena, aligned, with BYTES. */
+static int arena_span(struct build *b, size_t i, const Qgraph__Span *sp, size_t bytes, int output)
+{
+	const struct qg_wire_env *env = b->env;
+
+	if (sp->offset % QG_WIRE_ALIGN)
+		return fail(b, -EINVAL, i, "arena offset %llu is not a multiple of %d",
+			    (unsigned long long)sp->offset, QG_WIRE_ALIGN);
+	if (sp->bytes != bytes)
+		return fail(b, -EINVAL, i, "arena span of %llu bytes for a tensor of %zu",
+			    (unsigned long long)sp->bytes, bytes);
+	if (sp->offset > env->arena_bytes || sp->bytes > env->arena_bytes - sp->offset)
+		return fail(b, -EINVAL, i, "arena span [%llu, +%llu) is outside the %llu-byte arena",
+			    (unsigned long long)sp->offset, (unsigned long long)sp->bytes,
+			    (unsigned long long)env->arena_bytes);
+	b->spans[b->n_spans++] = (struct span){ .off = sp->offset, .end = sp->offset + sp->bytes,
+						.tensor = i, .output = output };
+	return 0;
+}
+
+static int leaf(struct build *b, size_t i, const Qgraph__Tensor *wt, enum qg_type type, struct qg_tensor **out)
+{
+	struct qg_tensor *t = qg_tensor_new(b->g->ctx, type, (int)wt->n_ne, wt->ne);
+
+	if (!t)
+		return fail(b, -EINVAL, i, "%s", qg_ctx_error_text(b->g->ctx));
+	if (wt->n_nb)
+		return fail(b, -EINVAL, i, "a leaf is contiguous: strides are not accepted");
+	if (wt->weights && wt->arena)
+		return fail(b, -EINVAL, i, "a leaf is either weights or arena data, not both");
+	if (wt->weights) {
+		struct qg_wire_weights w;
+		if (!b->env->weights || b->env->weights(b->env->weights_ctx, wt->weights, &w))
+			return fail(b, -ENOENT, i, "unknown weight handle %llu", (unsigned long long)wt->weights);
+		if (w.type != type || w.cols != t->ne[0] || w.rows != t->ne[1] || t->ne[2] != 1 || t->ne[3] != 1)
+			return fail(b, -EINVAL, i, "weights %llu are %s %lld x %lld, not the %s %lld x %lld declared",
+				    (unsigned long long)wt->weights, qg_type_name(w.type), (long long)w.rows,
+				    (long long)w.cols, qg_type_name(type) ? qg_type_name(type) : "i32",
+				    (long long)t->ne[1], (long long)t->ne[0]);
+		t->data = w.data;
+		t->flags |= QG_TENSOR_WEIGHTS;
+	} else if (wt->arena) {
+		int err = arena_span(b, i, wt->arena, qg_tensor_nbytes(t), (wt->flags & 2) != 0);
+		if (err)
+			return err;
+		t->data = b->env->arena + wt->arena->offset;
+		t->flags |= QG_TENSOR_INPUT;
+	} else {
+		return fail(b, -EINVAL, i, "a leaf needs weights or an arena span");
+	}
+	*out = t;
+	return 0;
+}
+
+static float fparam(const Qgraph__Tensor *wt, size_t j, float dflt)
+{
+	return j < wt->n_fparams ? wt->fparams[j] : dflt;
+}
+
+/* Build the op of wire tensor I from its (already built) sources. */
+static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_tensor **out)
+{
+	struct qg_ctx *ctx = b->g->ctx;
+	struct qg_tensor *a = NULL, *c = NULL, *t = NULL;
+	int err;
+
+	if ((err = source(b, i, wt, 0, &a)))
+		return err;
+	switch (wt->op) {
+	case QGRAPH__OP__OP_MUL_MAT:
+	case QGRAPH__OP__OP_ADD:
+	case QGRAPH__OP__OP_MUL:
+	case QGRAPH__OP__OP_CPY:
+	case QGRAPH__OP__OP_GET_ROWS:
+		if ((err = source(b, i, wt, 1, &c)))
+			return err;
+		break;
+	case QGRAPH__OP__OP_SOFT_MAX:
+		if (wt->n_src > 1 && (err = source(b, i, wt, 1, &c)))
+			return err;
+		break;
+	default:
+		break;
+	}
+	if (wt->n_src > 2)
+		return fail(b, -EINVAL, i, "%zu sources: no op takes more than 2", wt->n_src);
+
+	switch (wt->op) {
+	case QGRAPH__OP__OP_MUL_MAT: t = qg_op_mul_mat(ctx, a, c); break;
+	case QGRAPH__OP__OP_ADD: t = qg_op_add(ctx, a, c); break;
+	case QGRAPH__OP__OP_MUL: t = qg_op_mul(ctx, a, c); break;
+	case QGRAPH__OP__OP_SCALE: t = qg_op_scale(ctx, a, fparam(wt, 0, 1.0f)); break;
+	case QGRAPH__OP__OP_SILU: t = qg_op_silu(ctx, a); break;
+	case QGRAPH__OP__OP_GELU: t = qg_op_gelu(ctx, a); break;
+	case QGRAPH__OP__OP_RMS_NORM: t = qg_op_rms_norm(ctx, a, fparam(wt, 0, 1e-6f)); break;
+	case QGRAPH__OP__OP_SOFT_MAX: t = qg_op_soft_max(ctx, a, c, fparam(wt, 0, 1.0f)); break;
+	case QGRAPH__OP__OP_CPY: t = qg_op_cpy(ctx, a, c); break;
+	case QGRAPH__OP__OP_GET_ROWS: t = qg_op_get_rows(ctx, a, c); break;
+	case QGRAPH__OP__OP_RESHAPE: t = qg_tensor_reshape(ctx, a, (int)wt->n_ne, wt->ne); break;
+	case QGRAPH__OP__OP_TRANSPOSE: t = qg_tensor_transpose(ctx, a); break;
+	case QGRAPH__OP__OP_PERMUTE:
+		if (wt->n_iparams != 4)
+			return fail(b, -EINVAL, i, "permute needs 4 axes, has %zu", wt->n_iparams);
+		t = qg_tensor_permute(ctx, a, wt->iparams[0], wt->iparams[1], wt->iparams[2], wt->iparams[3]);
+		break;
+	case QGRAPH__OP__OP_VIEW: {
+		size_t nb[QG_MAX_DIMS] = { 0 };
+		if (wt->n_nb != wt->n_ne)
+			return fail(b, -EINVAL, i, "a view needs one stride per dimension");
+		for (size_t d = 0; d < wt->n_nb; d++)
+			nb[d] = (size_t)wt->nb[d];
+		t = qg_tensor_view(ctx, a, (int)wt->n_ne, wt->ne, nb, (size_t)wt->view_offset);
+		break;
+	}
+	default:
+		return fail(b, -EINVAL, i, "unknown op %d", (int)wt->op);
+	}
+	if (!t)
+		return fail(b, -EINVAL, i, "%s", qg_ctx_error_text(ctx));
+	if (!qg_op_is_view(t->op) && (err = qg_op_check(t, false)))
+		return fail(b, err, i, "%s is not computable as given", qg_op_name(t->op));
+	*out = t;
+	return 0;
+}
+
+static int span_cmp(const void *x, const void *y)
+{
+	const struct span *a = x, *b = y;
+
+	return a->off < b->off ? -1 : a->off > b->off;
+}
+
+int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env *env,
+			struct qg_wire_graph *out, char *err, size_t errlen)
+{
+	struct build b = { .sg = sg, .env = env, .g = out, .err = err, .errlen = errlen };
+	int r = 0;
+
+	if (err && errlen)
+		err[0] = 0;
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof *out);
+	if (!sg || !env)
+		return fail(&b, -EINVAL, SIZE_MAX, "no graph");
+	if (sg->n_tensors == 0)
+		return fail(&b, -EINVAL, SIZE_MAX, "a graph without tensors");
+	if (sg->n_tensors > env->max_tensors)
+		return fail(&b, -E2BIG, SIZE_MAX, "%zu tensors: the limit is %u", sg->n_tensors, env->max_tensors);
+
+	/* views and casts may add tensors of their own: room for two per wire tensor */
+	out->ctx = qg_ctx_new(2 * sg->n_tensors);
+	out->graph = qg_graph_new(2 * sg->n_tensors);
+	out->tensors = calloc(sg->n_tensors, sizeof *out->tensors);
+	b.spans = calloc(sg->n_tensors, sizeof *b.spans);
+	if (!out->ctx || !out->graph || !out->tensors || !b.spans) {
+		r = fail(&b, -ENOMEM, SIZE_MAX, "out of memory");
+		goto out;
+	}
+	out->n_tensors = sg->n_tensors;
+
+	for (size_t i = 0; i < sg->n_tensors; i++) {
+		const Qgraph__Tensor *wt = sg->tensors[i];
+		struct qg_tensor *t = NULL;
+		int type = qg_wire_type(wt->type);
+
+		if (type < 0) {
+			r = fail(&b, -EINVAL, i, "unknown type %d", (int)wt->type);
+			goto out;
+		}
+		if (wt->n_ne < 1 || wt->n_ne > QG_MAX_DIMS) {
+			r = fail(&b, -EINVAL, i, "%zu dimensions (1 to %d)", wt->n_ne, QG_MAX_DIMS);
+			goto out;
+		}
+		for (size_t d = 0; d < wt->n_ne; d++) {
+			if (wt->ne[d] < 1 || wt->ne[d] > QG_WIRE_MAX_DIM) {
+				r = fail(&b, -EINVAL, i, "dimension %zu is %lld", d, (long long)wt->ne[d]);
+				goto out;
+			}
+		}
+		if (wt->flags & ~3u) {
+			r = fail(&b, -EINVAL, i, "unknown flags %#x", wt->flags);
+			goto out;
+		}
+		r = wt->op == QGRAPH__OP__OP_NONE ? leaf(&b, i, wt, (enum qg_type)type, &t) : node(&b, i, wt, &t);
+		if (r)
+			goto out;
+		if (wt->op != QGRAPH__OP__OP_NONE && wt->op != QGRAPH__OP__OP_RESHAPE &&
+		    wt->op != QGRAPH__OP__OP_VIEW) {
+			/* the declared shape must be what the op gives */
+			for (int d = 0; d < QG_MAX_DIMS; d++) {
+				int64_t want = (size_t)d < wt->n_ne ? wt->ne[d] : 1;
+				if (t->ne[d] != want) {
+					r = fail(&b, -EINVAL, i, "%s gives dimension %d = %lld, declared %lld",
+						 qg_op_name(t->op), d, (long long)t->ne[d], (long long)want);
+					goto out;
+				}
+			}
+			if ((int)t->type != type) {
+				r = fail(&b, -EINVAL, i, "%s gives %s, declared %s", qg_op_name(t->op),
+					 qg_type_name(t->type), qg_type_name((enum qg_type)type));
+				goto out;
+			}
+		}
+		if (wt->flags & 2) {	/* an output: computed, contiguous, in the arena */
+			if (wt->op == QGRAPH__OP__OP_NONE || qg_op_is_view(t->op) || t->op == QG_OP_CPY) {
+				r = fail(&b, -EINVAL, i, "an output must be a computed tensor");
+				goto out;
+			}
+			if (!wt->arena) {
+				r = fail(&b, -EINVAL, i, "an output needs an arena span");
+				goto out;
+			}
+			if ((r = arena_span(&b, i, wt->arena, qg_tensor_nbytes(t), 1)))
+				goto out;
+			t->data = env->arena + wt->arena->offset;
+			t->flags |= QG_TENSOR_OUTPUT;
+			out->n_outputs++;
+		} else if (wt->op != QGRAPH__OP__OP_NONE && wt->arena) {
+			r = fail(&b, -EINVAL, i, "only leafs and outputs live in the arena");
+			goto out;
+		}
+		out->tensors[i] = t;
+	}
+	if (out->n_outputs == 0) {
+		r = fail(&b, -EINVAL, SIZE_MAX, "a graph without outputs");
+		goto out;
+	}
+
+	/* no output may share a byte with any other span (input or output) */
+	qsort(b.spans, b.n_spans, sizeof *b.spans, span_cmp);
+	for (size_t k = 1; k < b.n_spans; k++) {
+		const struct span *p = &b.spans[k - 1], *q = &b.spans[k];
+		if (q->off < p->end && (p->output || q->output)) {
+			r = fail(&b, -EINVAL, q->tensor, "its arena span overlaps tensor %zu's, and one is an output",
+				 p->tensor);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < sg->n_tensors; i++) {
+		if (!(sg->tensors[i]->flags & 2))
+			continue;
+		if ((r = qg_graph_build(out->graph, out->tensors[i]))) {
+			r = fail(&b, r, i, "cannot be added to the graph (%s)", strerror(-r));
+			goto out;
+		}
+	}
+out:
+	free(b.spans);
+	if (r)
+		qg_wire_graph_free(out);
+	return r;
+}
+
+void qg_wire_graph_free(struct qg_wire_graph *g)
+{
+	if (!g)
+		return;
+	qg_graph_free(g->graph);
+	qg_ctx_free(g->ctx);
+	free(g->tensors);
+	memset(g, 0, sizeof *g);
+}

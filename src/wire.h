@@ -1,0 +1,83 @@
+/*
+ * wire.h - the wire protocol's messages <-> the engine's graphs.
+ *
+ * This is where bytes from a client become something the engine may run:
+ * a record is decoded with a bounded allocator, and a submitted graph is
+ * checked field by field (types, shapes, strides, ops, sources earlier in
+ * the list, spans inside the arena and aligned, outputs that overlap
+ * nothing, weight handles that resolve) with overflow-safe arithmetic
+ * before a single tensor is built from it.
+ */
+#ifndef QG_WIRE_H
+#define QG_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph.h"
+#include "qgraph.pb-c.h"
+#include "tensor.h"
+
+#define QG_WIRE_ALIGN 64	/* arena spans start on a cache line (and the kernels' vectors) */
+#define QG_WIRE_MAX_DIM (INT64_C(1) << 40)
+
+/* A bump allocator for decoding one record: everything is freed at once. */
+struct qg_wire_arena {
+	unsigned char *buf;
+	size_t cap, used;
+};
+
+/* Room for decoding records of up to CAP bytes of decoded structures.  0 or -ENOMEM. */
+int qg_wire_arena_init(struct qg_wire_arena *a, size_t cap);
+void qg_wire_arena_free(struct qg_wire_arena *a);
+
+/*
+ * Decode a Request of LEN bytes with A (reset first).  NULL when the bytes
+ * are not a Request or decoding it would need more than A holds.  The
+ * result lives in A until the next decode.
+ */
+Qgraph__Request *qg_wire_decode_request(struct qg_wire_arena *a, const void *buf, size_t len);
+
+/* What a weight handle resolves to. */
+struct qg_wire_weights {
+	enum qg_type type;
+	int64_t rows, cols;
+	void *data;
+};
+
+/* Look HANDLE up for the session; 0 and *OUT, or -ENOENT. */
+typedef int (*qg_wire_weights_fn)(void *ctx, uint64_t handle, struct qg_wire_weights *out);
+
+/* What a graph may refer to: the session's arena and weights, and limits. */
+struct qg_wire_env {
+	unsigned char *arena;	/* the daemon's own mapping of the session arena */
+	uint64_t arena_bytes;	/* from the daemon's own copy of the layout */
+	uint32_t max_tensors;
+	qg_wire_weights_fn weights;
+	void *weights_ctx;
+};
+
+/* A graph built from a SubmitGraph: the tensors (by wire index) and their graph. */
+struct qg_wire_graph {
+	struct qg_ctx *ctx;
+	struct qg_graph *graph;
+	struct qg_tensor **tensors;
+	size_t n_tensors;
+	size_t n_outputs;
+};
+
+/*
+ * Check SG against ENV and build it.  Returns 0 and fills OUT (free it with
+ * qg_wire_graph_free), or -EINVAL (-ENOENT for an unknown weight handle,
+ * -E2BIG over the tensor limit, -ENOMEM) with a message naming the tensor
+ * and what is wrong with it in ERR.  OUT is cleared on error.
+ */
+int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env *env,
+			struct qg_wire_graph *out, char *err, size_t errlen);
+
+void qg_wire_graph_free(struct qg_wire_graph *g);
+
+/* The engine type for a wire type, or -EINVAL. */
+int qg_wire_type(int wire_type);
+
+#endif /* QG_WIRE_H */

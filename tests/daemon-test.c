@@ -1,0 +1,428 @@
+/*
+ * daemon-test.c - qgraphd end to end through libqgraph: every op against a
+ * naive reference, every weight type against the in-process engine,
+ * registered graphs, events, many clients at once, clients and daemons
+ * that die, and shutdown.  Runs its own daemon on a temporary socket.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon-util.h"
+#include "mulmat.h"
+#include "qgraph.h"
+#include "tap.h"
+
+static struct test_daemon d;
+
+static void fill(float *x, size_t n, struct tap_rng *r)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = tap_randf(r, -1.0f, 1.0f);
+}
+
+static double max_rel(const float *a, const float *b, size_t n)
+{
+	double md = 0, mb = 1e-20;
+
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)a[i] - b[i]);
+		if (!(e <= md))
+			md = e;
+		if (fabs(b[i]) > mb)
+			mb = fabs(b[i]);
+	}
+	return md / mb;
+}
+
+static struct qgraph_session *connect_one(const char *name)
+{
+	struct qgraph_connect_opts o = { .name = name, .arena_bytes = 8 << 20 };
+	struct qgraph_session *s = NULL;
+	char err[256];
+
+	if (qgraph_connect(&o, &s, err, sizeof err))
+		tap_diag("connect: %s", err);
+	return s;
+}
+
+/* Submit G, wait, return the status (and the registered handle). */
+static int submit_wait(struct qgraph_session *s, struct qgraph_graph *g, int flags, uint64_t *handle)
+{
+	uint64_t id;
+	struct qgraph_result res;
+	int r = qgraph_submit(s, g, flags | QGRAPH_SUBMIT_BLOCK, &id);
+
+	if (!r)
+		r = qgraph_wait(s, id, 10000, &res);
+	if (!r)
+		r = res.status;
+	if (!r && handle)
+		*handle = res.handle;
+	return r;
+}
+
+enum { C = 64, R = 4 };
+
+/* One element-wise/row op through the daemon against REF computed here. */
+static void test_ops(struct qgraph_session *s)
+{
+	struct tap_rng rng = { 11 };
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t ao = qgraph_arena_alloc(s, C * R * 4), bo = qgraph_arena_alloc(s, C * 4);
+	int64_t yo = qgraph_arena_alloc(s, C * R * 4);
+	float *a = (float *)(arena + ao), *b = (float *)(arena + bo), *y = (float *)(arena + yo);
+	float ref[C * R];
+	int64_t ane[2] = { C, R }, bne[2] = { C, 1 };
+	static const struct {
+		enum qgraph_op op;
+		const char *name;
+		int binary;
+		float param;
+	} ops[] = {
+		{ QGRAPH_OP_ADD, "add (row broadcast)", 1, 0 }, { QGRAPH_OP_MUL, "mul (row broadcast)", 1, 0 },
+		{ QGRAPH_OP_SCALE, "scale", 0, 0.5f }, { QGRAPH_OP_SILU, "silu", 0, 0 },
+		{ QGRAPH_OP_GELU, "gelu", 0, 0 }, { QGRAPH_OP_RMS_NORM, "rms_norm", 0, 1e-5f },
+		{ QGRAPH_OP_SOFT_MAX, "soft_max (scaled)", 0, 0.25f },
+	};
+
+	fill(a, C * R, &rng);
+	fill(b, C, &rng);
+	for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+		for (int r = 0; r < R; r++) {
+			const float *ar = a + r * C;
+			float *rr = ref + r * C;
+			double ss = 0, mx = -INFINITY, sum = 0;
+			for (int j = 0; j < C; j++) {
+				ss += (double)ar[j] * ar[j];
+				mx = fmax(mx, ar[j] * ops[o].param);
+			}
+			for (int j = 0; j < C; j++) {
+				double v = ar[j];
+				switch (ops[o].op) {
+				case QGRAPH_OP_ADD: rr[j] = ar[j] + b[j]; break;
+				case QGRAPH_OP_MUL: rr[j] = ar[j] * b[j]; break;
+				case QGRAPH_OP_SCALE: rr[j] = ar[j] * ops[o].param; break;
+				case QGRAPH_OP_SILU: rr[j] = (float)(v / (1 + exp(-v))); break;
+				case QGRAPH_OP_GELU:
+					rr[j] = (float)(0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+					break;
+				case QGRAPH_OP_RMS_NORM: rr[j] = (float)(v / sqrt(ss / C + ops[o].param)); break;
+				case QGRAPH_OP_SOFT_MAX: rr[j] = (float)exp(v * ops[o].param - mx); sum += rr[j]; break;
+				default: break;
+				}
+			}
+			if (ops[o].op == QGRAPH_OP_SOFT_MAX)
+				for (int j = 0; j < C; j++)
+					rr[j] = (float)(rr[j] / sum);
+		}
+		struct qgraph_graph *g = qgraph_graph_new();
+		int ai = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, ane, ao);
+		int bi = ops[o].binary ? qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, bne, bo) : -1;
+		qgraph_graph_output(g, qgraph_graph_op(g, ops[o].op, ai, bi, ops[o].param), yo);
+		memset(y, 0, C * R * 4);
+		int r = submit_wait(s, g, 0, NULL);
+		double e = max_rel(y, ref, C * R);
+		tap_ok(r == 0 && e < 2e-5, "%s through the daemon equals the reference (err %.1e)%s%s", ops[o].name, e,
+		       r ? ": " : "", r ? qgraph_session_error(s) : "");
+		qgraph_graph_free(g);
+	}
+
+	/* GET_ROWS: rows picked by index; an index out of range is an error, not a crash */
+	int64_t io = qgraph_arena_alloc(s, 64);
+	int32_t *idx = (int32_t *)(arena + io);
+	int64_t ine[1] = { 3 };
+	idx[0] = 2;
+	idx[1] = 0;
+	idx[2] = 3;
+	struct qgraph_graph *g = qgraph_graph_new();
+	int ti = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, ane, ao);
+	int ii = qgraph_graph_input(g, QGRAPH_TYPE_I32, 1, ine, io);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_GET_ROWS, ti, ii, 0), yo);
+	int r = submit_wait(s, g, 0, NULL);
+	tap_ok(r == 0 && memcmp(y, a + 2 * C, C * 4) == 0 && memcmp(y + C, a, C * 4) == 0 &&
+	       memcmp(y + 2 * C, a + 3 * C, C * 4) == 0, "get_rows picks rows 2, 0, 3");
+	idx[1] = 4;
+	r = submit_wait(s, g, 0, NULL);
+	tap_ok(r != 0 && strstr(qgraph_session_error(s), "range"), "an index out of range fails the graph: %s",
+	       qgraph_session_error(s));
+	qgraph_graph_free(g);
+	qgraph_arena_free(s, io);
+	qgraph_arena_free(s, ao);
+	qgraph_arena_free(s, bo);
+	qgraph_arena_free(s, yo);
+}
+
+/* MUL_MAT for each weight type against the in-process engine on the same bytes. */
+static void test_mul_mat(struct qgraph_session *s)
+{
+	enum { M = 64, K = 128, N = 5 };
+	static const enum qgraph_type types[] = { QGRAPH_TYPE_F32, QGRAPH_TYPE_F16, QGRAPH_TYPE_Q8_0, QGRAPH_TYPE_Q4_0,
+						  QGRAPH_TYPE_Q4_0_4X4, QGRAPH_TYPE_Q4_0_4X8, QGRAPH_TYPE_Q4_0_8X8 };
+	struct tap_rng rng = { 5 };
+	static float w[M * K], ref[N * M];
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, N * K * 4), yo = qgraph_arena_alloc(s, N * M * 4);
+	float *x = (float *)(arena + xo), *y = (float *)(arena + yo);
+
+	fill(w, M * K, &rng);
+	fill(x, N * K, &rng);
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		uint64_t h;
+		enum qgraph_type stored;
+		int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, types[t], M, K, w, &h, &stored);
+		if (!tap_ok(r == 0, "upload %s weights (stored as %s)", qgraph_type_name(types[t]),
+			    r ? "-" : qgraph_type_name(stored))) {
+			tap_diag("%s", qgraph_session_error(s));
+			continue;
+		}
+		struct qgraph_graph *g = qgraph_graph_new();
+		int64_t xne[2] = { K, N };
+		int wi = qgraph_graph_weights(g, h, stored, M, K);
+		int xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+		qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo);
+		r = submit_wait(s, g, 0, NULL);
+
+		ssize_t wb = qgraph_matrix_size(stored, M, K);
+		void *wq = malloc((size_t)wb);
+		qgraph_quantize(stored, w, wq, (size_t)wb, M, K, NULL);
+		struct qg_mm mm = { .wtype = (enum qg_type)stored, .w = wq, .m = M, .k = K, .x = x, .ldx = K,
+				    .n = N, .y = ref, .ldy = M };
+		void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
+		qg_mul_mat(&mm, scratch);
+		/* same kernels on the same bytes; SIMD float order may differ in the last bits */
+		double e = max_rel(y, ref, N * M);
+		tap_ok(r == 0 && e < 1e-5, "mul_mat %s through the daemon equals the engine (err %.1e)",
+		       qgraph_type_name(stored), e);
+		tap_ok(qgraph_weights_free(s, h) == 0 && qgraph_weights_free(s, h) == -ENOENT,
+		       "free %s weights, once", qgraph_type_name(stored));
+		free(scratch);
+		free(wq);
+		qgraph_graph_free(g);
+	}
+	/* weights the layout cannot hold: q4_0_8x8 needs rows in eights */
+	uint64_t h;
+	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0_8X8, 12, K, w, &h, NULL) == -EINVAL &&
+	       strstr(qgraph_session_error(s), "multiple"), "12 rows into q4_0_8x8 is refused: %s",
+	       qgraph_session_error(s));
+	enum qgraph_type st;
+	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 12, K, w, &h, &st) == 0 &&
+	       qgraph_type_row_group(st) <= 4, "12 rows as q4_0: the daemon picks a layout that holds them (%s)",
+	       qgraph_type_name(st));
+	qgraph_weights_free(s, h);
+	qgraph_arena_free(s, xo);
+	qgraph_arena_free(s, yo);
+}
+
+/* A registered graph runs again on new inputs; events record its runs. */
+static void test_registered(struct qgraph_session *s)
+{
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t ao = qgraph_arena_alloc(s, 256), yo = qgraph_arena_alloc(s, 256);
+	float *a = (float *)(arena + ao), *y = (float *)(arena + yo);
+	int64_t ne[1] = { 16 };
+	struct qgraph_graph *g = qgraph_graph_new();
+	uint64_t handle = 0, id;
+	struct qgraph_result res;
+
+	for (int i = 0; i < 16; i++)
+		a[i] = (float)i;
+	int ai = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, ao);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, ai, ai, 0), yo);
+	qgraph_graph_record(g, 3, 1);
+	int r = submit_wait(s, g, QGRAPH_SUBMIT_KEEP, &handle);
+	tap_ok(r == 0 && handle && y[5] == 10.0f, "register a graph: it runs and returns a handle");
+	tap_ok(qgraph_event_sync(s, 3, 1, 1000) == 0 && qgraph_event_query(s, 3, 1) == 1 &&
+	       qgraph_event_query(s, 3, 2) == 0, "its event was recorded");
+	int ok = 1;
+	for (int k = 0; k < 50 && ok; k++) {
+		a[1] = (float)k;
+		struct qgraph_graph *ev = qgraph_graph_new();
+		qgraph_graph_record(ev, 3, (uint32_t)k + 2);
+		ok = qgraph_run(s, handle, ev, QGRAPH_SUBMIT_BLOCK, &id) == 0 && qgraph_event_sync(s, 3, (uint32_t)k + 2, 2000) == 0 &&
+		     qgraph_wait(s, id, 2000, &res) == 0 && res.status == 0 && y[1] == 2.0f * (float)k;
+		qgraph_graph_free(ev);
+	}
+	tap_ok(ok, "run it 50 times with new inputs, waiting on its event each time");
+	tap_ok(qgraph_run(s, handle + 1000, NULL, QGRAPH_SUBMIT_BLOCK, &id) == 0 && qgraph_wait(s, id, 2000, &res) == 0 &&
+	       res.status == -ENOENT, "an unknown graph handle is refused");
+	tap_ok(qgraph_graph_unregister(s, handle) == 0 && qgraph_graph_unregister(s, handle) == -ENOENT,
+	       "unregister it, once");
+	qgraph_graph_free(g);
+	qgraph_arena_free(s, ao);
+	qgraph_arena_free(s, yo);
+}
+
+/* One client process: N graphs of its own, every result checked.  Exit 0 if all were right. */
+static int client_proc(int who, int n)
+{
+	struct qgraph_session *s = connect_one("daemon-test worker");
+	if (!s)
+		return 10;
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t ao = qgraph_arena_alloc(s, 4096), yo = qgraph_arena_alloc(s, 4096);
+	float *a = (float *)(arena + ao), *y = (float *)(arena + yo);
+	int64_t ne[1] = { 256 };
+	uint64_t h, id;
+	struct qgraph_result res;
+	struct qgraph_graph *g = qgraph_graph_new();
+	int ai = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, ao);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, ai, -1, 3.0f), yo);
+	if (submit_wait(s, g, QGRAPH_SUBMIT_KEEP, &h))
+		return 11;
+	for (int i = 0; i < n; i++) {
+		float v = (float)(who * 100000 + i);
+		a[0] = v;
+		a[255] = -v;
+		if (qgraph_run(s, h, NULL, QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, 10000, &res) || res.status)
+			return 12;
+		if (y[0] != 3 * v || y[255] != -3 * v)
+			return 13;	/* lost, duplicated or mixed up with another client */
+	}
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+	return 0;
+}
+
+/* Value of "KEY N" in the daemon's stats. */
+static long long stat_of(struct qgraph_session *s, const char *key)
+{
+	char buf[8192];
+	if (qgraph_stats(s, buf, sizeof buf) < 0)
+		return -1;
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		size_t n = strlen(key);
+		if (strncmp(line, key, n) == 0 && line[n] == ' ')
+			return atoll(line + n + 1);
+	}
+	return -1;
+}
+
+static void test_many_clients(struct qgraph_session *s)
+{
+	int n = 50 + 150 * tap_scale(), bad = 0;
+	pid_t kids[8];
+
+	for (int i = 0; i < 8; i++)
+		if ((kids[i] = fork()) == 0)
+			_exit(client_proc(i + 1, n));
+	for (int i = 0; i < 8; i++) {
+		int st;
+		waitpid(kids[i], &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+			tap_diag("client %d: status %#x", i, st);
+			bad++;
+		}
+	}
+	tap_ok(bad == 0, "8 client processes, %d graphs each, every result right", n);
+	/* the daemon notices each hang-up on its next pass */
+	long long sessions = -1;
+	for (int i = 0; i < 50 && sessions != 1; i++) {
+		usleep(20000);
+		sessions = stat_of(s, "sessions");
+	}
+	tap_ok(sessions == 1, "their sessions are gone when they are (%lld left)", sessions);
+}
+
+static void test_killed_client(struct qgraph_session *s)
+{
+	long long pinned0 = stat_of(s, "pinned_bytes");
+	int p[2];
+
+	pipe(p);
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct qgraph_session *c = connect_one("doomed");
+		static float w[256 * 256];
+		uint64_t h;
+		if (c)
+			qgraph_weights_upload(c, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 256, 256, w, &h, NULL);
+		(void)!write(p[1], "u", 1);
+		client_proc(9, 1 << 30);	/* busy until killed */
+		_exit(0);
+	}
+	char ch;
+	(void)!read(p[0], &ch, 1);
+	usleep(50000);
+	tap_ok(stat_of(s, "sessions") >= 2 && stat_of(s, "pinned_bytes") > pinned0,
+	       "a client holds weights and is busy with graphs");
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	long long sessions = -1, pinned = -1;
+	for (int i = 0; i < 100 && (sessions != 1 || pinned != pinned0); i++) {
+		usleep(20000);
+		sessions = stat_of(s, "sessions");
+		pinned = stat_of(s, "pinned_bytes");
+	}
+	tap_ok(sessions == 1 && pinned == pinned0, "SIGKILLed, its session and weights are freed (%lld, %lld)",
+	       sessions, pinned);
+	close(p[0]);
+	close(p[1]);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int r = daemon_start(&d, NULL);
+	if (!tap_ok(r == 0, "start qgraphd on %s (%d)", d.sock, r)) {
+		daemon_dump_log(&d);
+		daemon_cleanup(&d);
+		return tap_done();
+	}
+	struct qgraph_session *s = connect_one("daemon-test");
+	if (!tap_ok(s != NULL, "connect")) {
+		daemon_dump_log(&d);
+		daemon_cleanup(&d);
+		return tap_done();
+	}
+	tap_ok(strstr(qgraph_session_info(s), "kernel q4_0_8x8") != NULL, "the welcome names the kernels");
+	test_ops(s);
+	test_mul_mat(s);
+	test_registered(s);
+	test_many_clients(s);
+	test_killed_client(s);
+
+	/* one daemon per socket */
+	struct test_daemon d2 = { 0 };
+	memcpy(d2.dir, d.dir, sizeof d.dir);
+	r = daemon_start(&d2, NULL);
+	tap_ok(r != 0 && d2.pid == 0, "a second daemon on the same socket refuses to start");
+
+	/* the daemon dies: a waiting client learns within a second */
+	int st = daemon_stop(&d, SIGKILL);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t id;
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t ne[1] = { 16 };
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SILU, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), -1, 0),
+			    4096);
+	r = qgraph_submit(s, g, 0, &id);
+	if (r == 0)
+		r = qgraph_wait(s, id, 10000, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	tap_ok(WIFSIGNALED(st) && r == -ENOTCONN && secs < 1.0, "daemon SIGKILLed: the client gets -ENOTCONN in %.2f s",
+	       secs);
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+
+	/* a daemon started over the stale socket works; SIGTERM ends it with 0 */
+	r = daemon_start(&d, NULL);
+	s = r == 0 ? connect_one("after") : NULL;
+	tap_ok(r == 0 && s != NULL, "a new daemon replaces the stale socket");
+	qgraph_session_close(s);
+	st = daemon_stop(&d, SIGTERM);
+	tap_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SIGTERM: it exits 0");
+	if (tap_failed)
+		daemon_dump_log(&d);
+	daemon_cleanup(&d);
+	return tap_done();
+}

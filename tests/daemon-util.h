@@ -1,0 +1,118 @@
+/*
+ * daemon-util.h - start and stop a qgraphd of the build for a test, on a
+ * socket of its own.  QG_TOP_BUILDDIR names the build; QG_EXEC (qemu on a
+ * cross build) prefixes the command; QG_DAEMON_ARGS adds options (the
+ * epoll variant of a suite sets --epoll).
+ */
+#ifndef QG_DAEMON_UTIL_H
+#define QG_DAEMON_UTIL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct test_daemon {
+	pid_t pid;
+	char dir[64];
+	char sock[128];
+	char log[128];
+};
+
+/* Start a daemon with EXTRA options (space separated, may be NULL); 0 when it is ready. */
+__attribute__((unused))
+static int daemon_start(struct test_daemon *d, const char *extra)
+{
+	const char *top = getenv("QG_TOP_BUILDDIR");
+	const char *exec = getenv("QG_EXEC");
+	const char *more = getenv("QG_DAEMON_ARGS");
+	char *argv[48];
+	int argc = 0, ready[2];
+	static char words[2048];
+	char bin[512];
+
+	if (!d->dir[0]) {
+		snprintf(d->dir, sizeof d->dir, "/tmp/qgd-test-XXXXXX");
+		if (!mkdtemp(d->dir))
+			return -errno;
+	}
+	snprintf(d->sock, sizeof d->sock, "%s/qgraphd.sock", d->dir);
+	snprintf(d->log, sizeof d->log, "%s/qgraphd.log", d->dir);
+	snprintf(bin, sizeof bin, "%s/daemon/qgraphd", top ? top : ".");
+	snprintf(words, sizeof words, "%s %s --foreground --socket %s --log-level debug --ready-fd 3 %s %s",
+		 exec ? exec : "", bin, d->sock, more ? more : "", extra ? extra : "");
+	for (char *w = strtok(words, " "); w && argc < 46; w = strtok(NULL, " "))
+		argv[argc++] = w;
+	argv[argc] = NULL;
+	if (pipe(ready))
+		return -errno;
+	d->pid = fork();
+	if (d->pid == 0) {
+		int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		dup2(log, 2);
+		dup2(ready[1], 3);
+		if (ready[0] != 3)
+			close(ready[0]);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(ready[1]);
+	char buf[16] = "";
+	ssize_t n = read(ready[0], buf, sizeof buf - 1);	/* EOF if it died first */
+	close(ready[0]);
+	if (n < 6 || strncmp(buf, "READY\n", 6) != 0) {
+		int st;
+		waitpid(d->pid, &st, 0);
+		d->pid = 0;
+		return WIFEXITED(st) ? -WEXITSTATUS(st) - 1000 : -EIO;
+	}
+	setenv("QGRAPH_SOCKET", d->sock, 1);
+	return 0;
+}
+
+/* Send SIG and wait; returns the wait status. */
+__attribute__((unused))
+static int daemon_stop(struct test_daemon *d, int sig)
+{
+	int st = 0;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, sig);
+	waitpid(d->pid, &st, 0);
+	d->pid = 0;
+	return st;
+}
+
+/* Print the daemon's log as TAP comments (after a failure). */
+__attribute__((unused))
+static void daemon_dump_log(struct test_daemon *d)
+{
+	char line[1024];
+	FILE *f = fopen(d->log, "r");
+
+	while (f && fgets(line, sizeof line, f))
+		printf("# log: %s", line);
+	if (f)
+		fclose(f);
+}
+
+__attribute__((unused))
+static void daemon_cleanup(struct test_daemon *d)
+{
+	char p[200];
+
+	if (d->pid > 0)
+		daemon_stop(d, SIGKILL);
+	unlink(d->sock);
+	snprintf(p, sizeof p, "%s.lock", d->sock);
+	unlink(p);
+	unlink(d->log);
+	rmdir(d->dir);
+}
+
+#endif /* QG_DAEMON_UTIL_H */
