@@ -1,0 +1,386 @@
+/*
+ * hostile-test.c - a client that speaks the protocol by hand and breaks
+ * every rule: each bad record is answered with an error completion (or,
+ * where the ring itself is corrupt, the session is dropped), and another
+ * client keeps working throughout.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon-util.h"
+#include "qgraph.h"
+#include "qgraph.pb-c.h"
+#include "region.h"
+#include "ring.h"
+#include "shm.h"
+#include "sock.h"
+#include "tap.h"
+
+static struct test_daemon d;
+
+struct raw {
+	int sock, bell;
+	struct qg_region_layout l;
+	unsigned char *base;
+	struct qg_ring submit, complete;
+	char error[512];
+};
+
+/* Connect by hand; HELLO_BYTES (if not NULL) replaces the Hello.  0 or -errno. */
+static int raw_connect(struct raw *r, int protocol, const void *hello_bytes, size_t hello_len)
+{
+	uint8_t buf[8192];
+	int fds[2], nfds;
+
+	memset(r, 0, sizeof *r);
+	r->sock = qg_sock_connect(d.sock);
+	if (r->sock < 0)
+		return r->sock;
+	Qgraph__Hello h = QGRAPH__HELLO__INIT;
+	h.protocol = protocol;
+	h.client_name = "hostile";
+	h.arena_bytes = 1 << 20;
+	size_t len = hello_bytes ? hello_len : qgraph__hello__pack(&h, buf);
+	qg_sock_send(r->sock, hello_bytes ? hello_bytes : buf, len, NULL, 0);
+	struct pollfd p = { .fd = r->sock, .events = POLLIN };
+	if (poll(&p, 1, 5000) != 1)
+		return -ETIMEDOUT;
+	ssize_t n = qg_sock_recv(r->sock, buf, sizeof buf, fds, 2, &nfds);
+	if (n <= 0)
+		return n == 0 ? -ECONNRESET : (int)n;
+	Qgraph__Welcome *w = qgraph__welcome__unpack(NULL, (size_t)n, buf);
+	if (!w)
+		return -EPROTO;
+	if (w->error && *w->error) {
+		snprintf(r->error, sizeof r->error, "%s", w->error);
+		qgraph__welcome__free_unpacked(w, NULL);
+		return -EPROTO;
+	}
+	const Qgraph__RegionLayout *rl = w->region;
+	r->l = (struct qg_region_layout){ rl->layout_version, rl->region_bytes, rl->submit_offset, rl->submit_bytes,
+					  rl->complete_offset, rl->complete_bytes, rl->events_offset, rl->event_count,
+					  rl->arena_offset, rl->arena_bytes };
+	qgraph__welcome__free_unpacked(w, NULL);
+	void *base;
+	if (qg_region_layout_check(&r->l) || qg_shm_map_checked(fds[0], r->l.region_bytes, &base))
+		return -EPROTO;
+	close(fds[0]);
+	r->bell = fds[1];
+	r->base = base;
+	qg_ring_attach(&r->submit, r->base + r->l.submit_offset, r->l.submit_bytes, 1);
+	qg_ring_attach(&r->complete, r->base + r->l.complete_offset, r->l.complete_bytes, 0);
+	return 0;
+}
+
+static void raw_close(struct raw *r)
+{
+	if (r->base)
+		qg_shm_unmap(r->base, r->l.region_bytes);
+	if (r->sock >= 0)
+		close(r->sock);
+	if (r->bell > 0)
+		close(r->bell);
+	r->base = NULL;
+	r->sock = r->bell = -1;
+}
+
+/* The daemon's answer to the next record: its status (and error text), or -ETIMEDOUT. */
+static int raw_answer(struct raw *r, char *err, size_t errlen)
+{
+	uint8_t buf[4096];
+
+	for (int i = 0; i < 5000; i++) {
+		ssize_t n = qg_ring_pop(&r->complete, buf, sizeof buf);
+		if (n == -EAGAIN) {
+			usleep(1000);
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		Qgraph__Completion *c = qgraph__completion__unpack(NULL, (size_t)n, buf);
+		if (!c)
+			return -EPROTO;
+		int st = c->status;
+		snprintf(err, errlen, "%s", c->error ? c->error : "");
+		qgraph__completion__free_unpacked(c, NULL);
+		return st;
+	}
+	return -ETIMEDOUT;
+}
+
+/* Publish a record and ring the doorbell if the daemon sleeps, as libqgraph does. */
+static int raw_push(struct raw *r, const void *rec, size_t len)
+{
+	int err = qg_ring_push(&r->submit, rec, (uint32_t)len);
+	struct qg_region_header *h = (struct qg_region_header *)r->base;
+	uint64_t one = 1;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&h->daemon_sleeping))
+		(void)!write(r->bell, &one, sizeof one);
+	return err;
+}
+
+static size_t pack_submit(Qgraph__Tensor **t, size_t n, uint8_t *buf)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__SubmitGraph sg = QGRAPH__SUBMIT_GRAPH__INIT;
+
+	sg.n_tensors = n;
+	sg.tensors = t;
+	req.request_id = 77;
+	req.body_case = QGRAPH__REQUEST__BODY_SUBMIT;
+	req.submit = &sg;
+	return qgraph__request__pack(&req, buf);
+}
+
+/* The good client: a small graph, result checked. */
+static struct qgraph_session *good;
+static int good_works(void)
+{
+	unsigned char *arena = qgraph_arena(good, NULL);
+	float *a = (float *)arena, *y = (float *)(arena + 4096);
+	int64_t ne[1] = { 64 };
+	uint64_t id;
+	struct qgraph_result res;
+	struct qgraph_graph *g = qgraph_graph_new();
+	static int round;
+
+	for (int i = 0; i < 64; i++)
+		a[i] = (float)(i + round);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), -1, 2.0f),
+			    4096);
+	int ok = qgraph_submit(good, g, QGRAPH_SUBMIT_BLOCK, &id) == 0 && qgraph_wait(good, id, 5000, &res) == 0 &&
+		 res.status == 0 && y[63] == 2.0f * (float)(63 + round);
+	round++;
+	qgraph_graph_free(g);
+	return ok;
+}
+
+struct bad_case {
+	const char *what;
+	void (*make)(Qgraph__Tensor *t, int64_t *ne, uint32_t *src, Qgraph__Span *sp);
+	size_t n;
+};
+
+/* A valid 3-tensor graph: y = x + x, x at arena 0, y at 4096; each case bends it. */
+static void base_graph(Qgraph__Tensor *t, int64_t *ne, uint32_t *src, Qgraph__Span *sp)
+{
+	for (int i = 0; i < 3; i++) {
+		qgraph__tensor__init(&t[i]);
+		qgraph__span__init(&sp[i]);
+		ne[2 * i] = 64;
+		ne[2 * i + 1] = 1;
+		t[i].n_ne = 2;
+		t[i].ne = &ne[2 * i];
+	}
+	t[0].flags = 1;
+	sp[0].offset = 0;
+	sp[0].bytes = 256;
+	t[0].arena = &sp[0];
+	t[1].op = QGRAPH__OP__OP_ADD;
+	src[0] = 0;
+	src[1] = 0;
+	t[1].n_src = 2;
+	t[1].src = src;
+	t[1].flags = 2;
+	sp[1].offset = 4096;
+	sp[1].bytes = 256;
+	t[1].arena = &sp[1];
+}
+
+static void c_outside(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[0].offset = 1 << 20; }
+static void c_wrap(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[1].offset = UINT64_MAX - 127; }
+static void c_misaligned(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[0].offset = 4; }
+static void c_overlap(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[1].offset = 128; }
+static void c_cycle(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); s[1] = 1; }
+static void c_far_src(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); s[0] = 0xffffffffu; }
+static void c_op(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[1].op = 99; }
+static void c_type(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[0].type = 42; }
+static void c_huge(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); ne[0] = ne[1] = INT64_C(1) << 40; }
+static void c_neg(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); ne[0] = -64; }
+static void c_dims(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[0].n_ne = 0; }
+static void c_handle(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[0].arena = NULL; t[0].weights = 12345; }
+static void c_shape(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); ne[2] = 32; }
+static void c_nout(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[1].flags = 0; t[1].arena = NULL; }
+static void c_leafout(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[0].flags = 2; }
+static void c_size(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[1].bytes = 8; }
+static void c_mulmat(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[1].op = QGRAPH__OP__OP_MUL_MAT; }
+static void c_flags(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[0].flags = 0x80; }
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if (!tap_ok(daemon_start(&d, NULL) == 0, "start qgraphd")) {
+		daemon_dump_log(&d);
+		return tap_done();
+	}
+	struct qgraph_connect_opts o = { .name = "good" };
+	char err[512];
+	qgraph_connect(&o, &good, err, sizeof err);
+	tap_ok(good && good_works(), "a good client works");
+
+	struct raw r;
+	tap_ok(raw_connect(&r, 7, NULL, 0) == -EPROTO && strstr(r.error, "7") && strstr(r.error, "1"),
+	       "an unknown protocol version is refused, naming both: %s", r.error);
+	raw_close(&r);
+	tap_ok(raw_connect(&r, 1, "\xff\xff\xff\xff garbage", 12) != 0, "a garbage Hello is refused");
+	raw_close(&r);
+
+	int c = raw_connect(&r, 1, NULL, 0);
+	tap_ok(c == 0, "a hand-made session (%d)", c);
+	uint8_t buf[8192];
+	Qgraph__Tensor t[3], *tp[3] = { &t[0], &t[1], &t[2] };
+	int64_t ne[6];
+	uint32_t src[2];
+	Qgraph__Span sp[3];
+
+	/* the unbent graph works, so what follows fails for its own reason */
+	base_graph(t, ne, src, sp);
+	size_t len = pack_submit(tp, 2, buf);
+	raw_push(&r, buf, len);
+	int st = raw_answer(&r, err, sizeof err);
+	tap_ok(st == 0, "the unbent hand-made graph runs (%d %s)", st, err);
+
+	const struct bad_case cases[] = {
+		{ "an input outside the arena", c_outside, 2 }, { "an output span that wraps", c_wrap, 2 },
+		{ "a misaligned offset", c_misaligned, 2 }, { "an output overlapping an input", c_overlap, 2 },
+		{ "a source that is not earlier (cycle)", c_cycle, 2 }, { "a source index far out", c_far_src, 2 },
+		{ "an unknown op", c_op, 2 }, { "an unknown type", c_type, 2 },
+		{ "a shape whose size overflows", c_huge, 2 }, { "a negative dimension", c_neg, 2 },
+		{ "no dimensions", c_dims, 2 }, { "an unknown weight handle", c_handle, 2 },
+		{ "a declared shape the op does not give", c_shape, 2 }, { "no output", c_nout, 2 },
+		{ "a leaf as output", c_leafout, 2 }, { "a span of the wrong size", c_size, 2 },
+		{ "mul_mat of F32 by itself with bad shapes", c_mulmat, 2 }, { "unknown flags", c_flags, 2 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cases[i].make(t, ne, src, sp);
+		len = pack_submit(tp, cases[i].n, buf);
+		raw_push(&r, buf, len);
+		st = raw_answer(&r, err, sizeof err);
+		tap_ok(st > 0 && err[0] && good_works(), "%s: refused (%s), others unaffected", cases[i].what, err);
+	}
+
+	/* requests that are not graphs */
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	req.request_id = 5;
+	len = qgraph__request__pack(&req, buf);
+	raw_push(&r, buf, len);
+	tap_ok(raw_answer(&r, err, sizeof err) > 0, "a request without a body: %s", err);
+	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
+	run.graph = 999;
+	req.body_case = QGRAPH__REQUEST__BODY_RUN;
+	req.run = &run;
+	raw_push(&r, buf, qgraph__request__pack(&req, buf));
+	tap_ok(raw_answer(&r, err, sizeof err) == QGRAPH__STATUS__STATUS_NOT_FOUND, "an unknown graph handle: %s", err);
+	Qgraph__EventRef ev = QGRAPH__EVENT_REF__INIT, *evp = &ev;
+	ev.index = 1u << 30;
+	run.n_record = 1;
+	run.record = &evp;
+	raw_push(&r, buf, qgraph__request__pack(&req, buf));
+	tap_ok(raw_answer(&r, err, sizeof err) > 0 && strstr(err, "event"), "an event index out of range: %s", err);
+	Qgraph__UploadWeights up = QGRAPH__UPLOAD_WEIGHTS__INIT;
+	Qgraph__Span usp = QGRAPH__SPAN__INIT;
+	up.rows = 64;
+	up.cols = 64;
+	up.target_type = QGRAPH__TYPE__TYPE_Q4_0;
+	usp.offset = r.l.arena_bytes - 100;
+	usp.bytes = 4096;
+	up.data = &usp;
+	req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
+	req.upload = &up;
+	raw_push(&r, buf, qgraph__request__pack(&req, buf));
+	tap_ok(raw_answer(&r, err, sizeof err) > 0 && strstr(err, "arena"), "an upload chunk outside the arena: %s", err);
+	up.rows = INT64_C(1) << 50;
+	usp.offset = 0;
+	raw_push(&r, buf, qgraph__request__pack(&req, buf));
+	tap_ok(raw_answer(&r, err, sizeof err) > 0, "an upload whose size overflows: %s", err);
+
+	/* garbage and truncated records */
+	struct tap_rng rng = { 99 };
+	int fine = 1;
+	for (int i = 0; i < 30 + 100 * tap_scale(); i++) {
+		size_t n = 1 + tap_rand(&rng) % 200;
+		for (size_t j = 0; j < n; j++)
+			buf[j] = (uint8_t)tap_rand(&rng);
+		raw_push(&r, buf, n);
+		st = raw_answer(&r, err, sizeof err);
+		fine &= st != -ETIMEDOUT && st != -EPROTO;
+	}
+	tap_ok(fine && good_works(), "random records: each answered, others unaffected");
+	base_graph(t, ne, src, sp);
+	len = pack_submit(tp, 2, buf);
+	fine = 1;
+	for (size_t cut = 1; cut < len; cut++) {
+		raw_push(&r, buf, cut);
+		fine &= raw_answer(&r, err, sizeof err) != -ETIMEDOUT;
+	}
+	tap_ok(fine && good_works(), "every truncation of a graph record is answered");
+
+	/* records rewritten while the daemon may be reading them */
+	fine = 1;
+	for (int i = 0; i < 200; i++) {
+		raw_push(&r, buf, len);
+		unsigned char *data = r.submit.ctl->data;
+		for (int j = 0; j < 8; j++)
+			data[tap_rand(&rng) % r.submit.size] ^= (uint8_t)tap_rand(&rng);
+		st = raw_answer(&r, err, sizeof err);
+		if (st == -EPROTO || st == -ETIMEDOUT)
+			break;	/* the length word was hit: the session may be dropped */
+	}
+	tap_ok(good_works(), "records scribbled while in flight: the daemon carries on");
+	raw_close(&r);
+
+	/* ring positions scribbled: the session is dropped, nobody else notices */
+	raw_connect(&r, 1, NULL, 0);
+	atomic_store(&r.submit.ctl->tail, 12345);
+	uint64_t one = 1;
+	(void)!write(r.bell, &one, sizeof one);
+	struct pollfd p = { .fd = r.sock, .events = POLLIN };
+	int dropped = poll(&p, 1, 3000) == 1 && recv(r.sock, buf, 1, 0) == 0;
+	tap_ok(dropped && good_works(), "a scribbled tail drops that session only");
+	raw_close(&r);
+	raw_connect(&r, 1, NULL, 0);
+	atomic_store(&r.complete.ctl->head, 0x7fff0000u);
+	base_graph(t, ne, src, sp);
+	raw_push(&r, buf, pack_submit(tp, 2, buf));
+	dropped = poll(&p, 1, 3000) == 1 && recv(r.sock, buf, 1, 0) == 0;
+	p.fd = r.sock;
+	tap_ok(good_works(), "a scribbled completion head: the daemon carries on");
+	raw_close(&r);
+
+	/* descriptors sent after the handshake are closed, and the session dropped */
+	raw_connect(&r, 1, NULL, 0);
+	int pfd[2];
+	pipe(pfd);
+	qg_sock_send(r.sock, "x", 1, pfd, 2);
+	p.fd = r.sock;
+	dropped = poll(&p, 1, 3000) == 1 && recv(r.sock, buf, 1, 0) == 0;
+	tap_ok(dropped && good_works(), "a message with descriptors after the handshake drops the session");
+	close(pfd[0]);
+	close(pfd[1]);
+	raw_close(&r);
+
+	/* a handshake abandoned half-way is dropped in time */
+	int s = qg_sock_connect(d.sock);
+	p.fd = s;
+	dropped = poll(&p, 1, 5000) == 1 && recv(s, buf, 1, 0) == 0;
+	tap_ok(dropped && good_works(), "a client that never says hello is dropped");
+	close(s);
+
+	qgraph_session_close(good);
+	int status = daemon_stop(&d, SIGTERM);
+	tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the daemon is still well: SIGTERM, exit 0");
+	if (tap_failed)
+		daemon_dump_log(&d);
+	daemon_cleanup(&d);
+	return tap_done();
+}
