@@ -205,6 +205,249 @@ static int cmd_gemm(int argc, char **argv)
 	return err < 1e-3 ? 0 : EXIT_WRONG;
 }
 
+
+/* ---------------------------------------------------------------- mlp */
+
+/* The in-process reference of one layer: x += W2 (silu(W3 n) * (W1 n)), n = rms_norm(x). */
+static void mlp_ref_layer(float *x, long d, long h, long n, void *const wq[3], enum qgraph_type t[3])
+{
+	float *nrm = malloc((size_t)n * d * 4), *up = malloc((size_t)n * h * 4), *gate = malloc((size_t)n * h * 4);
+	float *down = malloc((size_t)n * d * 4);
+
+	for (long r = 0; r < n; r++) {
+		double ss = 0;
+		for (long j = 0; j < d; j++)
+			ss += (double)x[r * d + j] * x[r * d + j];
+		float sc = (float)(1.0 / sqrt(ss / d + 1e-5));
+		for (long j = 0; j < d; j++)
+			nrm[r * d + j] = x[r * d + j] * sc;
+	}
+	float *outs[3] = { up, gate, down };
+	const float *ins[3] = { nrm, nrm, up };
+	long ms[3] = { h, h, d }, ks[3] = { d, d, h };
+	for (int i = 0; i < 3; i++) {
+		if (i == 2)
+			for (long j = 0; j < n * h; j++)
+				up[j] = gate[j] / (1.0f + expf(-gate[j])) * up[j];
+		struct qg_mm mm = { .wtype = (enum qg_type)t[i], .w = wq[i], .m = ms[i], .k = ks[i], .x = ins[i],
+				    .ldx = (size_t)ks[i], .n = n, .y = outs[i], .ldy = (size_t)ms[i] };
+		void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
+		qg_mul_mat(&mm, scratch);
+		free(scratch);
+	}
+	for (long j = 0; j < n * d; j++)
+		x[j] += down[j];
+	free(nrm);
+	free(up);
+	free(gate);
+	free(down);
+}
+
+static int cmd_mlp(int argc, char **argv)
+{
+	long d = 1024, h = 2816, n = 8, layers = 2, reps = 3;
+	static const struct option opts[] = {
+		{ "dim", required_argument, NULL, 'd' }, { "hidden", required_argument, NULL, 'H' },
+		{ "tokens", required_argument, NULL, 'n' }, { "layers", required_argument, NULL, 'l' },
+		{ "repeat", required_argument, NULL, 'r' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "d:H:n:l:r:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': d = atol(optarg); break;
+		case 'H': h = atol(optarg); break;
+		case 'n': n = atol(optarg); break;
+		case 'l': layers = atol(optarg); break;
+		case 'r': reps = atol(optarg); break;
+		case 'h':
+			printf("Usage: qgraph-submit mlp [--dim D] [--hidden H] [--tokens N] [--layers L] [--repeat R]\n"
+			       "Run L transformer feed-forward blocks (rms_norm, Q4_0 up and gate projections,\n"
+			       "silu gate, Q4_0 down projection, residual add) on N tokens through qgraphd as\n"
+			       "one registered graph, check it against the same computation in this process,\n"
+			       "and print the median time.  Defaults: 1024 2816 8 2 3.\n");
+			return 0;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (d < 32 || d % 32 || h < 32 || h % 32 || n < 1 || layers < 1 || layers > 64 || reps < 1) {
+		fprintf(stderr, "qgraph-submit mlp: --dim and --hidden are multiples of 32; 1 to 64 layers\n");
+		return EXIT_USAGE;
+	}
+	struct qgraph_session *s = connect_or_die("qgraph-submit mlp", (uint64_t)(n * (d + h) * 4 * 2 + (32 << 20)));
+	float *w = malloc((size_t)h * d * 4), *x0 = malloc((size_t)n * d * 4);
+	void *(*wq)[3] = calloc((size_t)layers, sizeof *wq);
+	enum qgraph_type (*wt)[3] = calloc((size_t)layers, sizeof *wt);
+	struct qgraph_graph *g = qgraph_graph_new();
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, (size_t)n * d * 4), yo = qgraph_arena_alloc(s, (size_t)n * d * 4);
+	int64_t xne[2] = { d, n };
+	int x = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+
+	fill_random(x0, (size_t)n * d, 7, 1.0f);
+	memcpy(arena + xo, x0, (size_t)n * d * 4);
+	for (long l = 0; l < layers; l++) {
+		int wi[3];
+		long rows[3] = { h, h, d }, cols[3] = { d, d, h };
+		for (int i = 0; i < 3; i++) {
+			uint64_t handle;
+			fill_random(w, (size_t)rows[i] * cols[i], (unsigned long long)(100 + 3 * l + i), 0.05f);
+			if (qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, rows[i], cols[i], w, &handle,
+						  &wt[l][i])) {
+				fprintf(stderr, "qgraph-submit mlp: upload: %s\n", qgraph_session_error(s));
+				return EXIT_WRONG;
+			}
+			ssize_t wb = qgraph_matrix_size(wt[l][i], rows[i], cols[i]);
+			wq[l][i] = malloc((size_t)wb);
+			qgraph_quantize(wt[l][i], w, wq[l][i], (size_t)wb, rows[i], cols[i], NULL);
+			wi[i] = qgraph_graph_weights(g, handle, wt[l][i], rows[i], cols[i]);
+			progress("upload", l * 3 + i + 1, layers * 3);
+		}
+		int nrm = qgraph_graph_op(g, QGRAPH_OP_RMS_NORM, x, -1, 1e-5f);
+		int up = qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi[0], nrm, 0);
+		int gate = qgraph_graph_op(g, QGRAPH_OP_SILU, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi[1], nrm, 0), -1, 0);
+		int down = qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi[2], qgraph_graph_op(g, QGRAPH_OP_MUL, gate, up, 0), 0);
+		x = qgraph_graph_op(g, QGRAPH_OP_ADD, x, down, 0);
+	}
+	uint64_t id, handle;
+	struct qgraph_result res;
+	int r;
+	if (qgraph_graph_output(g, x, yo) < 0 || (r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
+	    (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {
+		fprintf(stderr, "qgraph-submit mlp: %s\n", qgraph_session_error(s));
+		return EXIT_WRONG;
+	}
+	handle = res.handle;
+	double *times = calloc((size_t)reps, sizeof *times);
+	for (long i = 0; i < reps; i++) {
+		double a = now_s();
+		if ((r = qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id)) || (r = qgraph_wait(s, id, -1, &res)) ||
+		    (r = res.status)) {
+			fprintf(stderr, "qgraph-submit mlp: %s\n", qgraph_session_error(s));
+			return EXIT_WRONG;
+		}
+		times[i] = now_s() - a;
+		progress("mlp", i + 1, reps);
+	}
+	qsort(times, (size_t)reps, sizeof *times, cmp_double);
+	for (long l = 0; l < layers; l++)
+		mlp_ref_layer(x0, d, h, n, wq[l], wt[l]);
+	double err = rel_err((const float *)(arena + yo), x0, (size_t)n * d);
+	double flops = 2.0 * 3 * d * h * n * layers;
+	printf("mlp dim=%ld hidden=%ld tokens=%ld layers=%ld (%s): median %.3f ms (%.1f GFLOP/s), "
+	       "max error vs in-process %.2e: %s\n",
+	       d, h, n, layers, qgraph_type_name(wt[0][0]), times[reps / 2] * 1e3, flops / times[reps / 2] * 1e-9,
+	       err, err < 1e-3 ? "ok" : "WRONG");
+	for (long l = 0; l < layers; l++)
+		for (int i = 0; i < 3; i++)
+			free(wq[l][i]);
+	free(wq);
+	free(wt);
+	free(w);
+	free(x0);
+	free(times);
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+	return err < 1e-3 ? 0 : EXIT_WRONG;
+}
+
+/* ---------------------------------------------------------------- bench */
+
+static double pct(double *v, long n, double p)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	long i = (long)(p * (double)(n - 1) + 0.5);
+	return v[i];
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+	long iters = 20000;
+	int json = 0;
+	static const struct option opts[] = {
+		{ "iterations", required_argument, NULL, 'i' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "i:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i': iters = atol(optarg); break;
+		case 'j': json = 1; break;
+		case 'h':
+			printf("Usage: qgraph-submit bench [--iterations N] [--json]\n"
+			       "Latency of a one-node graph (16 floats added) through qgraphd: registered once and\n"
+			       "run with new inputs, and sent anew each time; and the throughput of pipelined runs.\n");
+			return 0;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (iters < 10)
+		return EXIT_USAGE;
+	struct qgraph_session *s = connect_or_die("qgraph-submit bench", 1 << 20);
+	unsigned char *arena = qgraph_arena(s, NULL);
+	float *a = (float *)arena, *y = (float *)(arena + 4096);
+	int64_t ne[1] = { 16 };
+	struct qgraph_graph *g = qgraph_graph_new();
+	int ai = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, ai, ai, 0), 4096);
+	uint64_t id, handle;
+	struct qgraph_result res;
+	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, -1, &res) || res.status) {
+		fprintf(stderr, "qgraph-submit bench: %s\n", qgraph_session_error(s));
+		return EXIT_WRONG;
+	}
+	handle = res.handle;
+	double *lat = calloc((size_t)iters, sizeof *lat);
+	const char *names[2] = { "registered", "new graph" };
+	for (int mode = 0; mode < 2; mode++) {
+		long n = mode ? iters / 4 : iters;
+		for (long i = 0; i < n; i++) {
+			a[0] = (float)i;
+			double t = now_s();
+			int r = mode ? qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id) : qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id);
+			if (r || qgraph_wait(s, id, -1, &res) || res.status || y[0] != 2.0f * (float)i) {
+				fprintf(stderr, "qgraph-submit bench: wrong or failed: %s\n", qgraph_session_error(s));
+				return EXIT_WRONG;
+			}
+			lat[i] = now_s() - t;
+		}
+		double med = pct(lat, n, 0.5), p99 = pct(lat, n, 0.99);
+		if (json)
+			printf("{\"bench\":\"round_trip\",\"mode\":\"%s\",\"n\":%ld,\"value\":%.3f,\"unit\":\"us\",\"p99\":%.3f}\n",
+			       names[mode], n, med * 1e6, p99 * 1e6);
+		else
+			printf("round trip, %-10s: median %7.2f us, p99 %7.2f us (%ld runs)\n", names[mode], med * 1e6,
+			       p99 * 1e6, n);
+	}
+	/* pipelined: keep the ring full, then collect */
+	double t = now_s();
+	long done = 0;
+	uint64_t first = 0, last = 0;
+	while (done < iters) {
+		long batch = 0;
+		while (batch < 64 && done + batch < iters && qgraph_run(s, handle, NULL, 0, &id) == 0) {
+			if (!first)
+				first = id;
+			last = id;
+			batch++;
+		}
+		for (uint64_t k = last - (uint64_t)batch + 1; k <= last && batch; k++)
+			if (qgraph_wait(s, k, -1, &res) || res.status)
+				return EXIT_WRONG;
+		done += batch;
+	}
+	double rate = (double)iters / (now_s() - t);
+	if (json)
+		printf("{\"bench\":\"pipelined\",\"clients\":1,\"value\":%.0f,\"unit\":\"graphs/s\"}\n", rate);
+	else
+		printf("pipelined runs, one client: %.0f graphs/s\n", rate);
+	free(lat);
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+	return 0;
+}
+
 /* ---------------------------------------------------------------- stats, info */
 
 static int cmd_stats(int argc, char **argv)
@@ -243,6 +486,8 @@ static void usage(FILE *f)
 	fprintf(f, "Usage: qgraph-submit [--socket PATH] [--quiet] COMMAND [OPTIONS]\n"
 		   "Run work through qgraphd.\n\n"
 		   "  gemm    multiply random weights by activations, check, time\n"
+		   "  mlp     feed-forward blocks with real ops, check, time\n"
+		   "  bench   latency and throughput of small graphs\n"
 		   "  stats   the daemon's sessions, memory, plans, kernels\n"
 		   "  info    what the daemon runs on\n\n"
 		   "COMMAND --help tells more.  Exit status: 0 ok, 1 failed or wrong, 2 usage,\n"
@@ -275,6 +520,10 @@ int main(int argc, char **argv)
 	optind = 1;
 	if (strcmp(cmd, "gemm") == 0)
 		return cmd_gemm(argc, argv);
+	if (strcmp(cmd, "mlp") == 0)
+		return cmd_mlp(argc, argv);
+	if (strcmp(cmd, "bench") == 0)
+		return cmd_bench(argc, argv);
 	if (strcmp(cmd, "stats") == 0)
 		return cmd_stats(argc, argv);
 	if (strcmp(cmd, "info") == 0)

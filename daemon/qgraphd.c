@@ -30,9 +30,7 @@ static void usage(FILE *f)
 		"  -s, --socket PATH      listen on PATH (default: $QGRAPH_SOCKET, else\n"
 		"                         /run/qgraph/qgraphd.sock as root,\n"
 		"                         $XDG_RUNTIME_DIR/qgraph/qgraphd.sock otherwise)\n"
-		"      --cpus LIST        run workers on these CPUs (e.g. 0-3,8; default: all)\n"
-		"      --threads N        worker threads (default: one per CPU given)\n"
-		"      --pool-size SIZE   memory for weights and intermediates (default 1G)\n"
+		"      --pool-size SIZE   memory for weights (default 1G)\n"
 		"      --arena-size SIZE  a session's tensor arena unless it asks (default 64M)\n"
 		"      --max-arena SIZE   the largest arena a session may ask for (default 1G)\n"
 		"      --max-nodes N      tensors per graph (default 4096)\n"
@@ -98,15 +96,13 @@ static void print_info(void)
 }
 
 enum {
-	OPT_CPUS = 256, OPT_THREADS, OPT_POOL, OPT_ARENA, OPT_MAX_ARENA, OPT_MAX_NODES, OPT_MAX_SESSIONS,
+	OPT_POOL = 256, OPT_ARENA, OPT_MAX_ARENA, OPT_MAX_NODES, OPT_MAX_SESSIONS,
 	OPT_GRAPH_TIMEOUT, OPT_POLL, OPT_EPOLL, OPT_READY_FD, OPT_INFO,
 };
 
 static const struct option options[] = {
 	{ "foreground", no_argument, NULL, 'f' },
 	{ "socket", required_argument, NULL, 's' },
-	{ "cpus", required_argument, NULL, OPT_CPUS },
-	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "pool-size", required_argument, NULL, OPT_POOL },
 	{ "arena-size", required_argument, NULL, OPT_ARENA },
 	{ "max-arena", required_argument, NULL, OPT_MAX_ARENA },
@@ -147,12 +143,6 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'f': cfg->foreground = 1; break;
 		case 's': cfg->socket_path = optarg; break;
-		case OPT_CPUS: cfg->cpus = optarg; break;
-		case OPT_THREADS:
-			if (parse_u32(optarg, 1, 1024, &u))
-				return bad_value("threads", optarg);
-			cfg->threads = (int)u;
-			break;
 		case OPT_POOL:
 			if (parse_size(optarg, &cfg->pool_bytes) || cfg->pool_bytes < (1u << 20))
 				return bad_value("pool-size", optarg);

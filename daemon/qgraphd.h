@@ -24,9 +24,7 @@ struct qgd_config {
 	int log_level;
 	int ready_fd;
 	int force_epoll;
-	const char *cpus;		/* CPU list for the workers, NULL: all */
-	int threads;			/* worker threads, 0: one per CPU given */
-	uint64_t pool_bytes;		/* pinned memory for weights and intermediates */
+	uint64_t pool_bytes;		/* memory for weights */
 	uint64_t arena_bytes;		/* a session's arena unless it asks */
 	uint64_t max_arena_bytes;
 	uint32_t ring_bytes;

@@ -202,9 +202,15 @@ static int ring_run(struct qg_loop *l, int timeout_ms)
 {
 	struct io_uring_cqe *cqe;
 	struct __kernel_timespec ts;
-	int n = 0, err;
+	int n = 0, err = 0;
 
-	if (timeout_ms >= 0) {
+	if (timeout_ms == 0) {
+		/* just look: no wait, and no syscall unless there is something to submit */
+		if (io_uring_sq_ready(&l->ring) && (err = io_uring_submit(&l->ring)) < 0 && err != -EBUSY)
+			return err;
+		if (io_uring_cq_ready(&l->ring) == 0)
+			return 0;
+	} else if (timeout_ms > 0) {
 		ts.tv_sec = timeout_ms / 1000;
 		ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
 		err = io_uring_submit_and_wait_timeout(&l->ring, &cqe, 1, &ts, NULL);
