@@ -1,0 +1,351 @@
+/*
+ * bench-service.c - what the service costs, beside what it could cost.
+ *
+ * Limits, measured in the same run between two processes of this machine:
+ * a pure spin ping-pong on a shared cache line, and a spin-then-futex
+ * ping-pong (spin briefly, then sleep on a shared futex; the other side
+ * wakes only a sleeper), which is what a submit-to-completion round trip
+ * must at least pay.  Then, through a qgraphd of this build started on a
+ * socket of its own: the round trip of a one-node graph registered once
+ * and run with new inputs, and of a new graph sent each time (median and
+ * p99), pipelined throughput from 1 and 8 clients, and a 4096 x 4096 x 32
+ * Q4_0 GEMM through the daemon against the same call in this process
+ * (interleaved runs, the ratio's median and interquartile range).
+ *
+ *   bench-service [--json] [--quick]
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../daemon-util.h"
+#include "bench.h"
+#include "mulmat.h"
+#include "qgraph.h"
+
+static int json, quick;
+
+static void emit(const char *bench, const char *mode, double value, const char *unit, const char *limit_name,
+		 double limit, const char *extra)
+{
+	if (json) {
+		printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"", bench, mode, value, unit);
+		if (limit_name)
+			printf(",\"limit_name\":\"%s\",\"limit_value\":%.4g,\"ratio\":%.3f", limit_name, limit,
+			       value / limit);
+		else
+			printf(",\"limit_name\":null,\"limit_value\":null,\"ratio\":null");
+		printf("%s%s}\n", extra ? "," : "", extra ? extra : "");
+	} else {
+		printf("%-22s %-26s %10.3f %-9s", bench, mode, value, unit);
+		if (limit_name)
+			printf("  %s %.3f -> ratio %.2f", limit_name, limit, value / limit);
+		printf("\n");
+	}
+	fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- ping-pong */
+
+struct pp {
+	_Alignas(64) _Atomic uint32_t ping;
+	_Alignas(64) _Atomic uint32_t ping_sleeping;
+	_Alignas(64) _Atomic uint32_t pong;
+	_Alignas(64) _Atomic uint32_t pong_sleeping;
+};
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t v)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, v, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Wait for *W to become V: spin (SPIN_NS, 0 = forever), then sleep announcing it in *SLEEPING. */
+static void await(_Atomic uint32_t *w, uint32_t v, _Atomic uint32_t *sleeping, double spin_s)
+{
+	double t0 = spin_s > 0 ? bench_now() : 0;
+
+	for (;;) {
+		for (int i = 0; i < 64; i++) {
+			if (atomic_load_explicit(w, memory_order_acquire) == v)
+				return;
+			bench_relax();
+		}
+		if (spin_s <= 0 || bench_now() - t0 < spin_s)
+			continue;
+		atomic_store_explicit(sleeping, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		uint32_t cur = atomic_load_explicit(w, memory_order_relaxed);
+		if (cur != v)
+			futex_wait(w, cur);
+		atomic_store_explicit(sleeping, 0, memory_order_relaxed);
+	}
+}
+
+static void post(_Atomic uint32_t *w, uint32_t v, _Atomic uint32_t *sleeping)
+{
+	atomic_store_explicit(w, v, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(sleeping, memory_order_relaxed))
+		futex_wake(w);
+}
+
+/* Median round trip of N ping-pongs between two processes, in seconds. */
+static double ping_pong(int n, double spin_s)
+{
+	struct pp *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	double *t = calloc((size_t)n, sizeof *t);
+
+	memset(p, 0, sizeof *p);
+	pid_t kid = fork();
+	if (kid == 0) {
+		for (uint32_t i = 1; i <= (uint32_t)n; i++) {
+			await(&p->ping, i, &p->pong_sleeping, spin_s);
+			post(&p->pong, i, &p->ping_sleeping);
+		}
+		_exit(0);
+	}
+	for (uint32_t i = 1; i <= (uint32_t)n; i++) {
+		double a = bench_now();
+		post(&p->ping, i, &p->pong_sleeping);
+		await(&p->pong, i, &p->ping_sleeping, spin_s);
+		t[i - 1] = bench_now() - a;
+	}
+	waitpid(kid, NULL, 0);
+	double med = bench_median(t, n);
+	free(t);
+	munmap(p, sizeof *p);
+	return med;
+}
+
+/* ---------------------------------------------------------------- through the daemon */
+
+static struct qgraph_session *connect_one(uint64_t arena)
+{
+	struct qgraph_connect_opts o = { .name = "bench-service", .arena_bytes = arena };
+	struct qgraph_session *s = NULL;
+	char err[256];
+
+	if (qgraph_connect(&o, &s, err, sizeof err))
+		fprintf(stderr, "bench-service: %s\n", err);
+	return s;
+}
+
+static double percentile(double *v, int n, double p)
+{
+	qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+	return v[(int)(p * (n - 1) + 0.5)];
+}
+
+/* Pipelined runs of a registered tiny graph: graphs per second. */
+static double pipelined(struct qgraph_session *s, uint64_t handle, int n)
+{
+	double t = bench_now();
+	int done = 0;
+
+	while (done < n) {
+		uint64_t ids[64];
+		int batch = 0;
+		while (batch < 64 && done + batch < n && qgraph_run(s, handle, NULL, 0, &ids[batch]) == 0)
+			batch++;
+		for (int k = 0; k < batch; k++) {
+			struct qgraph_result res;
+			if (qgraph_wait(s, ids[k], -1, &res) || res.status)
+				return -1;
+		}
+		done += batch;
+	}
+	return n / (bench_now() - t);
+}
+
+/* A tiny registered graph in S: y = a + a over 16 floats.  Its handle, 0 on error. */
+static uint64_t tiny_graph(struct qgraph_session *s, struct qgraph_graph **gp)
+{
+	int64_t ne[1] = { 16 };
+	struct qgraph_graph *g = qgraph_graph_new();
+	uint64_t id;
+	struct qgraph_result res;
+	int a = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0);
+
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, a, a, 0), 4096);
+	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, -1, &res) ||
+	    res.status)
+		return 0;
+	*gp = g;
+	return res.handle;
+}
+
+static void bench_gemm(void)
+{
+	enum { M = 4096, K = 4096, N = 32 };
+	int runs = quick ? 5 : 21;
+	struct qgraph_session *s = connect_one(8u << 20);
+	if (!s)
+		return;
+	float *w = malloc((size_t)M * K * 4);
+	for (size_t i = 0; i < (size_t)M * K; i++)
+		w[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+	uint64_t h, id;
+	enum qgraph_type st;
+	if (qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, M, K, w, &h, &st)) {
+		fprintf(stderr, "bench-service: upload: %s\n", qgraph_session_error(s));
+		return;
+	}
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, N * K * 4), yo = qgraph_arena_alloc(s, N * M * 4);
+	for (int i = 0; i < N * K; i++)
+		((float *)(arena + xo))[i] = (float)(i % 97) / 97.0f - 0.5f;
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t xne[2] = { K, N };
+	int wi = qgraph_graph_weights(g, h, st, M, K), xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo);
+	struct qgraph_result res;
+	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, -1, &res) ||
+	    res.status)
+		return;
+	uint64_t handle = res.handle;
+
+	/* the same call in this process, on the same bytes, with the same kernels */
+	ssize_t wb = qgraph_matrix_size(st, M, K);
+	void *wq = malloc((size_t)wb);
+	float *y = malloc((size_t)N * M * 4);
+	qgraph_quantize(st, w, wq, (size_t)wb, M, K, NULL);
+	struct qg_mm mm = { .wtype = (enum qg_type)st, .w = wq, .m = M, .k = K, .x = (float *)(arena + xo),
+			    .ldx = K, .n = N, .y = y, .ldy = M };
+	void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
+	double *ratio = calloc((size_t)runs, sizeof *ratio), *td = calloc((size_t)runs, sizeof *td);
+	double *tl = calloc((size_t)runs, sizeof *tl);
+	for (int i = 0; i < runs; i++) {
+		double a = bench_now();
+		qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id);
+		qgraph_wait(s, id, -1, &res);
+		td[i] = bench_now() - a;
+		a = bench_now();
+		qg_mul_mat(&mm, scratch);
+		tl[i] = bench_now() - a;
+		ratio[i] = td[i] / tl[i];
+	}
+	double q1 = percentile(ratio, runs, 0.25), q3 = percentile(ratio, runs, 0.75);
+	double med = percentile(ratio, runs, 0.5);
+	char extra[160];
+	snprintf(extra, sizeof extra, "\"m\":%d,\"n\":%d,\"k\":%d,\"layout\":\"%s\",\"runs\":%d,\"iqr\":[%.4f,%.4f]", M, N,
+		 K, qgraph_type_name(st), runs, q1, q3);
+	emit("gemm_overhead", "daemon/in-process", med, "ratio", NULL, 0, extra);
+	if (!json)
+		printf("%-22s %-26s daemon %.2f ms, in-process %.2f ms (medians), ratio IQR [%.3f, %.3f], %d runs\n", "",
+		       "", bench_median(td, runs) * 1e3, bench_median(tl, runs) * 1e3, q1, q3, runs);
+	free(ratio);
+	free(td);
+	free(tl);
+	free(scratch);
+	free(wq);
+	free(y);
+	free(w);
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+}
+
+int main(int argc, char **argv)
+{
+	static struct test_daemon d;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = 1;
+		else if (strcmp(argv[i], "--quick") == 0)
+			quick = 1;
+		else {
+			printf("Usage: bench-service [--json] [--quick]\n");
+			return strcmp(argv[i], "--help") ? 2 : 0;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	int n = quick ? 5000 : 50000;
+	double spin = ping_pong(n, 0), futex = ping_pong(n, 20e-6);
+	emit("ping_pong", "spin", spin * 1e6, "us", NULL, 0, NULL);
+	emit("ping_pong", "spin_then_futex", futex * 1e6, "us", NULL, 0, NULL);
+
+	if (!getenv("QG_TOP_BUILDDIR"))
+		setenv("QG_TOP_BUILDDIR", ".", 1);
+	int r = daemon_start(&d, NULL);
+	if (r) {
+		fprintf(stderr, "bench-service: cannot start qgraphd (%d); run from the build directory\n", r);
+		return 1;
+	}
+	struct qgraph_session *s = connect_one(1 << 20);
+	struct qgraph_graph *g = NULL;
+	uint64_t handle = s ? tiny_graph(s, &g) : 0;
+	if (!handle) {
+		daemon_cleanup(&d);
+		return 1;
+	}
+	float *a = qgraph_arena(s, NULL), *y = (float *)((char *)a + 4096);
+	double *t = calloc((size_t)n, sizeof *t);
+	for (int mode = 0; mode < 2; mode++) {
+		int m = mode ? n / 4 : n;
+		for (int i = 0; i < m; i++) {
+			uint64_t id;
+			struct qgraph_result res;
+			a[0] = (float)i;
+			double t0 = bench_now();
+			if (mode)
+				qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+			else
+				qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id);
+			qgraph_wait(s, id, -1, &res);
+			t[i] = bench_now() - t0;
+			if (res.status || y[0] != 2.0f * (float)i) {
+				fprintf(stderr, "bench-service: a wrong result\n");
+				return 1;
+			}
+		}
+		double p99 = percentile(t, m, 0.99), med = percentile(t, m, 0.5);
+		char extra[64];
+		snprintf(extra, sizeof extra, "\"p99_us\":%.3f,\"runs\":%d", p99 * 1e6, m);
+		emit("round_trip", mode ? "new graph each time" : "registered, new inputs", med * 1e6, "us",
+		     "spin_then_futex_us", futex * 1e6, extra);
+		if (!json)
+			printf("%-22s %-26s p99 %.2f us\n", "", "", p99 * 1e6);
+	}
+	double one = pipelined(s, handle, n);
+	emit("pipelined", "1 client", one, "graphs/s", NULL, 0, NULL);
+	/* 8 clients at once, each its own session */
+	int p[2];
+	pipe(p);
+	double t0 = bench_now();
+	for (int c = 0; c < 8; c++) {
+		if (fork() == 0) {
+			struct qgraph_session *cs = connect_one(1 << 20);
+			struct qgraph_graph *cg = NULL;
+			uint64_t ch = cs ? tiny_graph(cs, &cg) : 0;
+			_exit(ch && pipelined(cs, ch, n / 8) > 0 ? 0 : 1);
+		}
+	}
+	int bad = 0;
+	for (int c = 0; c < 8; c++) {
+		int st;
+		wait(&st);
+		bad |= !WIFEXITED(st) || WEXITSTATUS(st);
+	}
+	if (!bad)
+		emit("pipelined", "8 clients", (double)(n / 8 * 8) / (bench_now() - t0), "graphs/s", NULL, 0, NULL);
+	free(t);
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+	bench_gemm();
+	daemon_stop(&d, SIGTERM);
+	daemon_cleanup(&d);
+	return bad;
+}
