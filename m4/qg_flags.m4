@@ -40,6 +40,10 @@ AC_DEFUN([QG_FUZZING], [
   AC_ARG_ENABLE([fuzzing],
     [AS_HELP_STRING([--enable-fuzzing], [build the libFuzzer targets (needs clang)])],
     [], [enable_fuzzing=no])
+  dnl every library the targets link is instrumented for coverage too
+  AS_IF([test "x$enable_fuzzing" = xyes],
+        [CFLAGS="$CFLAGS -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer"
+         LDFLAGS="$LDFLAGS -fsanitize=address,undefined"])
   AM_CONDITIONAL([ENABLE_FUZZING], [test "x$enable_fuzzing" = xyes])
 ])
 
