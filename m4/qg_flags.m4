@@ -1,9 +1,11 @@
-# QG_WARN_FLAGS: the warnings every file is built with (those the compiler knows).
+# QG_WARN_FLAGS: the warnings and code-generation flags every file is built
+# with (those the compiler knows).  -ffp-contract=off: no implicit FMA, so the
+# quantizers write the same bytes on every architecture.
 AC_DEFUN([QG_WARN_FLAGS], [
   QG_CFLAGS=""
   for qg_flag in -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
                  -Wpointer-arith -Wformat=2 -Wvla -Wno-unused-parameter \
-                 -fno-strict-aliasing -fvisibility=hidden; do
+                 -fno-strict-aliasing -fvisibility=hidden -ffp-contract=off; do
     AC_MSG_CHECKING([whether $CC accepts $qg_flag])
     qg_save_CFLAGS=$CFLAGS
     CFLAGS="$CFLAGS -Werror $qg_flag"
