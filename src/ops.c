@@ -54,7 +54,7 @@ static bool tensor_sane(const struct qg_tensor *t)
 	if (t->type == QG_TYPE_I32 || t->type == QG_TYPE_F32 || t->type == QG_TYPE_F16) {
 		if (t->nb[0] < qg_type_elem_size(t->type) || t->nb[0] % qg_type_elem_size(t->type))
 			return false;
-		n = 0;
+		n = qg_type_elem_size(t->type);
 	} else {
 		int bv = qg_type_block_values(t->type);
 		if ((int64_t)t->nb[0] != qg_type_row_bytes(t->type, bv))

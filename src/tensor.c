@@ -233,6 +233,13 @@ size_t qg_tensor_nbytes(const struct qg_tensor *t)
 
 	if (bv <= 0)
 		return 0;
+	if (bv == 1) {
+		/* one element, then every dimension's strides beyond it */
+		n = qg_type_elem_size(t->type);
+		for (int i = 0; i < QG_MAX_DIMS; i++)
+			n += (size_t)(t->ne[i] - 1) * t->nb[i];
+		return n;
+	}
 	n = (size_t)(t->ne[0] / bv) * t->nb[0];
 	for (int i = 1; i < QG_MAX_DIMS; i++)
 		n += (size_t)(t->ne[i] - 1) * t->nb[i];

@@ -157,11 +157,11 @@ static void test_binary(struct qg_ctx *ctx, enum qg_op op, int nth)
 		for (int64_t i1 = 0; i1 < 5; i1++)
 			for (int64_t i0 = 0; i0 < 12; i0++, n++) {
 				double u = at(a, i0, i1, i2, 0), v = at(b, i0, 0, i2, 0), w = at(c, i0 % 4, 0, 0, 0);
-				ref1[n] = op == QG_OP_ADD ? u + v : u * v;
-				ref2[n] = op == QG_OP_ADD ? u + w : u * w;
+				ref1[n] = (float)(op == QG_OP_ADD ? u + v : u * v);
+				ref2[n] = (float)(op == QG_OP_ADD ? u + w : u * w);
 				if (i2 == 0) {
 					double s = at(at_, i0, i1, 0, 0);
-					ref3[i1 * 12 + i0] = op == QG_OP_ADD ? s + w : s * w;
+					ref3[i1 * 12 + i0] = (float)(op == QG_OP_ADD ? s + w : s * w);
 				}
 			}
 	tap_ok(y1 && y2 && y3 && run(y1, nth) == 0 && nmse(y1, ref1) == 0 && run(y2, nth) == 0 &&
