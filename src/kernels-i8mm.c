@@ -34,6 +34,8 @@
 #include "quant.h"
 
 #define INLINE static inline __attribute__((always_inline))
+/* -O2 does not unroll loops over registers; these must be, to stay in registers */
+#define UNROLL _Pragma("GCC unroll 16")
 
 /* Bytes of one K/32-block row group of the layout with R rows per group. */
 #define GROUP_BYTES(nb, R) ((size_t)(nb) * (R) * (2 + QG_QK / 2))
@@ -71,6 +73,7 @@ INLINE void gemv_views(int nb, float *restrict s[], const uint8_t *w[], const st
 	float32x4_t acc[4];
 	const uint8_t *p[4];
 
+	UNROLL
 	for (int v = 0; v < V; v++) {
 		acc[v] = vdupq_n_f32(0.0f);
 		p[v] = w[v];
@@ -81,6 +84,7 @@ INLINE void gemv_views(int nb, float *restrict s[], const uint8_t *w[], const st
 		const int8x16_t e2 = vreinterpretq_s8_s64(e.val[2]), e3 = vreinterpretq_s8_s64(e.val[3]);
 		const float da = qg_arm_f16(&a[l].d);
 
+		UNROLL
 		for (int v = 0; v < V; v++) {
 			uint8x16_t q[4];
 			load_view(p[v], vw[v], q);
@@ -97,6 +101,7 @@ INLINE void gemv_views(int nb, float *restrict s[], const uint8_t *w[], const st
 			p[v] += vw[v].stride;
 		}
 	}
+	UNROLL
 	for (int v = 0; v < V; v++)
 		vst1q_f32(s[v], acc[v]);
 }
@@ -162,7 +167,9 @@ INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, s
 	const uint8x16_t mask = vdupq_n_u8(0xf0);
 	float32x4_t acc[GEMM_SET][4];
 
+	UNROLL
 	for (int g = 0; g < N; g++)
+		UNROLL
 		for (int t = 0; t < 4; t++)
 			acc[g][t] = vdupq_n_f32(0.0f);
 	for (int l = 0; l < nb; l++, w += vw.stride) {
@@ -178,6 +185,7 @@ INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, s
 		const float32x4_t w01 = vreinterpretq_f32_f64(vdupq_laneq_f64(wd, 0));
 		const float32x4_t w23 = vreinterpretq_f32_f64(vdupq_laneq_f64(wd, 1));
 
+		UNROLL
 		for (int g = 0; g < N; g++) {
 			const struct qg_block_q8_0x4 *ab = a + (size_t)g * nb + l;
 			const int8x16x4_t y0 = vld1q_s8_x4(ab->qs);
@@ -207,8 +215,10 @@ INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, s
 			acc[g][3] = vfmaq_f32(acc[g][3], vcvtq_n_f32_s32(t3, 4), vmulq_f32(a23, w23));
 		}
 	}
+	UNROLL
 	for (int g = 0; g < N; g++) {
 		float *sg = s + (size_t)4 * g * lds;
+		UNROLL
 		for (int h = 0; h < 2; h++) {
 			/* tiles 2h, 2h+1: [r0w0 r0w1 r1w0 r1w1], [r0w2 r0w3 r1w2 r1w3] */
 			const float64x2_t lo = vreinterpretq_f64_f32(acc[g][2 * h]);

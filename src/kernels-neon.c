@@ -31,97 +31,203 @@
 #define W_BLOCK4 72	/* bytes of a block_q4_0x4 */
 #define W_BLOCK8 144	/* bytes of a block_q4_0x8 */
 
-/*
- * The four canonical vectors of 4 weight rows: view V of layout L in the
- * block at W, as plain nibbles LO (values 4c..4c+3) and HI (16+4c..).
- */
-QG_ARM_INLINE void load_canon(enum qg_layout l, struct qg_arm_wview v, const uint8_t *w,
-			      int8x16_t lo[4], int8x16_t hi[4])
-{
-	uint8x16_t q[4];
-
-	if (l == QG_LAYOUT_4X4)
-		qg_arm_canon_4x4(w + v.q0off, q);
-	else
-		qg_arm_canon_x8(w + v.q0off, w + v.q1off, q);
-	_Pragma("GCC unroll 4")
-	for (int i = 0; i < 4; i++) {
-		lo[i] = qg_arm_lo(q[i]);
-		hi[i] = qg_arm_hi(q[i]);
-	}
-}
-
-/* int16 lanes [row 0 x4, row 1 x4] and [row 2 x4, row 3 x4] to int32 [row 0..3]. */
-QG_ARM_INLINE int32x4_t reduce_rows(int16x8_t p01, int16x8_t p23)
-{
-	return vpaddlq_s16(vpaddq_s16(p01, p23));
-}
-
 /* --- GEMV ------------------------------------------------------------- */
 
 /*
- * NG views (4 rows each) against one activation row.  View g is view
- * VIEWS(g) of the group whose first block is at W + GROUP(g) * GS.
+ * The loops are asm: left to itself the compiler spills and re-copies
+ * around the 16 multiplies of each row group.  Up to 4 groups of 4 rows
+ * (2 of 8 for 8x8) against one activation row, two blocks per turn.
+ *
+ * 4x4: v0-v3 the sums, v4 the activation scale, v5 the weight scales,
+ * v8-v11 activation values 4c..4c+3 and v12-v15 values 16+4c.. each in
+ * all four lanes, v16-v19 / v20-v23 the low / high nibbles of weight
+ * vector c, v24 / v25 the int16 products of rows 0,1 / 2,3.
  */
-QG_ARM_INLINE void gemv_views(enum qg_layout l, int ng, int nb, float *restrict s,
-			      const uint8_t *restrict w, size_t gs,
-			      const struct qg_block_q8_0 *restrict a)
+#define NV44_ACT							\
+	"ldr h4, [%[a]], #2\n\t" \
+	"ld1 {v6.16b, v7.16b}, [%[a]], #32\n\t" \
+	"fcvt s4, h4\n\t" \
+	"dup v8.4s, v6.s[0]\n\t" \
+	"dup v9.4s, v6.s[1]\n\t" \
+	"dup v10.4s, v6.s[2]\n\t" \
+	"dup v11.4s, v6.s[3]\n\t" \
+	"dup v12.4s, v7.s[0]\n\t" \
+	"dup v13.4s, v7.s[1]\n\t" \
+	"dup v14.4s, v7.s[2]\n\t" \
+	"dup v15.4s, v7.s[3]\n\t"
+
+#define NV44_GROUP(wg, s)							\
+	"ldr d5, [%[" wg "]], #8\n\t" \
+	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t" \
+	"sshr v20.16b, v16.16b, #4\n\t" \
+	"sshr v21.16b, v17.16b, #4\n\t" \
+	"sshr v22.16b, v18.16b, #4\n\t" \
+	"sshr v23.16b, v19.16b, #4\n\t" \
+	"shl v16.16b, v16.16b, #4\n\t" \
+	"shl v17.16b, v17.16b, #4\n\t" \
+	"shl v18.16b, v18.16b, #4\n\t" \
+	"shl v19.16b, v19.16b, #4\n\t" \
+	"sshr v16.16b, v16.16b, #4\n\t" \
+	"sshr v17.16b, v17.16b, #4\n\t" \
+	"sshr v18.16b, v18.16b, #4\n\t" \
+	"sshr v19.16b, v19.16b, #4\n\t" \
+	"smull v24.8h, v16.8b, v8.8b\n\t" \
+	"smull2 v25.8h, v16.16b, v8.16b\n\t" \
+	"smlal v24.8h, v20.8b, v12.8b\n\t" \
+	"smlal2 v25.8h, v20.16b, v12.16b\n\t" \
+	"smlal v24.8h, v17.8b, v9.8b\n\t" \
+	"smlal2 v25.8h, v17.16b, v9.16b\n\t" \
+	"smlal v24.8h, v21.8b, v13.8b\n\t" \
+	"smlal2 v25.8h, v21.16b, v13.16b\n\t" \
+	"smlal v24.8h, v18.8b, v10.8b\n\t" \
+	"smlal2 v25.8h, v18.16b, v10.16b\n\t" \
+	"smlal v24.8h, v22.8b, v14.8b\n\t" \
+	"smlal2 v25.8h, v22.16b, v14.16b\n\t" \
+	"smlal v24.8h, v19.8b, v11.8b\n\t" \
+	"smlal2 v25.8h, v19.16b, v11.16b\n\t" \
+	"smlal v24.8h, v23.8b, v15.8b\n\t" \
+	"smlal2 v25.8h, v23.16b, v15.16b\n\t" \
+	"addp v24.8h, v24.8h, v25.8h\n\t" \
+	"saddlp v24.4s, v24.8h\n\t" \
+	"fcvtl v5.4s, v5.4h\n\t" \
+	"scvtf v24.4s, v24.4s\n\t" \
+	"fmul v24.4s, v24.4s, v5.4s\n\t" \
+	"fmla v" s ".4s, v24.4s, v4.s[0]\n\t"
+
+/*
+ * 8-byte layouts, no reshuffling: v8-v11 activation bytes 0-7, 8-15,
+ * 16-23, 24-31 in both halves (ld1r), so smull multiplies row 2p's 8
+ * bytes and smull2 row 2p+1's by the same 8 activations.  A 4-row unit is
+ * chunk 0 rows 0,1 (R0) and 2,3 (R1), chunk 1 likewise (R2, R3);
+ * v24-v27 collect rows 0..3 (4 products per lane), three addp and a
+ * saddlp leave the rows' sums in four int32 lanes.
+ */
+#define NV_X8_ACT							\
+	"ldr h4, [%[a]], #2\n\t" \
+	"ld1r {v8.2d}, [%[a]], #8\n\t" \
+	"ld1r {v9.2d}, [%[a]], #8\n\t" \
+	"ld1r {v10.2d}, [%[a]], #8\n\t" \
+	"ld1r {v11.2d}, [%[a]], #8\n\t" \
+	"fcvt s4, h4\n\t"
+
+#define NV_X8_UNIT(r0, r1, r2, r3, dw, s)							\
+	"sshr v20.16b, v" r0 ".16b, #4\n\t" \
+	"sshr v21.16b, v" r1 ".16b, #4\n\t" \
+	"sshr v22.16b, v" r2 ".16b, #4\n\t" \
+	"sshr v23.16b, v" r3 ".16b, #4\n\t" \
+	"shl v" r0 ".16b, v" r0 ".16b, #4\n\t" \
+	"shl v" r1 ".16b, v" r1 ".16b, #4\n\t" \
+	"shl v" r2 ".16b, v" r2 ".16b, #4\n\t" \
+	"shl v" r3 ".16b, v" r3 ".16b, #4\n\t" \
+	"sshr v" r0 ".16b, v" r0 ".16b, #4\n\t" \
+	"sshr v" r1 ".16b, v" r1 ".16b, #4\n\t" \
+	"sshr v" r2 ".16b, v" r2 ".16b, #4\n\t" \
+	"sshr v" r3 ".16b, v" r3 ".16b, #4\n\t" \
+	"smull v24.8h, v" r0 ".8b, v8.8b\n\t" \
+	"smlal v24.8h, v20.8b, v10.8b\n\t" \
+	"smlal v24.8h, v" r2 ".8b, v9.8b\n\t" \
+	"smlal v24.8h, v22.8b, v11.8b\n\t" \
+	"smull2 v25.8h, v" r0 ".16b, v8.16b\n\t" \
+	"smlal2 v25.8h, v20.16b, v10.16b\n\t" \
+	"smlal2 v25.8h, v" r2 ".16b, v9.16b\n\t" \
+	"smlal2 v25.8h, v22.16b, v11.16b\n\t" \
+	"smull v26.8h, v" r1 ".8b, v8.8b\n\t" \
+	"smlal v26.8h, v21.8b, v10.8b\n\t" \
+	"smlal v26.8h, v" r3 ".8b, v9.8b\n\t" \
+	"smlal v26.8h, v23.8b, v11.8b\n\t" \
+	"smull2 v27.8h, v" r1 ".16b, v8.16b\n\t" \
+	"smlal2 v27.8h, v21.16b, v10.16b\n\t" \
+	"smlal2 v27.8h, v" r3 ".16b, v9.16b\n\t" \
+	"smlal2 v27.8h, v23.16b, v11.16b\n\t" \
+	"addp v24.8h, v24.8h, v25.8h\n\t" \
+	"addp v26.8h, v26.8h, v27.8h\n\t" \
+	"addp v24.8h, v24.8h, v26.8h\n\t" \
+	"saddlp v24.4s, v24.8h\n\t" \
+	"scvtf v24.4s, v24.4s\n\t" \
+	"fmul v24.4s, v24.4s, v" dw ".4s\n\t" \
+	"fmla v" s ".4s, v24.4s, v4.s[0]\n\t"
+
+#define NV48_GROUP(wg, s)							\
+	"ldr d5, [%[" wg "]], #8\n\t" \
+	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t" \
+	"fcvtl v5.4s, v5.4h\n\t" \
+	NV_X8_UNIT("16", "17", "18", "19", "5", s)
+
+#define NV88_GROUP(wg, s0, s1)							\
+	"ldr q5, [%[" wg "]], #16\n\t" \
+	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t" \
+	"ld1 {v28.16b-v31.16b}, [%[" wg "]], #64\n\t" \
+	"fcvtl2 v6.4s, v5.8h\n\t" \
+	"fcvtl v5.4s, v5.4h\n\t" \
+	NV_X8_UNIT("16", "17", "28", "29", "5", s0) \
+	NV_X8_UNIT("18", "19", "30", "31", "6", s1)
+
+#define NV_LOOP(BODY)							\
+	__asm__ volatile(						\
+		"movi v0.4s, #0\n\t" "movi v1.4s, #0\n\t"		\
+		"movi v2.4s, #0\n\t" "movi v3.4s, #0\n\t"		\
+		/* an odd block count enters at the second copy */	\
+		"cbnz %w[odd], 2f\n\t"					\
+		"1:\n\t"						\
+		BODY							\
+		"2:\n\t"						\
+		BODY							\
+		"subs %w[n], %w[n], #1\n\t"				\
+		"b.ne 1b\n\t"						\
+		"st1 {v0.4s-v3.4s}, [%[out]]\n\t"			\
+		: [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), \
+		  [a] "+r"(ap), [n] "+r"(n)				\
+		: [odd] "r"(odd), [out] "r"(sum)			\
+		: "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", \
+		  "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", \
+		  "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", \
+		  "v26", "v27", "v28", "v29", "v30", "v31")
+
+/*
+ * NG row groups of layout L, whose first blocks are GS bytes apart, against
+ * one activation row: S gets 4*NG outputs (8*NG for 8x8).
+ */
+static void gemv_groups(enum qg_layout l, int ng, int nb, float *restrict s,
+			const uint8_t *restrict w, size_t gs, const struct qg_block_q8_0 *restrict a)
 {
-	const int bb = l == QG_LAYOUT_8X8 ? W_BLOCK8 : W_BLOCK4;
-	float32x4_t sum[4];
-	const uint8_t *p[4];
-	struct qg_arm_wview v[4];
+	float sum[16];
+	/* pointers past the NG groups stay at the first: never read, always valid */
+	const uint8_t *w0 = w, *w1 = ng > 1 ? w + gs : w;
+	const uint8_t *w2 = ng > 2 ? w + 2 * gs : w, *w3 = ng > 3 ? w + 3 * gs : w;
+	const struct qg_block_q8_0 *ap = a;
+	long n = (nb + 1) / 2, odd = nb & 1;
 
-	_Pragma("GCC unroll 4")
-	for (int g = 0; g < 4; g++) {
-		sum[g] = vdupq_n_f32(0.0f);
-		if (l == QG_LAYOUT_8X8) {
-			p[g] = w + (g / 2) * gs;
-			v[g] = QG_ARM_VIEW_8X8(g % 2);
-		} else {
-			p[g] = w + g * gs;
-			v[g] = QG_ARM_VIEW_4X8;
-		}
+	if (l == QG_LAYOUT_4X4) {
+		if (ng == 4)
+			NV_LOOP(NV44_ACT NV44_GROUP("w0", "0") NV44_GROUP("w1", "1")
+				NV44_GROUP("w2", "2") NV44_GROUP("w3", "3"));
+		else if (ng == 3)
+			NV_LOOP(NV44_ACT NV44_GROUP("w0", "0") NV44_GROUP("w1", "1") NV44_GROUP("w2", "2"));
+		else if (ng == 2)
+			NV_LOOP(NV44_ACT NV44_GROUP("w0", "0") NV44_GROUP("w1", "1"));
+		else
+			NV_LOOP(NV44_ACT NV44_GROUP("w0", "0"));
+	} else if (l == QG_LAYOUT_4X8) {
+		if (ng == 4)
+			NV_LOOP(NV_X8_ACT NV48_GROUP("w0", "0") NV48_GROUP("w1", "1")
+				NV48_GROUP("w2", "2") NV48_GROUP("w3", "3"));
+		else if (ng == 3)
+			NV_LOOP(NV_X8_ACT NV48_GROUP("w0", "0") NV48_GROUP("w1", "1") NV48_GROUP("w2", "2"));
+		else if (ng == 2)
+			NV_LOOP(NV_X8_ACT NV48_GROUP("w0", "0") NV48_GROUP("w1", "1"));
+		else
+			NV_LOOP(NV_X8_ACT NV48_GROUP("w0", "0"));
+	} else {
+		if (ng == 2)
+			NV_LOOP(NV_X8_ACT NV88_GROUP("w0", "0", "1") NV88_GROUP("w1", "2", "3"));
+		else
+			NV_LOOP(NV_X8_ACT NV88_GROUP("w0", "0", "1"));
 	}
-	for (int b = 0; b < nb; b++) {
-		const float da = qg_arm_f16(&a[b].d);
-		int8x16x2_t av = vld1q_s8_x2(a[b].qs);
-		int8x16_t rl[4], rh[4];
-
-		/* values 4c..4c+3 (and 16+4c..) in all four lanes */
-		rl[0] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[0]), 0));
-		rl[1] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[0]), 1));
-		rl[2] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[0]), 2));
-		rl[3] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[0]), 3));
-		rh[0] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[1]), 0));
-		rh[1] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[1]), 1));
-		rh[2] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[1]), 2));
-		rh[3] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(av.val[1]), 3));
-		_Pragma("GCC unroll 4")
-		for (int g = 0; g < ng; g++) {
-			const uint8_t *q = p[g] + (size_t)b * bb;
-			int8x16_t lo[4], hi[4];
-			load_canon(l, v[g], q, lo, hi);
-			int16x8_t p01 = vmull_s8(vget_low_s8(lo[0]), vget_low_s8(rl[0]));
-			int16x8_t p23 = vmull_high_s8(lo[0], rl[0]);
-			p01 = vmlal_s8(p01, vget_low_s8(hi[0]), vget_low_s8(rh[0]));
-			p23 = vmlal_high_s8(p23, hi[0], rh[0]);
-			_Pragma("GCC unroll 4")
-			for (int c = 1; c < 4; c++) {
-				p01 = vmlal_s8(p01, vget_low_s8(lo[c]), vget_low_s8(rl[c]));
-				p23 = vmlal_high_s8(p23, lo[c], rl[c]);
-				p01 = vmlal_s8(p01, vget_low_s8(hi[c]), vget_low_s8(rh[c]));
-				p23 = vmlal_high_s8(p23, hi[c], rh[c]);
-			}
-			float32x4_t t = vcvtq_f32_s32(reduce_rows(p01, p23));
-			sum[g] = qg_arm_acc_n(sum[g], t, qg_arm_f16x4((const qg_fp16 *)(q + v[g].soff)), da);
-		}
-	}
-	_Pragma("GCC unroll 4")
-	for (int g = 0; g < 4; g++)
-		if (g < ng)
-			vst1q_f32(s + 4 * g, sum[g]);
+	memcpy(s, sum, (size_t)(l == QG_LAYOUT_8X8 ? 8 : 4) * ng * sizeof *s);
 }
+
+/* Row groups at a time: 16 rows, 4 output vectors, for every layout. */
+#define GEMV_NG(l) ((l) == QG_LAYOUT_8X8 ? 2 : 4)
 
 QG_ARM_INLINE void gemv(enum qg_layout l, int k, float *restrict s, const void *restrict w,
 			const void *restrict a, int nc)
@@ -129,23 +235,15 @@ QG_ARM_INLINE void gemv(enum qg_layout l, int k, float *restrict s, const void *
 	const int nb = k / QG_QK, R = l == QG_LAYOUT_8X8 ? 8 : 4;
 	const size_t gs = (size_t)nb * (l == QG_LAYOUT_8X8 ? W_BLOCK8 : W_BLOCK4);
 	const uint8_t *wp = w;
-	int v = 0, nv = nc / 4;		/* 4-row views; an 8x8 group is two */
+	const int ngroups = nc / R;
 
-	for (; v + 4 <= nv; v += 4)
-		gemv_views(l, 4, nb, s + 4 * v, wp + (size_t)(v * 4 / R) * gs, gs, a);
-	/* what is left is a whole number of groups: 1..3 views, or 2 for 8x8 */
-	switch (nv - v) {
-	case 3:
-		gemv_views(l, 3, nb, s + 4 * v, wp + (size_t)(v * 4 / R) * gs, gs, a);
-		break;
-	case 2:
-		gemv_views(l, 2, nb, s + 4 * v, wp + (size_t)(v * 4 / R) * gs, gs, a);
-		break;
-	case 1:
-		gemv_views(l, 1, nb, s + 4 * v, wp + (size_t)(v * 4 / R) * gs, gs, a);
-		break;
-	default:
-		break;
+	if (nb <= 0) {
+		memset(s, 0, (size_t)nc * sizeof *s);
+		return;
+	}
+	for (int g = 0; g < ngroups; g += GEMV_NG(l)) {
+		const int ng = ngroups - g < GEMV_NG(l) ? ngroups - g : GEMV_NG(l);
+		gemv_groups(l, ng, nb, s + g * R, wp + g * gs, gs, a);
 	}
 }
 
@@ -166,82 +264,230 @@ static void gemv_8x8(int k, float *restrict s, const void *restrict w, const voi
 
 /* --- GEMM ------------------------------------------------------------- */
 
-/* Products of activation row R (lane R of X) with canonical weight vector W, accumulated. */
-#define MLAL_ROW(p01, p23, x, wv, r)							\
-	do {										\
-		int8x16_t d_ = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(x), r)); \
-		(p01) = vmlal_s8((p01), vget_low_s8(wv), vget_low_s8(d_));		\
-		(p23) = vmlal_high_s8((p23), (wv), d_);					\
-	} while (0)
+/*
+ * The GEMM tile is an asm loop as well: 4 weight rows against up to 2
+ * groups of 4 activation rows (activations with the 4-byte interleave).
+ * v0-v7 the sums (one per activation row, lanes = weight rows), v8 / v9
+ * the weight / activation scales, v10 one activation row's 4 values in
+ * all lanes, v11 / v12 the int16 products of weight rows 0,1 / 2,3,
+ * v16-v19 / v20-v23 the canonical weight vectors' low / high nibbles,
+ * v24-v31 one group's 8 activation vectors (chunk c: values 4c..4c+3 of
+ * rows 0..3; also the 8-byte layouts' raw weights before the uzp).
+ */
+#define NV_NIBBLES							\
+	"sshr v20.16b, v16.16b, #4\n\t" \
+	"sshr v21.16b, v17.16b, #4\n\t" \
+	"sshr v22.16b, v18.16b, #4\n\t" \
+	"sshr v23.16b, v19.16b, #4\n\t" \
+	"shl v16.16b, v16.16b, #4\n\t" \
+	"shl v17.16b, v17.16b, #4\n\t" \
+	"shl v18.16b, v18.16b, #4\n\t" \
+	"shl v19.16b, v19.16b, #4\n\t" \
+	"sshr v16.16b, v16.16b, #4\n\t" \
+	"sshr v17.16b, v17.16b, #4\n\t" \
+	"sshr v18.16b, v18.16b, #4\n\t" \
+	"sshr v19.16b, v19.16b, #4\n\t" \
+	"fcvtl v8.4s, v8.4h\n\t"
 
-#define MULL_ROW(p01, p23, x, wv, r)							\
-	do {										\
-		int8x16_t d_ = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(x), r)); \
-		(p01) = vmull_s8(vget_low_s8(wv), vget_low_s8(d_));			\
-		(p23) = vmull_high_s8((wv), d_);					\
-	} while (0)
+#define NV_WLOAD_72							\
+	"ldr d8, [%[w]], #8\n\t" \
+	"ld1 {v16.16b-v19.16b}, [%[w]], #64\n\t"
 
-/* One activation row R of a group: X = its 8 vectors, LO/HI the weights. */
-#define ROW_DOT(res, x, lo, hi, r)							\
-	do {										\
-		int16x8_t p01_, p23_;							\
-		MULL_ROW(p01_, p23_, (x)[0], (lo)[0], r);				\
-		MLAL_ROW(p01_, p23_, (x)[1], (lo)[1], r);				\
-		MLAL_ROW(p01_, p23_, (x)[2], (lo)[2], r);				\
-		MLAL_ROW(p01_, p23_, (x)[3], (lo)[3], r);				\
-		MLAL_ROW(p01_, p23_, (x)[4], (hi)[0], r);				\
-		MLAL_ROW(p01_, p23_, (x)[5], (hi)[1], r);				\
-		MLAL_ROW(p01_, p23_, (x)[6], (hi)[2], r);				\
-		MLAL_ROW(p01_, p23_, (x)[7], (hi)[3], r);				\
-		(res) = reduce_rows(p01_, p23_);					\
+/* 4x8: 64 bytes of the 8-byte interleave, unzipped to the canonical form. */
+#define NV_WLOAD_48							\
+	"ldr d8, [%[w]], #8\n\t" \
+	"ld1 {v24.16b-v27.16b}, [%[w]], #64\n\t" \
+	"uzp1 v16.4s, v24.4s, v25.4s\n\t" \
+	"uzp2 v17.4s, v24.4s, v25.4s\n\t" \
+	"uzp1 v18.4s, v26.4s, v27.4s\n\t" \
+	"uzp2 v19.4s, v26.4s, v27.4s\n\t"
+
+/* Half H of an 8x8 block: W points at its chunk 0 (block + 16 + 32H). */
+#define NV_WLOAD_88(soff)							\
+	"ldur d8, [%[w], #" soff "]\n\t" \
+	"ldp q26, q27, [%[w], #64]\n\t" \
+	"ldp q24, q25, [%[w]], #144\n\t" \
+	"uzp1 v16.4s, v24.4s, v25.4s\n\t" \
+	"uzp2 v17.4s, v24.4s, v25.4s\n\t" \
+	"uzp1 v18.4s, v26.4s, v27.4s\n\t" \
+	"uzp2 v19.4s, v26.4s, v27.4s\n\t"
+
+/* One activation group (pointer operand AG) into sums S0..S3. */
+#define NV_GROUP(ag, s0, s1, s2, s3)							\
+	"ldr d9, [%[" ag "]], #8\n\t" \
+	"ld1 {v24.16b-v27.16b}, [%[" ag "]], #64\n\t" \
+	"ld1 {v28.16b-v31.16b}, [%[" ag "]], #64\n\t" \
+	"fcvtl v9.4s, v9.4h\n\t" \
+	"dup v10.4s, v24.s[0]\n\t" \
+	"smull v11.8h, v16.8b, v10.8b\n\t" \
+	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
+	"dup v10.4s, v25.s[0]\n\t" \
+	"smlal v11.8h, v17.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
+	"dup v10.4s, v26.s[0]\n\t" \
+	"smlal v11.8h, v18.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
+	"dup v10.4s, v27.s[0]\n\t" \
+	"smlal v11.8h, v19.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
+	"dup v10.4s, v28.s[0]\n\t" \
+	"smlal v11.8h, v20.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
+	"dup v10.4s, v29.s[0]\n\t" \
+	"smlal v11.8h, v21.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
+	"dup v10.4s, v30.s[0]\n\t" \
+	"smlal v11.8h, v22.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
+	"dup v10.4s, v31.s[0]\n\t" \
+	"smlal v11.8h, v23.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
+	"addp v11.8h, v11.8h, v12.8h\n\t" \
+	"saddlp v11.4s, v11.8h\n\t" \
+	"scvtf v11.4s, v11.4s\n\t" \
+	"fmul v11.4s, v11.4s, v8.4s\n\t" \
+	"fmla v" s0 ".4s, v11.4s, v9.s[0]\n\t" \
+	"dup v10.4s, v24.s[1]\n\t" \
+	"smull v11.8h, v16.8b, v10.8b\n\t" \
+	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
+	"dup v10.4s, v25.s[1]\n\t" \
+	"smlal v11.8h, v17.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
+	"dup v10.4s, v26.s[1]\n\t" \
+	"smlal v11.8h, v18.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
+	"dup v10.4s, v27.s[1]\n\t" \
+	"smlal v11.8h, v19.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
+	"dup v10.4s, v28.s[1]\n\t" \
+	"smlal v11.8h, v20.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
+	"dup v10.4s, v29.s[1]\n\t" \
+	"smlal v11.8h, v21.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
+	"dup v10.4s, v30.s[1]\n\t" \
+	"smlal v11.8h, v22.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
+	"dup v10.4s, v31.s[1]\n\t" \
+	"smlal v11.8h, v23.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
+	"addp v11.8h, v11.8h, v12.8h\n\t" \
+	"saddlp v11.4s, v11.8h\n\t" \
+	"scvtf v11.4s, v11.4s\n\t" \
+	"fmul v11.4s, v11.4s, v8.4s\n\t" \
+	"fmla v" s1 ".4s, v11.4s, v9.s[1]\n\t" \
+	"dup v10.4s, v24.s[2]\n\t" \
+	"smull v11.8h, v16.8b, v10.8b\n\t" \
+	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
+	"dup v10.4s, v25.s[2]\n\t" \
+	"smlal v11.8h, v17.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
+	"dup v10.4s, v26.s[2]\n\t" \
+	"smlal v11.8h, v18.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
+	"dup v10.4s, v27.s[2]\n\t" \
+	"smlal v11.8h, v19.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
+	"dup v10.4s, v28.s[2]\n\t" \
+	"smlal v11.8h, v20.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
+	"dup v10.4s, v29.s[2]\n\t" \
+	"smlal v11.8h, v21.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
+	"dup v10.4s, v30.s[2]\n\t" \
+	"smlal v11.8h, v22.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
+	"dup v10.4s, v31.s[2]\n\t" \
+	"smlal v11.8h, v23.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
+	"addp v11.8h, v11.8h, v12.8h\n\t" \
+	"saddlp v11.4s, v11.8h\n\t" \
+	"scvtf v11.4s, v11.4s\n\t" \
+	"fmul v11.4s, v11.4s, v8.4s\n\t" \
+	"fmla v" s2 ".4s, v11.4s, v9.s[2]\n\t" \
+	"dup v10.4s, v24.s[3]\n\t" \
+	"smull v11.8h, v16.8b, v10.8b\n\t" \
+	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
+	"dup v10.4s, v25.s[3]\n\t" \
+	"smlal v11.8h, v17.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
+	"dup v10.4s, v26.s[3]\n\t" \
+	"smlal v11.8h, v18.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
+	"dup v10.4s, v27.s[3]\n\t" \
+	"smlal v11.8h, v19.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
+	"dup v10.4s, v28.s[3]\n\t" \
+	"smlal v11.8h, v20.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
+	"dup v10.4s, v29.s[3]\n\t" \
+	"smlal v11.8h, v21.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
+	"dup v10.4s, v30.s[3]\n\t" \
+	"smlal v11.8h, v22.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
+	"dup v10.4s, v31.s[3]\n\t" \
+	"smlal v11.8h, v23.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
+	"addp v11.8h, v11.8h, v12.8h\n\t" \
+	"saddlp v11.4s, v11.8h\n\t" \
+	"scvtf v11.4s, v11.4s\n\t" \
+	"fmul v11.4s, v11.4s, v8.4s\n\t" \
+	"fmla v" s3 ".4s, v11.4s, v9.s[3]\n\t"
+
+#define NV_TILE(WLOAD, GROUPS)						\
+	__asm__ volatile(						\
+		"movi v0.4s, #0\n\t" "movi v1.4s, #0\n\t" "movi v2.4s, #0\n\t" "movi v3.4s, #0\n\t" \
+		"movi v4.4s, #0\n\t" "movi v5.4s, #0\n\t" "movi v6.4s, #0\n\t" "movi v7.4s, #0\n\t" \
+		"1:\n\t"						\
+		WLOAD NV_NIBBLES GROUPS					\
+		"subs %w[n], %w[n], #1\n\t"				\
+		"b.ne 1b\n\t"						\
+		"st1 {v0.4s-v3.4s}, [%[out]], #64\n\t"			\
+		"st1 {v4.4s-v7.4s}, [%[out]]\n\t"			\
+		: [w] "+r"(wp), [a0] "+r"(a0), [a1] "+r"(a1), [n] "+r"(n), [out] "+r"(out) \
+		:							\
+		: "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", \
+		  "v8", "v9", "v10", "v11", "v12", "v16", "v17", "v18", "v19", \
+		  "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", \
+		  "v29", "v30", "v31")
+
+#define NV_TILE_NG(WLOAD)						\
+	do {								\
+		if (ng == 2)						\
+			NV_TILE(WLOAD, NV_GROUP("a0", "0", "1", "2", "3") NV_GROUP("a1", "4", "5", "6", "7")); \
+		else							\
+			NV_TILE(WLOAD, NV_GROUP("a0", "0", "1", "2", "3")); \
 	} while (0)
 
 /*
- * Four weight rows (view V of layout L, first block at W) against NG <= 2
+ * Four weight rows (view H of layout L, first block at W) against NG <= 2
  * groups of 4 activation rows (first at A).  Row 4g+r writes
  * S[(4g+r)*LDS + 0..3].
  */
-QG_ARM_INLINE void gemm_tile(enum qg_layout l, struct qg_arm_wview v, int ng, int nb,
-			     float *restrict s, size_t lds, const uint8_t *restrict w,
-			     const struct qg_block_q8_0x4 *restrict a)
+static void gemm_tile(enum qg_layout l, int h, int ng, int nb, float *restrict s, size_t lds,
+		      const uint8_t *restrict w, const struct qg_block_q8_0x4 *restrict a)
 {
-	float32x4_t sum[2][4];
+	float sum[2][4][4];
+	float *out = &sum[0][0][0];
+	const uint8_t *wp = w;
+	const struct qg_block_q8_0x4 *a0 = a, *a1 = ng > 1 ? a + nb : a;
+	long n = nb;
 
-	_Pragma("GCC unroll 2")
-	for (int g = 0; g < 2; g++)
-		_Pragma("GCC unroll 4")
-		for (int r = 0; r < 4; r++)
-			sum[g][r] = vdupq_n_f32(0.0f);
-	for (int b = 0; b < nb; b++, w += v.stride) {
-		const float32x4_t dw = qg_arm_f16x4((const qg_fp16 *)(w + v.soff));
-		int8x16_t lo[4], hi[4];
-
-		load_canon(l, v, w, lo, hi);
-		_Pragma("GCC unroll 2")
-		for (int g = 0; g < ng; g++) {
-			const struct qg_block_q8_0x4 *ab = a + (size_t)g * nb + b;
-			const float32x4_t da = qg_arm_f16x4(ab->d);
-			int8x16x4_t x0 = vld1q_s8_x4(ab->qs), x1 = vld1q_s8_x4(ab->qs + 64);
-			int8x16_t x[8] = { x0.val[0], x0.val[1], x0.val[2], x0.val[3],
-					   x1.val[0], x1.val[1], x1.val[2], x1.val[3] };
-			int32x4_t r0, r1, r2, r3;
-
-			ROW_DOT(r0, x, lo, hi, 0);
-			ROW_DOT(r1, x, lo, hi, 1);
-			ROW_DOT(r2, x, lo, hi, 2);
-			ROW_DOT(r3, x, lo, hi, 3);
-			sum[g][0] = vfmaq_laneq_f32(sum[g][0], vmulq_f32(vcvtq_f32_s32(r0), dw), da, 0);
-			sum[g][1] = vfmaq_laneq_f32(sum[g][1], vmulq_f32(vcvtq_f32_s32(r1), dw), da, 1);
-			sum[g][2] = vfmaq_laneq_f32(sum[g][2], vmulq_f32(vcvtq_f32_s32(r2), dw), da, 2);
-			sum[g][3] = vfmaq_laneq_f32(sum[g][3], vmulq_f32(vcvtq_f32_s32(r3), dw), da, 3);
-		}
+	if (l == QG_LAYOUT_4X4) {
+		NV_TILE_NG(NV_WLOAD_72);
+	} else if (l == QG_LAYOUT_4X8) {
+		NV_TILE_NG(NV_WLOAD_48);
+	} else if (h == 0) {
+		wp += 16;
+		NV_TILE_NG(NV_WLOAD_88("-16"));
+	} else {
+		wp += 48;
+		NV_TILE_NG(NV_WLOAD_88("-40"));
 	}
-	_Pragma("GCC unroll 2")
-	for (int g = 0; g < 2; g++)
-		if (g < ng)
-			_Pragma("GCC unroll 4")
-			for (int r = 0; r < 4; r++)
-				vst1q_f32(s + (size_t)(4 * g + r) * lds, sum[g][r]);
+	for (int g = 0; g < ng; g++)
+		for (int r = 0; r < 4; r++)
+			memcpy(s + (size_t)(4 * g + r) * lds, sum[g][r], sizeof sum[g][r]);
 }
 
 QG_ARM_INLINE void gemm(enum qg_layout l, int k, float *restrict s, size_t lds,
@@ -250,21 +496,19 @@ QG_ARM_INLINE void gemm(enum qg_layout l, int k, float *restrict s, size_t lds,
 	const int nb = k / QG_QK, ngroups = nr / 4;
 	const struct qg_block_q8_0x4 *ap = a;
 
+	if (nb <= 0) {
+		for (int r = 0; r < nr; r++)
+			memset(s + (size_t)r * lds, 0, (size_t)nc * sizeof *s);
+		return;
+	}
 	for (int c = 0; c < nc; c += 4) {
-		struct qg_arm_wview v;
-		const uint8_t *wp;
-		if (l == QG_LAYOUT_8X8) {
-			v = QG_ARM_VIEW_8X8((c / 4) % 2);
-			wp = (const uint8_t *)w + (size_t)(c / 8) * nb * W_BLOCK8;
-		} else {
-			v = QG_ARM_VIEW_4X8;
-			wp = (const uint8_t *)w + (size_t)(c / 4) * nb * W_BLOCK4;
-		}
-		int g = 0;
-		for (; g + 2 <= ngroups; g += 2)
-			gemm_tile(l, v, 2, nb, s + (size_t)g * 4 * lds + c, lds, wp, ap + (size_t)g * nb);
-		if (g < ngroups)
-			gemm_tile(l, v, 1, nb, s + (size_t)g * 4 * lds + c, lds, wp, ap + (size_t)g * nb);
+		/* an 8x8 group is two views: rows 0-3 and rows 4-7 */
+		const int h = l == QG_LAYOUT_8X8 ? (c / 4) % 2 : 0;
+		const uint8_t *wp = (const uint8_t *)w + (l == QG_LAYOUT_8X8 ?
+			(size_t)(c / 8) * nb * W_BLOCK8 : (size_t)(c / 4) * nb * W_BLOCK4);
+		for (int g = 0; g < ngroups; g += 2)
+			gemm_tile(l, h, ngroups - g < 2 ? 1 : 2, nb, s + (size_t)g * 4 * lds + c, lds, wp,
+				  ap + (size_t)g * nb);
 	}
 }
 
