@@ -353,10 +353,18 @@ static ALWAYS_INLINE void gemv_any(enum lay l, int k, float *restrict s, const v
 						_mm_prefetch((const char *)p[i] + off + GEMV_PREFETCH + 64, _MM_HINT_T0);
 				}
 				load_tile(l, p, off, wq, &dw);
-				__m512i t = _mm512_set1_epi32(pre[b].ns);
-#pragma GCC unroll 8
-				for (int q = 0; q < 8; q++)
-					t = _mm512_dpbusd_epi32(t, wq[q], _mm512_set1_epi32(load32(qa + 4 * q)));
+				/*
+				 * Two chains of four: one row's chain of eight
+				 * dependent vpdpbusd would be longer than the
+				 * out-of-order window hides at memory speed.
+				 */
+				__m512i t0 = _mm512_set1_epi32(pre[b].ns), t1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+				for (int q = 0; q < 4; q++) {
+					t0 = _mm512_dpbusd_epi32(t0, wq[q], _mm512_set1_epi32(load32(qa + 4 * q)));
+					t1 = _mm512_dpbusd_epi32(t1, wq[q + 4], _mm512_set1_epi32(load32(qa + 16 + 4 * q)));
+				}
+				__m512i t = _mm512_add_epi32(t0, t1);
 				acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
 						      _mm512_mul_ps(dw, _mm512_set1_ps(pre[b].d)), acc);
 			}

@@ -281,19 +281,22 @@ static uint64_t bench_macs_vnni(uint64_t iters, int32_t *sink)
 	__m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
 	__m512i c6 = c0, c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
 
+	/*
+	 * In asm, so that the compiler can neither merge the twelve identical
+	 * chains into one nor fold them: written in C, this loop measured
+	 * about 2.8x what the core can do.
+	 */
 	for (uint64_t i = 0; i < iters; i++) {
-		c0 = _mm512_dpbusd_epi32(c0, a, b);
-		c1 = _mm512_dpbusd_epi32(c1, a, b);
-		c2 = _mm512_dpbusd_epi32(c2, a, b);
-		c3 = _mm512_dpbusd_epi32(c3, a, b);
-		c4 = _mm512_dpbusd_epi32(c4, a, b);
-		c5 = _mm512_dpbusd_epi32(c5, a, b);
-		c6 = _mm512_dpbusd_epi32(c6, a, b);
-		c7 = _mm512_dpbusd_epi32(c7, a, b);
-		c8 = _mm512_dpbusd_epi32(c8, a, b);
-		c9 = _mm512_dpbusd_epi32(c9, a, b);
-		c10 = _mm512_dpbusd_epi32(c10, a, b);
-		c11 = _mm512_dpbusd_epi32(c11, a, b);
+		__asm__ volatile("vpdpbusd %[a], %[b], %[c0]\n\tvpdpbusd %[a], %[b], %[c1]\n\t"
+				 "vpdpbusd %[a], %[b], %[c2]\n\tvpdpbusd %[a], %[b], %[c3]\n\t"
+				 "vpdpbusd %[a], %[b], %[c4]\n\tvpdpbusd %[a], %[b], %[c5]\n\t"
+				 "vpdpbusd %[a], %[b], %[c6]\n\tvpdpbusd %[a], %[b], %[c7]\n\t"
+				 "vpdpbusd %[a], %[b], %[c8]\n\tvpdpbusd %[a], %[b], %[c9]\n\t"
+				 "vpdpbusd %[a], %[b], %[c10]\n\tvpdpbusd %[a], %[b], %[c11]"
+				 : [c0] "+v"(c0), [c1] "+v"(c1), [c2] "+v"(c2), [c3] "+v"(c3), [c4] "+v"(c4),
+				   [c5] "+v"(c5), [c6] "+v"(c6), [c7] "+v"(c7), [c8] "+v"(c8), [c9] "+v"(c9),
+				   [c10] "+v"(c10), [c11] "+v"(c11)
+				 : [a] "v"(a), [b] "v"(b));
 	}
 	c0 = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
 			      _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
