@@ -25,9 +25,17 @@
  */
 #include "config.h"
 
+/*
+ * GCC's first scheduling pass hoists every load of a block ahead of its
+ * arithmetic and then runs out of the 32 vector registers (spilling to the
+ * stack inside the loops); without it the loops stay in registers.
+ */
+#pragma GCC optimize("no-schedule-insns")
+
 #include <arm_neon.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels-arm.h"
 #include "kernels.h"
@@ -56,6 +64,16 @@ INLINE void load_view(const uint8_t *blk, struct qg_arm_wview v, uint8x16_t w[4]
 	w[3] = vld1q_u8(blk + v.q1off + 16);
 }
 
+/*
+ * The same view with offsets relative to its first weight byte, so that
+ * the pointer a loop advances points at it: ldp of q registers takes only
+ * offsets that are multiples of 16, and the blocks are 72 or 144 bytes.
+ */
+INLINE struct qg_arm_wview rebase(struct qg_arm_wview v)
+{
+	return (struct qg_arm_wview){ v.soff - v.q0off, 0, v.q1off - v.q0off, v.stride };
+}
+
 /* --- GEMV: sdot, one activation row ------------------------------------ */
 
 /*
@@ -72,11 +90,13 @@ INLINE void gemv_views(int nb, float *restrict s[], const uint8_t *w[], const st
 	const uint8x16_t mask = vdupq_n_u8(0xf0);
 	float32x4_t acc[4];
 	const uint8_t *p[4];
+	struct qg_arm_wview rv[4];
 
 	UNROLL
 	for (int v = 0; v < V; v++) {
 		acc[v] = vdupq_n_f32(0.0f);
-		p[v] = w[v];
+		p[v] = w[v] + vw[v].q0off;
+		rv[v] = rebase(vw[v]);
 	}
 	for (int l = 0; l < nb; l++) {
 		const int64x2x4_t e = vld4q_dup_s64((const int64_t *)(const void *)a[l].qs);
@@ -87,8 +107,8 @@ INLINE void gemv_views(int nb, float *restrict s[], const uint8_t *w[], const st
 		UNROLL
 		for (int v = 0; v < V; v++) {
 			uint8x16_t q[4];
-			load_view(p[v], vw[v], q);
-			const float32x4_t d = vmulq_n_f32(qg_arm_f16x4((const qg_fp16 *)(const void *)(p[v] + vw[v].soff)), da);
+			load_view(p[v], rv[v], q);
+			const float32x4_t d = vmulq_n_f32(qg_arm_f16x4((const qg_fp16 *)(const void *)(p[v] + rv[v].soff)), da);
 			int32x4_t s01 = vdotq_s32(vdupq_n_s32(0), qg_arm_lo16(q[0]), e0);
 			int32x4_t s23 = vdotq_s32(vdupq_n_s32(0), qg_arm_lo16(q[1]), e0);
 			s01 = vdotq_s32(s01, qg_arm_lo16(q[2]), e1);
@@ -151,28 +171,77 @@ static void gemv_8x8(int k, float *restrict s, const void *restrict w, const voi
 /* --- GEMM: smmla, four activation rows per group ----------------------- */
 
 /*
- * One view (four weight rows) against N groups of four activation rows
- * (N constant, at most GEMM_SET).  For each group and block, four int32
- * tiles of 2x2 outputs: T[0] = rows 0,1 x weights 0,1, T[1] = rows 0,1 x
- * weights 2,3, T[2] and T[3] the same for rows 2,3, each four smmla (one
- * per 8-value chunk; the block_q8_0x4 register of chunk c, row pair P is
- * qs[32c + 16P ..]).  The float accumulators keep the tile order, so a
- * tile's scales are [a0 a0 a1 a1] * [w0 w1 w0 w1]: two zips per group
- * and two dups per view, then one multiply per tile; rows are put back in
- * order once, when they are stored.
+ * The activation scales of a GEMM pass, converted once per pass and chunk
+ * of K into the order the inner loop reads them (for each block, each
+ * group's scales in tile order, below) instead of once per weight row
+ * group: four conversions and zips per group and block become one load.
+ * KC blocks per chunk keep this at 12 KiB of stack (one chunk for K up to
+ * 4096); between chunks the partial sums wait in S.
  */
-INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, struct qg_arm_wview vw,
-		      const struct qg_block_q8_0x4 *restrict a, const int N)
+#define KC 128
+
+struct act_chunk {
+	float sc[KC * GEMM_SET * 8];
+};
+
+/* Scales of blocks B0 .. B0+KB-1 of groups A[0..N-1] (NB blocks each) into C. */
+INLINE void act_scales(struct act_chunk *c, const struct qg_block_q8_0x4 *a, int nb, int b0, int kb,
+		       const int N)
+{
+	float *f = c->sc;
+
+	for (int l = b0; l < b0 + kb; l++) {
+		UNROLL
+		for (int g = 0; g < N; g++, f += 8) {
+			const float32x4_t da = qg_arm_f16x4(a[(size_t)g * nb + l].d);
+			/* a tile of rows 0,1 takes [a0 a0 a1 a1], of rows 2,3 [a2 a2 a3 a3] */
+			vst1q_f32(f, vzip1q_f32(da, da));
+			vst1q_f32(f + 4, vzip2q_f32(da, da));
+		}
+	}
+}
+
+/*
+ * One view (four weight rows) against N groups of four activation rows
+ * (N constant, at most GEMM_SET), for KB blocks from chunk C.  For each
+ * group and block, four int32 tiles of 2x2 outputs: T0 = rows 0,1 x
+ * weights 0,1, T1 = rows 0,1 x weights 2,3, T2 and T3 the same for rows
+ * 2,3, each four smmla (one per 8-value chunk; the register of chunk c and
+ * row pair P is qs[32c + 16P ..]).  The float accumulators keep the tile
+ * order, so a tile's scale is [a0 a0 a1 a1] * [w0 w1 w0 w1]: two dups per
+ * view and block, one multiply per tile.  Rows are put back in order when
+ * they are stored.  FIRST: start from zero, else from what S holds.
+ */
+INLINE void gemm_view(int kb, float *restrict s, size_t lds, const uint8_t *w, struct qg_arm_wview vw,
+		      const struct qg_block_q8_0x4 *a, int nb, const struct act_chunk *c, int first,
+		      const int N)
 {
 	const uint8x16_t mask = vdupq_n_u8(0xf0);
+	const int8_t *aq[GEMM_SET];
+	const float *af = c->sc;
 	float32x4_t acc[GEMM_SET][4];
 
 	UNROLL
-	for (int g = 0; g < N; g++)
+	for (int g = 0; g < N; g++) {
 		UNROLL
-		for (int t = 0; t < 4; t++)
-			acc[g][t] = vdupq_n_f32(0.0f);
-	for (int l = 0; l < nb; l++, w += vw.stride) {
+		for (int h = 0; h < 2; h++) {
+			if (first) {
+				acc[g][2 * h] = acc[g][2 * h + 1] = vdupq_n_f32(0.0f);
+			} else {
+				const float *sr = s + (size_t)(4 * g + 2 * h) * lds;
+				const float64x2_t r0 = vreinterpretq_f64_f32(vld1q_f32(sr));
+				const float64x2_t r1 = vreinterpretq_f64_f32(vld1q_f32(sr + lds));
+				acc[g][2 * h] = vreinterpretq_f32_f64(vzip1q_f64(r0, r1));
+				acc[g][2 * h + 1] = vreinterpretq_f32_f64(vzip2q_f64(r0, r1));
+			}
+		}
+	}
+	UNROLL
+	for (int g = 0; g < N; g++)
+		aq[g] = a[(size_t)g * nb].qs;
+	w += vw.q0off;
+	vw = rebase(vw);
+	for (int l = 0; l < kb; l++, w += vw.stride) {
 		uint8x16_t q[4];
 		load_view(w, vw, q);
 		/* chunk c of weight pair P: x[2c + P]; chunks 0,1 low nibbles, 2,3 high */
@@ -187,8 +256,7 @@ INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, s
 
 		UNROLL
 		for (int g = 0; g < N; g++) {
-			const struct qg_block_q8_0x4 *ab = a + (size_t)g * nb + l;
-			const int8x16x4_t y0 = vld1q_s8_x4(ab->qs);
+			const int8x16x4_t y0 = vld1q_s8_x4(aq[g]);
 			int32x4_t t0 = vmmlaq_s32(vdupq_n_s32(0), y0.val[0], x[0]);
 			int32x4_t t1 = vmmlaq_s32(vdupq_n_s32(0), y0.val[0], x[1]);
 			int32x4_t t2 = vmmlaq_s32(vdupq_n_s32(0), y0.val[1], x[0]);
@@ -197,7 +265,8 @@ INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, s
 			t1 = vmmlaq_s32(t1, y0.val[2], x[3]);
 			t2 = vmmlaq_s32(t2, y0.val[3], x[2]);
 			t3 = vmmlaq_s32(t3, y0.val[3], x[3]);
-			const int8x16x4_t y1 = vld1q_s8_x4(ab->qs + 64);
+			const int8x16x4_t y1 = vld1q_s8_x4(aq[g] + 64);
+			aq[g] += sizeof(struct qg_block_q8_0x4);
 			t0 = vmmlaq_s32(t0, y1.val[0], x[4]);
 			t1 = vmmlaq_s32(t1, y1.val[0], x[5]);
 			t2 = vmmlaq_s32(t2, y1.val[1], x[4]);
@@ -207,8 +276,8 @@ INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, s
 			t2 = vmmlaq_s32(t2, y1.val[3], x[6]);
 			t3 = vmmlaq_s32(t3, y1.val[3], x[7]);
 
-			const float32x4_t da = qg_arm_f16x4(ab->d);
-			const float32x4_t a01 = vzip1q_f32(da, da), a23 = vzip2q_f32(da, da);
+			const float32x4_t a01 = vld1q_f32(af), a23 = vld1q_f32(af + 4);
+			af += 8;
 			acc[g][0] = vfmaq_f32(acc[g][0], vcvtq_n_f32_s32(t0, 4), vmulq_f32(a01, w01));
 			acc[g][1] = vfmaq_f32(acc[g][1], vcvtq_n_f32_s32(t1, 4), vmulq_f32(a01, w23));
 			acc[g][2] = vfmaq_f32(acc[g][2], vcvtq_n_f32_s32(t2, 4), vmulq_f32(a23, w01));
@@ -217,53 +286,66 @@ INLINE void gemm_view(int nb, float *restrict s, size_t lds, const uint8_t *w, s
 	}
 	UNROLL
 	for (int g = 0; g < N; g++) {
-		float *sg = s + (size_t)4 * g * lds;
 		UNROLL
 		for (int h = 0; h < 2; h++) {
 			/* tiles 2h, 2h+1: [r0w0 r0w1 r1w0 r1w1], [r0w2 r0w3 r1w2 r1w3] */
+			float *sr = s + (size_t)(4 * g + 2 * h) * lds;
 			const float64x2_t lo = vreinterpretq_f64_f32(acc[g][2 * h]);
 			const float64x2_t hi = vreinterpretq_f64_f32(acc[g][2 * h + 1]);
-			vst1q_f32(sg + (size_t)(2 * h) * lds, vreinterpretq_f32_f64(vzip1q_f64(lo, hi)));
-			vst1q_f32(sg + (size_t)(2 * h + 1) * lds, vreinterpretq_f32_f64(vzip2q_f64(lo, hi)));
+			vst1q_f32(sr, vreinterpretq_f32_f64(vzip1q_f64(lo, hi)));
+			vst1q_f32(sr + lds, vreinterpretq_f32_f64(vzip2q_f64(lo, hi)));
 		}
 	}
 }
 
-/* One view against all NR/4 activation groups, GEMM_SET groups at a time. */
-INLINE void gemm_view_all(int nb, float *restrict s, size_t lds, const uint8_t *w, struct qg_arm_wview vw,
-			  const struct qg_block_q8_0x4 *restrict a, int ng)
+/*
+ * N activation groups against NV views: view v of weight row group v / VPG
+ * is half v % VPG (VPG = 1 for 4x8, 2 for 8x8), GB bytes per row group.
+ */
+INLINE void gemm_set(int nb, float *restrict s, size_t lds, const uint8_t *w, size_t gb, int nv,
+		     const int VPG, const struct qg_block_q8_0x4 *a, const int N)
 {
+	struct act_chunk c;
+
+	for (int b0 = 0; b0 < nb; b0 += KC) {
+		const int kb = nb - b0 < KC ? nb - b0 : KC;
+		act_scales(&c, a, nb, b0, kb, N);
+		for (int v = 0; v < nv; v++) {
+			const uint8_t *wv = w + (size_t)(v / VPG) * gb;
+			struct qg_arm_wview vw = VPG == 1 ? QG_ARM_VIEW_4X8 : QG_ARM_VIEW_8X8(v % VPG);
+			wv += (size_t)b0 * vw.stride;
+			gemm_view(kb, s + 4 * v, lds, wv, vw, a + b0, nb, &c, b0 == 0, N);
+		}
+	}
+}
+
+/* All NR/4 activation groups, GEMM_SET at a time (the rest by two or one). */
+INLINE void gemm_layout(int k, float *restrict s, size_t lds, const void *restrict w,
+			const void *restrict a, int nr, int nc, const int R)
+{
+	const int nb = k / QG_QK, ng = nr / 4;
+	const size_t gb = GROUP_BYTES(nb, R);
+	const struct qg_block_q8_0x4 *ag = a;
 	int g = 0;
 
 	for (; g + GEMM_SET <= ng; g += GEMM_SET)
-		gemm_view(nb, s + (size_t)4 * g * lds, lds, w, vw, a + (size_t)g * nb, GEMM_SET);
+		gemm_set(nb, s + (size_t)4 * g * lds, lds, w, gb, nc / 4, R / 4, ag + (size_t)g * nb, GEMM_SET);
 	if (ng - g == 2)
-		gemm_view(nb, s + (size_t)4 * g * lds, lds, w, vw, a + (size_t)g * nb, 2);
+		gemm_set(nb, s + (size_t)4 * g * lds, lds, w, gb, nc / 4, R / 4, ag + (size_t)g * nb, 2);
 	else if (ng - g == 1)
-		gemm_view(nb, s + (size_t)4 * g * lds, lds, w, vw, a + (size_t)g * nb, 1);
+		gemm_set(nb, s + (size_t)4 * g * lds, lds, w, gb, nc / 4, R / 4, ag + (size_t)g * nb, 1);
 }
 
 static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
 		     const void *restrict a, int nr, int nc)
 {
-	const int nb = k / QG_QK;
-	const size_t gb = GROUP_BYTES(nb, 4);
-
-	for (int g = 0; g < nc / 4; g++)
-		gemm_view_all(nb, s + 4 * g, lds, (const uint8_t *)w + g * gb, QG_ARM_VIEW_4X8, a, nr / 4);
+	gemm_layout(k, s, lds, w, a, nr, nc, 4);
 }
 
 static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
 		     const void *restrict a, int nr, int nc)
 {
-	const int nb = k / QG_QK;
-	const size_t gb = GROUP_BYTES(nb, 8);
-
-	for (int g = 0; g < nc / 8; g++) {
-		const uint8_t *wg = (const uint8_t *)w + g * gb;
-		gemm_view_all(nb, s + 8 * g, lds, wg, QG_ARM_VIEW_8X8(0), a, nr / 4);
-		gemm_view_all(nb, s + 8 * g + 4, lds, wg, QG_ARM_VIEW_8X8(1), a, nr / 4);
-	}
+	gemm_layout(k, s, lds, w, a, nr, nc, 8);
 }
 
 /* --- activation quantizers: kernels-arm.h's NEON code, same bytes as quant.c --- */
