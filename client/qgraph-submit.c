@@ -97,6 +97,43 @@ static double rel_err(const float *a, const float *b, size_t n)
 	return maxd / maxb;
 }
 
+/*
+ * Register G, then run it REPS times, each time to its completion.  Returns
+ * the median run time in seconds, or a negative value (with the reason on
+ * stderr, prefixed by WHAT) when a step failed.
+ */
+static double register_and_time(struct qgraph_session *s, struct qgraph_graph *g, long reps, const char *what)
+{
+	uint64_t id, handle;
+	struct qgraph_result res;
+	int r;
+
+	if ((r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
+	    (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {
+		fprintf(stderr, "qgraph-submit %s: %s\n", what, qgraph_session_error(s));
+		return -1;
+	}
+	handle = res.handle;
+	double *times = calloc((size_t)reps, sizeof *times);
+	if (!times)
+		return -1;
+	for (long i = 0; i < reps; i++) {
+		double a = now_s();
+		if ((r = qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id)) || (r = qgraph_wait(s, id, -1, &res)) ||
+		    (r = res.status)) {
+			fprintf(stderr, "qgraph-submit %s: run: %s\n", what, qgraph_session_error(s));
+			free(times);
+			return -1;
+		}
+		times[i] = now_s() - a;
+		progress(what, i + 1, reps);
+	}
+	qsort(times, (size_t)reps, sizeof *times, cmp_double);
+	double med = times[reps / 2];
+	free(times);
+	return med;
+}
+
 /* ---------------------------------------------------------------- gemm */
 
 static int cmd_gemm(int argc, char **argv)
@@ -157,27 +194,13 @@ static int cmd_gemm(int argc, char **argv)
 	int64_t xne[2] = { k, n };
 	int wi = qgraph_graph_weights(g, wh, stored, m, k);
 	int xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
-	int yi = qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo);
-	uint64_t id, handle;
-	struct qgraph_result res;
-	if (yi < 0 || (r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
-	    (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {
-		fprintf(stderr, "qgraph-submit gemm: %s\n", r ? qgraph_session_error(s) : "cannot build the graph");
+	if (qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo) < 0) {
+		fprintf(stderr, "qgraph-submit gemm: cannot build the graph\n");
 		return EXIT_WRONG;
 	}
-	handle = res.handle;
-	double *times = calloc((size_t)reps, sizeof *times);
-	for (long i = 0; i < reps; i++) {
-		double a = now_s();
-		if ((r = qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id)) || (r = qgraph_wait(s, id, -1, &res)) ||
-		    (r = res.status)) {
-			fprintf(stderr, "qgraph-submit gemm: run: %s\n", qgraph_session_error(s));
-			return EXIT_WRONG;
-		}
-		times[i] = now_s() - a;
-		progress("gemm", i + 1, reps);
-	}
-	qsort(times, (size_t)reps, sizeof *times, cmp_double);
+	double med = register_and_time(s, g, reps, "gemm");
+	if (med < 0)
+		return EXIT_WRONG;
 
 	/* the reference: the portable kernel in this process, on the same quantized bytes */
 	ssize_t wb = qgraph_matrix_size(stored, m, k);
@@ -193,11 +216,10 @@ static int cmd_gemm(int argc, char **argv)
 	double flops = 2.0 * m * n * k;
 	printf("gemm m=%ld n=%ld k=%ld type=%s stored=%s: median %.3f ms (%.1f GFLOP/s), upload %.1f ms, "
 	       "max error vs portable %.2e: %s\n",
-	       m, n, k, tname, qgraph_type_name(stored), times[reps / 2] * 1e3, flops / times[reps / 2] * 1e-9,
+	       m, n, k, tname, qgraph_type_name(stored), med * 1e3, flops / med * 1e-9,
 	       t_up * 1e3, err, err < 1e-3 ? "ok" : "WRONG");
 	free(scratch);
 	free(wq);
-	free(times);
 	free(w);
 	free(ref);
 	qgraph_graph_free(g);
@@ -309,34 +331,20 @@ static int cmd_mlp(int argc, char **argv)
 		int down = qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi[2], qgraph_graph_op(g, QGRAPH_OP_MUL, gate, up, 0), 0);
 		x = qgraph_graph_op(g, QGRAPH_OP_ADD, x, down, 0);
 	}
-	uint64_t id, handle;
-	struct qgraph_result res;
-	int r;
-	if (qgraph_graph_output(g, x, yo) < 0 || (r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
-	    (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {
-		fprintf(stderr, "qgraph-submit mlp: %s\n", qgraph_session_error(s));
+	if (qgraph_graph_output(g, x, yo) < 0) {
+		fprintf(stderr, "qgraph-submit mlp: cannot build the graph\n");
 		return EXIT_WRONG;
 	}
-	handle = res.handle;
-	double *times = calloc((size_t)reps, sizeof *times);
-	for (long i = 0; i < reps; i++) {
-		double a = now_s();
-		if ((r = qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id)) || (r = qgraph_wait(s, id, -1, &res)) ||
-		    (r = res.status)) {
-			fprintf(stderr, "qgraph-submit mlp: %s\n", qgraph_session_error(s));
-			return EXIT_WRONG;
-		}
-		times[i] = now_s() - a;
-		progress("mlp", i + 1, reps);
-	}
-	qsort(times, (size_t)reps, sizeof *times, cmp_double);
+	double med = register_and_time(s, g, reps, "mlp");
+	if (med < 0)
+		return EXIT_WRONG;
 	for (long l = 0; l < layers; l++)
 		mlp_ref_layer(x0, d, h, n, wq[l], wt[l]);
 	double err = rel_err((const float *)(arena + yo), x0, (size_t)n * d);
 	double flops = 2.0 * 3 * d * h * n * layers;
 	printf("mlp dim=%ld hidden=%ld tokens=%ld layers=%ld (%s): median %.3f ms (%.1f GFLOP/s), "
 	       "max error vs in-process %.2e: %s\n",
-	       d, h, n, layers, qgraph_type_name(wt[0][0]), times[reps / 2] * 1e3, flops / times[reps / 2] * 1e-9,
+	       d, h, n, layers, qgraph_type_name(wt[0][0]), med * 1e3, flops / med * 1e-9,
 	       err, err < 1e-3 ? "ok" : "WRONG");
 	for (long l = 0; l < layers; l++)
 		for (int i = 0; i < 3; i++)
@@ -345,7 +353,6 @@ static int cmd_mlp(int argc, char **argv)
 	free(wt);
 	free(w);
 	free(x0);
-	free(times);
 	qgraph_graph_free(g);
 	qgraph_session_close(s);
 	return err < 1e-3 ? 0 : EXIT_WRONG;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kernels.h"
 #include "log.h"
 #include "loop.h"
 #include "region.h"
@@ -134,6 +135,8 @@ void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status
 void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status);
 
 /* requests.c */
+/* The kernel chosen for each layout, for a Welcome or a Stats (KC holds them, KCP points at them). */
+size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__KernelChoice *kcp[QG_LAYOUT_COUNT]);
 void qgd_request_serve(struct qgd_session *s);
 void qgd_session_release_all(struct qgd_session *s);
 

@@ -64,7 +64,11 @@ static void upload_reset(struct qgd_session *s)
 	memset(&s->upload, 0, sizeof s->upload);
 }
 
-/* The layout to store weights of ROWS rows in, when the client lets us pick. */
+/*
+ * The layout to store weights of ROWS rows in, when the client lets us
+ * pick: this CPU's best, else the 4-row layout with the same 8-byte
+ * interleave when only 4 rows divide, else plain Q4_0.
+ */
 static enum qg_type pick_layout(int64_t rows)
 {
 	enum qg_type best = qg_best_weight_type();
@@ -72,8 +76,8 @@ static enum qg_type pick_layout(int64_t rows)
 	if (rows % qg_type_row_group(best) == 0)
 		return best;
 	if (rows % 4 == 0)
-		return qg_best_weight_type() == QG_TYPE_Q4_0_8X8 ? QG_TYPE_Q4_0_4X8 : best;
-	return QG_TYPE_Q4_0;	/* no interleaved layout holds it */
+		return QG_TYPE_Q4_0_4X8;	/* best was 8x8 */
+	return QG_TYPE_Q4_0;
 }
 
 static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__UploadWeights *u)
@@ -237,6 +241,18 @@ static int events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n
 	return 1;
 }
 
+size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__KernelChoice *kcp[QG_LAYOUT_COUNT])
+{
+	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
+		qgraph__kernel_choice__init(&kc[l]);
+		kc[l].layout = (char *)qg_type_name(qg_layout_type((enum qg_layout)l));
+		kc[l].kernel = (char *)qg_kernel_for((enum qg_layout)l)->name;
+		kc[l].reason = (char *)qg_kernel_reason((enum qg_layout)l);
+		kcp[l] = &kc[l];
+	}
+	return QG_LAYOUT_COUNT;
+}
+
 static void serve_stats(struct qgd_session *s, uint64_t rid)
 {
 	struct qgd_server *srv = s->srv;
@@ -254,14 +270,7 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
 	st.loop = (char *)qg_loop_kind_name(srv->loop);
 	st.threads = (uint32_t)qgd_exec_threads(srv);
-	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
-		qgraph__kernel_choice__init(&kc[l]);
-		kc[l].layout = (char *)qg_type_name(qg_layout_type((enum qg_layout)l));
-		kc[l].kernel = (char *)qg_kernel_for((enum qg_layout)l)->name;
-		kc[l].reason = (char *)qg_kernel_reason((enum qg_layout)l);
-		kcp[l] = &kc[l];
-	}
-	st.n_kernels = QG_LAYOUT_COUNT;
+	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
 	for (struct qgd_session *t = srv->sessions; t && n < 16; t = t->next) {
 		if (t->state != QGD_READY)

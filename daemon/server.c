@@ -163,14 +163,7 @@ static void handshake(struct qgd_session *s)
 	rl.arena_bytes = s->layout.arena_bytes;
 	w.region = &rl;
 	w.cpu_features = srv->cpu_features;
-	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
-		qgraph__kernel_choice__init(&kc[l]);
-		kc[l].layout = (char *)qg_type_name(qg_layout_type((enum qg_layout)l));
-		kc[l].kernel = (char *)qg_kernel_for((enum qg_layout)l)->name;
-		kc[l].reason = (char *)qg_kernel_reason((enum qg_layout)l);
-		kcp[l] = &kc[l];
-	}
-	w.n_kernels = QG_LAYOUT_COUNT;
+	w.n_kernels = qgd_kernel_choices(kc, kcp);
 	w.kernels = kcp;
 	w.best_weight_type = (Qgraph__Type)qg_best_weight_type();
 	size_t len = qgraph__welcome__get_packed_size(&w);
