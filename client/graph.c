@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,71 +222,138 @@ static size_t wire_events(const struct evref *src, size_t n, Qgraph__EventRef *e
 /* Provided by session.c: publish REQ, give its id. */
 int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint64_t *id);
 
-QGRAPH_API int qgraph_submit(struct qgraph_session *s, struct qgraph_graph *g, int flags, uint64_t *id)
+/*
+ * The wire form of G: fills SG (and the arrays it points into, freed by
+ * wire_free) from G's tensors and events.  0, or -EINVAL / -ENOMEM.
+ */
+struct wire_graph {
+	Qgraph__SubmitGraph sg;
+	Qgraph__Tensor *t, **tp;
+	Qgraph__Span *spans;
+	uint32_t *srcs;
+	int64_t *nes;
+	Qgraph__EventRef wev[16], rev[16], *wp[16], *rp[16];
+};
+
+static void wire_free(struct wire_graph *w)
 {
-	if (!s || !g || !id)
+	free(w->t);
+	free(w->tp);
+	free(w->spans);
+	free(w->srcs);
+	free(w->nes);
+}
+
+static int wire_make(const struct qgraph_graph *g, int flags, struct wire_graph *w)
+{
+	memset(w, 0, sizeof *w);
+	if (!g)
 		return -EINVAL;
 	if (g->err)
 		return g->err;
 	if (g->n == 0)
 		return -EINVAL;
-
-	Qgraph__Tensor *t = calloc(g->n, sizeof *t);
-	Qgraph__Tensor **tp = calloc(g->n, sizeof *tp);
-	Qgraph__Span *spans = calloc(g->n, sizeof *spans);
-	uint32_t *srcs = calloc(2 * g->n, sizeof *srcs);
-	int64_t *nes = calloc(4 * g->n, sizeof *nes);
-	int r = -ENOMEM;
-
-	if (t && tp && spans && srcs && nes) {
-		for (size_t i = 0; i < g->n; i++) {
-			const struct gtensor *x = &g->t[i];
-			qgraph__tensor__init(&t[i]);
-			tp[i] = &t[i];
-			t[i].type = x->type == QGRAPH_TYPE_I32 ? QGRAPH__TYPE__TYPE_I32 : (Qgraph__Type)x->type;
-			memcpy(&nes[4 * i], x->ne, sizeof x->ne);
-			t[i].n_ne = (size_t)x->ndims;
-			t[i].ne = &nes[4 * i];
-			t[i].op = (Qgraph__Op)x->op;
-			t[i].weights = x->weights;
-			t[i].flags = x->flags & (x->op ? 2u : 1u);
-			if (x->op) {
-				srcs[2 * i] = (uint32_t)x->src[0];
-				srcs[2 * i + 1] = (uint32_t)x->src[1];
-				t[i].n_src = x->src[1] >= 0 ? 2 : 1;
-				t[i].src = &srcs[2 * i];
-			}
-			if (x->has_param) {
-				t[i].n_fparams = 1;
-				t[i].fparams = (float *)&x->param;
-			}
-			if (x->offset >= 0) {
-				int64_t bytes = qgraph_graph_tensor_bytes(g, (int)i);
-				qgraph__span__init(&spans[i]);
-				spans[i].offset = (uint64_t)x->offset;
-				spans[i].bytes = bytes < 0 ? 0 : (uint64_t)bytes;
-				t[i].arena = &spans[i];
-			}
-		}
-		Qgraph__Request req = QGRAPH__REQUEST__INIT;
-		Qgraph__SubmitGraph sg = QGRAPH__SUBMIT_GRAPH__INIT;
-		Qgraph__EventRef wev[16], rev[16], *wp[16], *rp[16];
-		sg.n_tensors = g->n;
-		sg.tensors = tp;
-		sg.keep = (flags & QGRAPH_SUBMIT_KEEP) != 0;
-		sg.n_wait = wire_events(g->wait, g->n_wait, wev, wp);
-		sg.wait = wp;
-		sg.n_record = wire_events(g->record, g->n_record, rev, rp);
-		sg.record = rp;
-		req.body_case = QGRAPH__REQUEST__BODY_SUBMIT;
-		req.submit = &sg;
-		r = qg_client_send_request(s, &req, (flags & QGRAPH_SUBMIT_BLOCK) != 0, id);
+	w->t = calloc(g->n, sizeof *w->t);
+	w->tp = calloc(g->n, sizeof *w->tp);
+	w->spans = calloc(g->n, sizeof *w->spans);
+	w->srcs = calloc(2 * g->n, sizeof *w->srcs);
+	w->nes = calloc(4 * g->n, sizeof *w->nes);
+	if (!w->t || !w->tp || !w->spans || !w->srcs || !w->nes) {
+		wire_free(w);
+		return -ENOMEM;
 	}
-	free(t);
-	free(tp);
-	free(spans);
-	free(srcs);
-	free(nes);
+	for (size_t i = 0; i < g->n; i++) {
+		const struct gtensor *x = &g->t[i];
+		Qgraph__Tensor *t = &w->t[i];
+		qgraph__tensor__init(t);
+		w->tp[i] = t;
+		t->type = x->type == QGRAPH_TYPE_I32 ? QGRAPH__TYPE__TYPE_I32 : (Qgraph__Type)x->type;
+		memcpy(&w->nes[4 * i], x->ne, sizeof x->ne);
+		t->n_ne = (size_t)x->ndims;
+		t->ne = &w->nes[4 * i];
+		t->op = (Qgraph__Op)x->op;
+		t->weights = x->weights;
+		t->flags = x->flags & (x->op ? 2u : 1u);
+		if (x->op) {
+			w->srcs[2 * i] = (uint32_t)x->src[0];
+			w->srcs[2 * i + 1] = (uint32_t)x->src[1];
+			t->n_src = x->src[1] >= 0 ? 2 : 1;
+			t->src = &w->srcs[2 * i];
+		}
+		if (x->has_param) {
+			t->n_fparams = 1;
+			t->fparams = (float *)&x->param;
+		}
+		if (x->offset >= 0) {
+			int64_t bytes = qgraph_graph_tensor_bytes(g, (int)i);
+			qgraph__span__init(&w->spans[i]);
+			w->spans[i].offset = (uint64_t)x->offset;
+			w->spans[i].bytes = bytes < 0 ? 0 : (uint64_t)bytes;
+			t->arena = &w->spans[i];
+		}
+	}
+	qgraph__submit_graph__init(&w->sg);
+	w->sg.n_tensors = g->n;
+	w->sg.tensors = w->tp;
+	w->sg.keep = (flags & QGRAPH_SUBMIT_KEEP) != 0;
+	w->sg.n_wait = wire_events(g->wait, g->n_wait, w->wev, w->wp);
+	w->sg.wait = w->wp;
+	w->sg.n_record = wire_events(g->record, g->n_record, w->rev, w->rp);
+	w->sg.record = w->rp;
+	return 0;
+}
+
+static int submit_wire(struct qgraph_session *s, Qgraph__SubmitGraph *sg, int flags, uint64_t *id)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+
+	req.body_case = QGRAPH__REQUEST__BODY_SUBMIT;
+	req.submit = sg;
+	return qg_client_send_request(s, &req, (flags & QGRAPH_SUBMIT_BLOCK) != 0, id);
+}
+
+QGRAPH_API int qgraph_submit(struct qgraph_session *s, struct qgraph_graph *g, int flags, uint64_t *id)
+{
+	struct wire_graph w;
+
+	if (!s || !g || !id)
+		return -EINVAL;
+	int r = wire_make(g, flags, &w);
+	if (r == 0)
+		r = submit_wire(s, &w.sg, flags, id);
+	wire_free(&w);
+	return r;
+}
+
+QGRAPH_API ssize_t qgraph_graph_encode(const struct qgraph_graph *g, void *buf, size_t len)
+{
+	struct wire_graph w;
+	int r = wire_make(g, 0, &w);
+
+	if (r)
+		return r;
+	size_t need = qgraph__submit_graph__get_packed_size(&w.sg);
+	if (need > (size_t)SSIZE_MAX) {
+		wire_free(&w);
+		return -EOVERFLOW;
+	}
+	if (buf && len >= need)
+		qgraph__submit_graph__pack(&w.sg, buf);
+	wire_free(&w);
+	return (ssize_t)need;
+}
+
+QGRAPH_API int qgraph_submit_encoded(struct qgraph_session *s, const void *buf, size_t len, int flags,
+				     uint64_t *id)
+{
+	if (!s || !buf || !id || len == 0 || len > QGRAPH_ENCODED_MAX)
+		return -EINVAL;
+	Qgraph__SubmitGraph *sg = qgraph__submit_graph__unpack(NULL, len, buf);
+	if (!sg)
+		return -EBADMSG;
+	sg->keep = (flags & QGRAPH_SUBMIT_KEEP) != 0;
+	int r = submit_wire(s, sg, flags, id);
+	qgraph__submit_graph__free_unpacked(sg, NULL);
 	return r;
 }
 

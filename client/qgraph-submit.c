@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "graph-file.h"
 #include "mulmat.h"
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
@@ -139,28 +140,31 @@ static double register_and_time(struct qgraph_session *s, struct qgraph_graph *g
 static int cmd_gemm(int argc, char **argv)
 {
 	long m = 4096, n = 32, k = 4096, reps = 5;
-	const char *tname = "q4_0";
+	const char *tname = "q4_0", *save = NULL;
 	static const struct option opts[] = {
 		{ "m", required_argument, NULL, 'm' }, { "n", required_argument, NULL, 'n' },
 		{ "k", required_argument, NULL, 'k' }, { "type", required_argument, NULL, 't' },
-		{ "repeat", required_argument, NULL, 'r' }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "repeat", required_argument, NULL, 'r' }, { "save", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "m:n:k:t:r:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:n:k:t:r:s:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 's': save = optarg; break;
 		case 'm': m = atol(optarg); break;
 		case 'n': n = atol(optarg); break;
 		case 'k': k = atol(optarg); break;
 		case 't': tname = optarg; break;
 		case 'r': reps = atol(optarg); break;
 		case 'h':
-			printf("Usage: qgraph-submit gemm [-m M] [-n N] [-k K] [--type TYPE] [--repeat R]\n"
+			printf("Usage: qgraph-submit gemm [-m M] [-n N] [-k K] [--type TYPE] [--repeat R] [--save FILE]\n"
 			       "Multiply random M x K weights (quantized to TYPE by the daemon; q4_0 lets\n"
 			       "it pick its fastest layout) by N x K activations through qgraphd, check\n"
 			       "the result against the portable kernel in this process, and print the\n"
-			       "time (median of R runs) and GFLOP/s.  Defaults: 4096 32 4096 q4_0 5.\n");
+			       "time (median of R runs) and GFLOP/s.  Defaults: 4096 32 4096 q4_0 5.\n"
+			       "--save FILE also writes the graph, its weights and inputs to FILE, for\n"
+			       "'qgraph-submit run FILE'.\n");
 			return 0;
 		default: return EXIT_USAGE;
 		}
@@ -214,6 +218,16 @@ static int cmd_gemm(int argc, char **argv)
 	qg_mul_mat(&mm, scratch);
 	double err = rel_err((const float *)(arena + yo), ref, (size_t)n * m);
 	double flops = 2.0 * m * n * k;
+	if (save) {
+		struct gf_weights gw = { .handle = wh, .type = stored, .rows = m, .cols = k, .data = wq };
+		char desc[128], why[512];
+		snprintf(desc, sizeof desc, "qgraph-submit gemm -m %ld -n %ld -k %ld --type %s", m, n, k, tname);
+		if (gf_save(save, g, &gw, 1, arena, (size_t)(xo > yo ? xo + (int64_t)xbytes : yo + (int64_t)ybytes),
+			    desc, why, sizeof why)) {
+			fprintf(stderr, "qgraph-submit gemm: --save: %s\n", why);
+			return EXIT_WRONG;
+		}
+	}
 	printf("gemm m=%ld n=%ld k=%ld type=%s stored=%s: median %.3f ms (%.1f GFLOP/s), upload %.1f ms, "
 	       "max error vs portable %.2e: %s\n",
 	       m, n, k, tname, qgraph_type_name(stored), med * 1e3, flops / med * 1e-9,
@@ -268,15 +282,18 @@ static void mlp_ref_layer(float *x, long d, long h, long n, void *const wq[3], e
 static int cmd_mlp(int argc, char **argv)
 {
 	long d = 1024, h = 2816, n = 8, layers = 2, reps = 3;
+	const char *save = NULL;
 	static const struct option opts[] = {
 		{ "dim", required_argument, NULL, 'd' }, { "hidden", required_argument, NULL, 'H' },
 		{ "tokens", required_argument, NULL, 'n' }, { "layers", required_argument, NULL, 'l' },
-		{ "repeat", required_argument, NULL, 'r' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "repeat", required_argument, NULL, 'r' }, { "save", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "d:H:n:l:r:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:H:n:l:r:s:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 's': save = optarg; break;
 		case 'd': d = atol(optarg); break;
 		case 'H': h = atol(optarg); break;
 		case 'n': n = atol(optarg); break;
@@ -284,10 +301,12 @@ static int cmd_mlp(int argc, char **argv)
 		case 'r': reps = atol(optarg); break;
 		case 'h':
 			printf("Usage: qgraph-submit mlp [--dim D] [--hidden H] [--tokens N] [--layers L] [--repeat R]\n"
+			       "                         [--save FILE]\n"
 			       "Run L transformer feed-forward blocks (rms_norm, Q4_0 up and gate projections,\n"
 			       "silu gate, Q4_0 down projection, residual add) on N tokens through qgraphd as\n"
 			       "one registered graph, check it against the same computation in this process,\n"
-			       "and print the median time.  Defaults: 1024 2816 8 2 3.\n");
+			       "and print the median time.  Defaults: 1024 2816 8 2 3.  --save FILE also writes\n"
+			       "the graph, its weights and inputs to FILE, for 'qgraph-submit run FILE'.\n");
 			return 0;
 		default: return EXIT_USAGE;
 		}
@@ -300,6 +319,7 @@ static int cmd_mlp(int argc, char **argv)
 	float *w = malloc((size_t)h * d * 4), *x0 = malloc((size_t)n * d * 4);
 	void *(*wq)[3] = calloc((size_t)layers, sizeof *wq);
 	enum qgraph_type (*wt)[3] = calloc((size_t)layers, sizeof *wt);
+	struct gf_weights *gw = calloc((size_t)layers * 3, sizeof *gw);
 	struct qgraph_graph *g = qgraph_graph_new();
 	unsigned char *arena = qgraph_arena(s, NULL);
 	int64_t xo = qgraph_arena_alloc(s, (size_t)n * d * 4), yo = qgraph_arena_alloc(s, (size_t)n * d * 4);
@@ -323,6 +343,8 @@ static int cmd_mlp(int argc, char **argv)
 			wq[l][i] = malloc((size_t)wb);
 			qgraph_quantize(wt[l][i], w, wq[l][i], (size_t)wb, rows[i], cols[i], NULL);
 			wi[i] = qgraph_graph_weights(g, handle, wt[l][i], rows[i], cols[i]);
+			gw[l * 3 + i] = (struct gf_weights){ .handle = handle, .type = wt[l][i], .rows = rows[i],
+							     .cols = cols[i], .data = wq[l][i] };
 			progress("upload", l * 3 + i + 1, layers * 3);
 		}
 		int nrm = qgraph_graph_op(g, QGRAPH_OP_RMS_NORM, x, -1, 1e-5f);
@@ -338,6 +360,16 @@ static int cmd_mlp(int argc, char **argv)
 	double med = register_and_time(s, g, reps, "mlp");
 	if (med < 0)
 		return EXIT_WRONG;
+	if (save) {
+		char desc[160], why[512];
+		memcpy(arena + xo, x0, (size_t)n * d * 4);	/* the input as the first run found it */
+		snprintf(desc, sizeof desc, "qgraph-submit mlp --dim %ld --hidden %ld --tokens %ld --layers %ld", d, h,
+			 n, layers);
+		if (gf_save(save, g, gw, (size_t)layers * 3, arena, (size_t)(yo + n * d * 4), desc, why, sizeof why)) {
+			fprintf(stderr, "qgraph-submit mlp: --save: %s\n", why);
+			return EXIT_WRONG;
+		}
+	}
 	for (long l = 0; l < layers; l++)
 		mlp_ref_layer(x0, d, h, n, wq[l], wt[l]);
 	double err = rel_err((const float *)(arena + yo), x0, (size_t)n * d);
@@ -351,11 +383,46 @@ static int cmd_mlp(int argc, char **argv)
 			free(wq[l][i]);
 	free(wq);
 	free(wt);
+	free(gw);
 	free(w);
 	free(x0);
 	qgraph_graph_free(g);
 	qgraph_session_close(s);
 	return err < 1e-3 ? 0 : EXIT_WRONG;
+}
+
+/* ---------------------------------------------------------------- run */
+
+static int cmd_run(int argc, char **argv)
+{
+	struct gf_run_opts o = { .repeat = 3, .check = 1, .quiet = quiet };
+	static const struct option opts[] = {
+		{ "repeat", required_argument, NULL, 'r' }, { "no-check", no_argument, NULL, 'C' },
+		{ "print", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "r:p:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': o.repeat = atol(optarg); break;
+		case 'C': o.check = 0; break;
+		case 'p': o.print = atoi(optarg); break;
+		case 'h':
+			printf("Usage: qgraph-submit run [--repeat R] [--print N] [--no-check] FILE\n"
+			       "Run the graph saved in FILE (gemm and mlp --save write one) through qgraphd:\n"
+			       "upload its weights, copy its inputs into the arena, register it, run it R\n"
+			       "times (default 3) and print the median time.  Each output is checked against\n"
+			       "the same graph computed in this process unless --no-check; --print N shows\n"
+			       "its first N values.\n");
+			return 0;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind + 1 != argc || o.repeat < 1 || o.repeat > 1000000 || o.print < 0) {
+		fprintf(stderr, "qgraph-submit run: one FILE, --repeat 1 to 1000000, --print >= 0\n");
+		return EXIT_USAGE;
+	}
+	return gf_run(argv[optind], socket_path, &o);
 }
 
 /* ---------------------------------------------------------------- bench */
@@ -494,6 +561,7 @@ static void usage(FILE *f)
 		   "Run work through qgraphd.\n\n"
 		   "  gemm    multiply random weights by activations, check, time\n"
 		   "  mlp     feed-forward blocks with real ops, check, time\n"
+		   "  run     a graph saved in a file (gemm and mlp --save FILE)\n"
 		   "  bench   latency and throughput of small graphs\n"
 		   "  stats   the daemon's sessions, memory, plans, kernels\n"
 		   "  info    what the daemon runs on\n\n"
@@ -529,6 +597,8 @@ int main(int argc, char **argv)
 		return cmd_gemm(argc, argv);
 	if (strcmp(cmd, "mlp") == 0)
 		return cmd_mlp(argc, argv);
+	if (strcmp(cmd, "run") == 0)
+		return cmd_run(argc, argv);
 	if (strcmp(cmd, "bench") == 0)
 		return cmd_bench(argc, argv);
 	if (strcmp(cmd, "stats") == 0)

@@ -281,6 +281,24 @@ QGRAPH_API int qgraph_submit(struct qgraph_session *s, struct qgraph_graph *g, i
 /* Run registered graph HANDLE again on what the arena holds now; G (may be NULL) supplies its events. */
 QGRAPH_API int qgraph_run(struct qgraph_session *s, uint64_t handle, struct qgraph_graph *g, int flags,
 			  uint64_t *id);
+/*
+ * G in its wire form (a SubmitGraph message), for saving it to a file:
+ * writes it to BUF when LEN is large enough, and returns the bytes it takes
+ * (so a call with LEN 0 sizes BUF), or -errno (-EINVAL for a graph whose
+ * building failed).  Weight handles and arena offsets are written as they
+ * are: they mean something only to the session that made them.
+ */
+QGRAPH_API ssize_t qgraph_graph_encode(const struct qgraph_graph *g, void *buf, size_t len);
+
+#define QGRAPH_ENCODED_MAX (64u << 20)	/* the largest encoded graph qgraph_submit_encoded() takes */
+
+/*
+ * Submit a graph in its wire form (from qgraph_graph_encode, or a file),
+ * as qgraph_submit() does; only FLAGS decide whether it is registered.
+ * -EBADMSG when BUF is not a SubmitGraph; the daemon checks the rest.
+ */
+QGRAPH_API int qgraph_submit_encoded(struct qgraph_session *s, const void *buf, size_t len, int flags,
+				     uint64_t *id);
 /* Forget a registered graph.  0 or -errno. */
 QGRAPH_API int qgraph_graph_unregister(struct qgraph_session *s, uint64_t handle);
 

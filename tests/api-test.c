@@ -154,6 +154,29 @@ static void test_exports(void)
 	dlclose(self);
 }
 
+/* A graph's wire form: sized, written, refused when the graph is broken. */
+static void test_encode(void)
+{
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t ne[2] = { 64, 3 };
+	int a = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, ne, 0);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SILU, a, -1, 0), 4096);
+	ssize_t n = qgraph_graph_encode(g, NULL, 0);
+	unsigned char buf[512], small[4];
+	memset(buf, 0xa5, sizeof buf);
+	memset(small, 0xa5, sizeof small);
+	tap_ok(n > 0 && (size_t)n < sizeof buf && qgraph_graph_encode(g, buf, sizeof buf) == n && buf[n] == 0xa5,
+	       "encode sizes and writes %zd bytes, no more", n);
+	tap_ok(qgraph_graph_encode(g, small, sizeof small) == n && small[0] == 0xa5,
+	       "encode into a buffer too small writes nothing and says the size");
+	qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, a, 99, 0);
+	tap_ok(qgraph_graph_encode(g, buf, sizeof buf) < 0, "a graph whose building failed is not encoded");
+	tap_ok(qgraph_graph_encode(NULL, buf, sizeof buf) == -EINVAL, "encode(NULL) gives -EINVAL");
+	qgraph_graph_free(g);
+	uint64_t id;
+	tap_ok(qgraph_submit_encoded(NULL, buf, 10, 0, &id) == -EINVAL, "submit_encoded without a session gives -EINVAL");
+}
+
 int main(void)
 {
 	test_names();
@@ -161,5 +184,6 @@ int main(void)
 	test_formats();
 	test_bad_arguments();
 	test_exports();
+	test_encode();
 	return tap_done();
 }

@@ -1,0 +1,557 @@
+/*
+ * graph-file.c - graphs saved to files, and running them (see graph-file.h).
+ *
+ * A graph file is read by a tool the user runs on a file they name, but it
+ * is still input from outside: every length, index and span is checked
+ * before it is used, and a file that is not what it should be gets a
+ * message that says what is wrong with it.  The daemon checks the graph
+ * again when it arrives, as it checks every graph.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "graph-file.h"
+#include "ops.h"
+#include "qgraph.pb-c.h"
+#include "wire.h"
+
+#define GF_VERSION 1u
+#define GF_MAX_FILE ((size_t)4 << 30)
+
+static int errf(char *err, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int errf(char *err, size_t len, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (err && len)
+		vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int gf_save(const char *path, const struct qgraph_graph *g, const struct gf_weights *w, size_t nw,
+	    const void *arena, size_t arena_bytes, const char *description, char *err, size_t errlen)
+{
+	ssize_t n = qgraph_graph_encode(g, NULL, 0);
+	uint8_t *enc = NULL, *out = NULL;
+	Qgraph__SubmitGraph *sg = NULL;
+	Qgraph__SavedWeights *sw = calloc(nw ? nw : 1, sizeof *sw);
+	Qgraph__SavedWeights **swp = calloc(nw ? nw : 1, sizeof *swp);
+	char tmp[4096];
+	int r, fd = -1;
+
+	if (n < 0) {
+		r = errf(err, errlen, (int)n, "cannot encode the graph: %s", strerror((int)-n));
+		goto out;
+	}
+	enc = malloc((size_t)n);
+	if (!enc || !sw || !swp) {
+		r = errf(err, errlen, -ENOMEM, "no memory");
+		goto out;
+	}
+	qgraph_graph_encode(g, enc, (size_t)n);
+	sg = qgraph__submit_graph__unpack(NULL, (size_t)n, enc);
+	if (!sg) {
+		r = errf(err, errlen, -ENOMEM, "no memory");
+		goto out;
+	}
+	for (size_t i = 0; i < sg->n_tensors; i++) {
+		Qgraph__Tensor *t = sg->tensors[i];
+		if (t->weights) {
+			size_t j = 0;
+			while (j < nw && w[j].handle != t->weights)
+				j++;
+			if (j == nw) {
+				r = errf(err, errlen, -EINVAL, "tensor %zu uses weights %llu that were not given", i,
+					 (unsigned long long)t->weights);
+				goto out;
+			}
+			t->weights = j + 1;
+		}
+		if (t->arena && (t->arena->offset > arena_bytes || t->arena->bytes > arena_bytes - t->arena->offset)) {
+			r = errf(err, errlen, -EINVAL, "tensor %zu lies outside the %zu bytes of arena saved", i,
+				 arena_bytes);
+			goto out;
+		}
+	}
+	for (size_t j = 0; j < nw; j++) {
+		ssize_t bytes = qgraph_matrix_size(w[j].type, w[j].rows, w[j].cols);
+		if (bytes < 0) {
+			r = errf(err, errlen, (int)bytes, "weights %zu: a %lld x %lld %s matrix is not valid", j,
+				 (long long)w[j].rows, (long long)w[j].cols, qgraph_type_name(w[j].type));
+			goto out;
+		}
+		qgraph__saved_weights__init(&sw[j]);
+		sw[j].type = (Qgraph__Type)w[j].type;
+		sw[j].rows = w[j].rows;
+		sw[j].cols = w[j].cols;
+		sw[j].data.len = (size_t)bytes;
+		sw[j].data.data = (uint8_t *)w[j].data;
+		swp[j] = &sw[j];
+	}
+	Qgraph__SavedGraph f = QGRAPH__SAVED_GRAPH__INIT;
+	f.version = GF_VERSION;
+	f.graph = sg;
+	f.n_weights = nw;
+	f.weights = swp;
+	f.arena.len = arena_bytes;
+	f.arena.data = (uint8_t *)arena;
+	f.description = (char *)(description ? description : "");
+	size_t len = qgraph__saved_graph__get_packed_size(&f);
+	out = malloc(len ? len : 1);
+	if (!out) {
+		r = errf(err, errlen, -ENOMEM, "no memory for %zu bytes", len);
+		goto out;
+	}
+	qgraph__saved_graph__pack(&f, out);
+	if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
+		r = errf(err, errlen, -ENAMETOOLONG, "%s: name too long", path);
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || (r = write_all(fd, out, len)) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
+		r = errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			unlink(tmp);
+		fd = -1;
+		goto out;
+	}
+	fd = -1;
+	r = 0;
+out:
+	if (sg)
+		qgraph__submit_graph__free_unpacked(sg, NULL);
+	free(enc);
+	free(out);
+	free(sw);
+	free(swp);
+	return r;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+static uint8_t *read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	uint8_t *buf = NULL;
+	size_t got = 0;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		errf(err, errlen, 0, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > GF_MAX_FILE) {
+		errf(err, errlen, 0, "%s: not a regular file of 1 byte to %zu GiB", path, GF_MAX_FILE >> 30);
+		goto fail;
+	}
+	buf = malloc((size_t)st.st_size);
+	if (!buf) {
+		errf(err, errlen, 0, "%s: no memory for %lld bytes", path, (long long)st.st_size);
+		goto fail;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			errf(err, errlen, 0, "%s: %s", path, n < 0 ? strerror(errno) : "shorter than its size");
+			goto fail;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	*len = got;
+	return buf;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+static bool is_q4_family(Qgraph__Type t)
+{
+	return t == QGRAPH__TYPE__TYPE_Q4_0 || t == QGRAPH__TYPE__TYPE_Q4_0_4X4 || t == QGRAPH__TYPE__TYPE_Q4_0_4X8 ||
+	       t == QGRAPH__TYPE__TYPE_Q4_0_8X8;
+}
+
+/*
+ * Check F for what this tool relies on before it touches anything: the
+ * version, a graph, weights of the size their shape says, weight numbers
+ * in range, and the arena bytes every span needs (*NEED).  0, or 2 with
+ * the reason on stderr.
+ */
+static int check_file(const char *path, const Qgraph__SavedGraph *f, uint64_t *need)
+{
+	const Qgraph__SubmitGraph *sg = f->graph;
+
+	if (f->version != GF_VERSION) {
+		fprintf(stderr, "qgraph-submit run: %s: graph file version %u; this tool reads version %u\n", path,
+			f->version, GF_VERSION);
+		return 2;
+	}
+	if (!sg || sg->n_tensors == 0) {
+		fprintf(stderr, "qgraph-submit run: %s: the file holds no graph\n", path);
+		return 2;
+	}
+	for (size_t j = 0; j < f->n_weights; j++) {
+		const Qgraph__SavedWeights *w = f->weights[j];
+		ssize_t bytes = qgraph_matrix_size((enum qgraph_type)w->type, w->rows, w->cols);
+		if (bytes < 0 || (size_t)bytes != w->data.len) {
+			fprintf(stderr, "qgraph-submit run: %s: weights %zu: %zu bytes for a %lld x %lld matrix of type %d\n",
+				path, j, w->data.len, (long long)w->rows, (long long)w->cols, (int)w->type);
+			return 2;
+		}
+	}
+	*need = f->arena.len;
+	for (size_t i = 0; i < sg->n_tensors; i++) {
+		const Qgraph__Tensor *t = sg->tensors[i];
+		if (t->weights > f->n_weights) {
+			fprintf(stderr, "qgraph-submit run: %s: tensor %zu names weights %llu; the file holds %zu\n", path,
+				i, (unsigned long long)t->weights, f->n_weights);
+			return 2;
+		}
+		if (t->arena) {
+			if (t->arena->offset > (UINT64_C(1) << 40) || t->arena->bytes > (UINT64_C(1) << 40)) {
+				fprintf(stderr, "qgraph-submit run: %s: tensor %zu: arena span out of range\n", path, i);
+				return 2;
+			}
+			if (t->arena->offset + t->arena->bytes > *need)
+				*need = t->arena->offset + t->arena->bytes;
+		}
+	}
+	return 0;
+}
+
+/* The file's weights, 64-byte aligned copies (what the kernels need), for the in-process run. */
+struct local_weights {
+	const Qgraph__SavedGraph *f;
+	void **data;
+};
+
+static int local_weights_fn(void *ctx, uint64_t handle, struct qg_wire_weights *out)
+{
+	const struct local_weights *lw = ctx;
+
+	if (handle == 0 || handle > lw->f->n_weights)
+		return -ENOENT;
+	const Qgraph__SavedWeights *w = lw->f->weights[handle - 1];
+	int type = qg_wire_type(w->type);
+	if (type < 0)
+		return -ENOENT;
+	out->type = (enum qg_type)type;
+	out->rows = w->rows;
+	out->cols = w->cols;
+	out->data = lw->data[handle - 1];
+	return 0;
+}
+
+/*
+ * Compute SG in this process on ARENA (the file's arena, ARENA_BYTES),
+ * every intermediate in memory of its own, one node after another.  0, or
+ * 1 with the reason on stderr.
+ */
+static int local_run(const Qgraph__SubmitGraph *sg, unsigned char *arena, uint64_t arena_bytes,
+		     struct local_weights *lw)
+{
+	struct qg_wire_env env = { .arena = arena, .arena_bytes = arena_bytes, .max_tensors = (uint32_t)sg->n_tensors,
+				   .weights = local_weights_fn, .weights_ctx = lw };
+	struct qg_wire_graph wg;
+	char err[256];
+	void **own = NULL;
+	void *scratch = NULL;
+	size_t n_own = 0, scratch_bytes = 0;
+	int r = 1;
+
+	if (qg_wire_graph_build(sg, &env, &wg, err, sizeof err)) {
+		fprintf(stderr, "qgraph-submit run: the graph does not check: %s\n", err);
+		return 1;
+	}
+	struct qg_graph *g = wg.graph;
+	own = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *own);
+	if (!own)
+		goto nomem;
+	for (size_t i = 0; i < g->n_nodes; i++) {
+		struct qg_tensor *t = g->nodes[i];
+		if (!t->data && !t->view_src) {
+			size_t b = (qg_tensor_nbytes(t) + 63) & ~(size_t)63;
+			if (!(own[n_own] = aligned_alloc(64, b ? b : 64)))
+				goto nomem;
+			t->data = own[n_own++];
+		}
+		if (!t->data && t->view_src && t->view_src->data)
+			t->data = (unsigned char *)t->view_src->data + t->view_offs;
+		size_t sc = qg_op_scratch_size(t, 1);
+		if (sc > scratch_bytes)
+			scratch_bytes = sc;
+	}
+	if (scratch_bytes && !(scratch = aligned_alloc(64, (scratch_bytes + 63) & ~(size_t)63)))
+		goto nomem;
+	for (size_t i = 0; i < g->n_nodes; i++) {
+		for (int p = 0; p < qg_op_n_phases(g->nodes[i]); p++) {
+			int e = qg_op_compute(g->nodes[i], p, 0, 1, scratch);
+			if (e) {
+				fprintf(stderr, "qgraph-submit run: in this process, node %zu (%s) failed: %s\n", i,
+					qg_op_name(g->nodes[i]->op), strerror(-e));
+				goto done;
+			}
+		}
+	}
+	r = 0;
+	goto done;
+nomem:
+	fprintf(stderr, "qgraph-submit run: no memory for the in-process run\n");
+done:
+	for (size_t i = 0; i < n_own; i++)
+		free(own[i]);
+	free(own);
+	free(scratch);
+	qg_wire_graph_free(&wg);
+	return r;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Largest |a - b| over the largest |b|, for N floats. */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+	double maxd = 0, maxb = 1e-30;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		if (!(d <= maxd))
+			maxd = d;
+		if (fabs(b[i]) > maxb)
+			maxb = fabs(b[i]);
+	}
+	return maxd / maxb;
+}
+
+int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
+{
+	char err[512];
+	size_t len;
+	uint8_t *buf = read_file(path, &len, err, sizeof err), *enc = NULL;
+	Qgraph__SavedGraph *f = NULL;
+	struct qgraph_session *s = NULL;
+	struct local_weights lw = { 0 };
+	unsigned char *local = NULL;
+	uint64_t *handles = NULL, need = 0;
+	double *times = NULL;
+	int rc = 1;
+
+	if (!buf) {
+		fprintf(stderr, "qgraph-submit run: %s\n", err);
+		return 2;
+	}
+	f = qgraph__saved_graph__unpack(NULL, len, buf);
+	if (!f) {
+		fprintf(stderr, "qgraph-submit run: %s: not a qgraph graph file (it does not decode as one)\n", path);
+		rc = 2;
+		goto out;
+	}
+	if ((rc = check_file(path, f, &need)) != 0)
+		goto out;
+	rc = 1;
+	Qgraph__SubmitGraph *sg = f->graph;
+	need = (need + 63) & ~UINT64_C(63);
+	if (!o->quiet && f->description && *f->description)
+		printf("%s: %s\n", path, f->description);
+
+	/* the reference first, while the graph still names the file's own weights and offsets */
+	lw.f = f;
+	lw.data = calloc(f->n_weights ? f->n_weights : 1, sizeof *lw.data);
+	local = calloc(1, need ? need : 1);
+	if (!lw.data || !local)
+		goto nomem;
+	memcpy(local, f->arena.data, f->arena.len);
+	for (size_t j = 0; j < f->n_weights; j++) {
+		size_t b = f->weights[j]->data.len;
+		if (!(lw.data[j] = aligned_alloc(64, (b + 63) & ~(size_t)63)))
+			goto nomem;
+		memcpy(lw.data[j], f->weights[j]->data.data, b);
+	}
+	if (o->check && local_run(sg, local, need, &lw))
+		goto out;
+
+	struct qgraph_connect_opts co = { .socket = socket, .name = "qgraph-submit run",
+					  .arena_bytes = need + (1u << 20) };
+	int r = qgraph_connect(&co, &s, err, sizeof err);
+	if (r) {
+		fprintf(stderr, "qgraph-submit run: %s\n", err);
+		rc = r == -ENOENT || r == -ECONNREFUSED ? 3 : 1;
+		goto out;
+	}
+	int64_t base = qgraph_arena_alloc(s, need ? need : 64);
+	if (base < 0) {
+		fprintf(stderr, "qgraph-submit run: the daemon's arena has no room for %llu bytes\n",
+			(unsigned long long)need);
+		goto out;
+	}
+	unsigned char *arena = (unsigned char *)qgraph_arena(s, NULL) + base;
+	memcpy(arena, f->arena.data, f->arena.len);
+
+	handles = calloc(f->n_weights ? f->n_weights : 1, sizeof *handles);
+	enum qgraph_type *stored = calloc(f->n_weights ? f->n_weights : 1, sizeof *stored);
+	if (!handles || !stored) {
+		free(stored);
+		goto nomem;
+	}
+	for (size_t j = 0; j < f->n_weights; j++) {
+		const Qgraph__SavedWeights *w = f->weights[j];
+		enum qgraph_type type = (enum qgraph_type)w->type, target = type, src_type = type;
+		const void *data = w->data.data;
+		float *f32 = NULL;
+		if (is_q4_family(w->type)) {
+			target = QGRAPH_TYPE_Q4_0;	/* the daemon picks its layout: repacking loses nothing */
+		} else if (type != QGRAPH_TYPE_F32) {
+			/*
+			 * Uploads arrive as f32 or Q4_0: send the values and let the
+			 * daemon quantize them again, which gives the same bytes back
+			 * (an F16 value is exact in f32; a Q8_0 block's largest code
+			 * is 127, so its scale comes out unchanged).
+			 */
+			size_t nf = (size_t)w->rows * (size_t)w->cols;
+			if (nf > SIZE_MAX / 4 || !(f32 = malloc(nf * 4)) ||
+			    qgraph_dequantize(type, w->data.data, f32, nf * 4, w->rows, w->cols) < 0) {
+				fprintf(stderr, "qgraph-submit run: weights %zu: cannot convert them to f32\n", j);
+				free(f32);
+				free(stored);
+				goto out;
+			}
+			data = f32;
+			src_type = QGRAPH_TYPE_F32;
+		}
+		r = qgraph_weights_upload(s, src_type, target, w->rows, w->cols, data, &handles[j], &stored[j]);
+		free(f32);
+		if (r) {
+			fprintf(stderr, "qgraph-submit run: weights %zu: %s\n", j, qgraph_session_error(s));
+			free(stored);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < sg->n_tensors; i++) {
+		Qgraph__Tensor *t = sg->tensors[i];
+		if (t->weights) {
+			t->type = (Qgraph__Type)stored[t->weights - 1];
+			t->weights = handles[t->weights - 1];
+		}
+		if (t->arena)
+			t->arena->offset += (uint64_t)base;
+	}
+	free(stored);
+	size_t elen = qgraph__submit_graph__get_packed_size(sg);
+	if (!(enc = malloc(elen)))
+		goto nomem;
+	qgraph__submit_graph__pack(sg, enc);
+
+	struct qgraph_result res;
+	uint64_t id, handle;
+	if ((r = qgraph_submit_encoded(s, enc, elen, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
+	    (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {
+		fprintf(stderr, "qgraph-submit run: %s\n", r == -EMSGSIZE ? "the graph is too large for a request"
+						     : qgraph_session_error(s));
+		goto out;
+	}
+	handle = res.handle;
+	if (!(times = calloc((size_t)o->repeat, sizeof *times)))
+		goto nomem;
+	for (long i = 0; i < o->repeat; i++) {
+		double t0 = now_s();
+		if ((r = qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id)) || (r = qgraph_wait(s, id, -1, &res)) ||
+		    (r = res.status)) {
+			fprintf(stderr, "qgraph-submit run: run %ld: %s\n", i + 1, qgraph_session_error(s));
+			goto out;
+		}
+		times[i] = now_s() - t0;
+	}
+	qsort(times, (size_t)o->repeat, sizeof *times, cmp_double);
+
+	int wrong = 0;
+	size_t outputs = 0;
+	for (size_t i = 0; i < sg->n_tensors; i++) {
+		const Qgraph__Tensor *t = sg->tensors[i];
+		if (!(t->flags & 2) || !t->arena)
+			continue;
+		size_t nf = t->arena->bytes / 4;
+		const float *got = (const float *)(arena + (t->arena->offset - (uint64_t)base));
+		const float *want = (const float *)(local + (t->arena->offset - (uint64_t)base));
+		outputs++;
+		printf("output %zu (tensor %zu, %zu values)", outputs, i, nf);
+		bool f32 = t->type == QGRAPH__TYPE__TYPE_F32;
+		if (o->check && f32) {
+			double e = rel_err(got, want, nf);
+			printf(": max error vs in-process %.2e %s", e, e < 1e-3 ? "ok" : "WRONG");
+			wrong |= !(e < 1e-3);
+		} else if (o->check) {
+			/* converted results (F16, Q8_0) are rounded by one rule on both sides: equal bytes */
+			bool same = memcmp(got, want, t->arena->bytes) == 0;
+			printf(": %s the in-process bytes %s", same ? "equal to" : "differ from", same ? "ok" : "WRONG");
+			wrong |= !same;
+		}
+		putchar('\n');
+		for (int k = 0; f32 && k < o->print && (size_t)k < nf; k++)
+			printf("  [%d] %.6g\n", k, (double)got[k]);
+	}
+	printf("%s: %zu tensors, %zu outputs: median %.3f ms over %ld runs%s\n", path, sg->n_tensors, outputs,
+	       times[o->repeat / 2] * 1e3, o->repeat, o->check ? (wrong ? ", WRONG" : ", checked") : "");
+	rc = wrong ? 1 : 0;
+	goto out;
+nomem:
+	fprintf(stderr, "qgraph-submit run: no memory\n");
+	rc = 1;
+out:
+	if (lw.data)
+		for (size_t j = 0; j < f->n_weights; j++)
+			free(lw.data[j]);
+	free(lw.data);
+	free(local);
+	free(handles);
+	free(times);
+	free(enc);
+	qgraph_session_close(s);
+	if (f)
+		qgraph__saved_graph__free_unpacked(f, NULL);
+	free(buf);
+	return rc;
+}
