@@ -377,3 +377,16 @@ QGRAPH_API int qgraph_run(struct qgraph_session *s, uint64_t handle, struct qgra
 	req.run = &run;
 	return qg_client_send_request(s, &req, (flags & QGRAPH_SUBMIT_BLOCK) != 0, id);
 }
+
+QGRAPH_API int qgraph_cancel(struct qgraph_session *s, uint64_t target, uint64_t *id)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__Cancel c = QGRAPH__CANCEL__INIT;
+
+	if (!s || !id || !target)
+		return -EINVAL;
+	c.request_id = target;
+	req.body_case = QGRAPH__REQUEST__BODY_CANCEL;
+	req.cancel = &c;
+	return qg_client_send_request(s, &req, 1, id);
+}

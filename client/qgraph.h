@@ -299,6 +299,15 @@ QGRAPH_API ssize_t qgraph_graph_encode(const struct qgraph_graph *g, void *buf, 
  */
 QGRAPH_API int qgraph_submit_encoded(struct qgraph_session *s, const void *buf, size_t len, int flags,
 				     uint64_t *id);
+/*
+ * Ask the daemon to stop request TARGET, a graph of this session that is
+ * running: it stops at its next node boundary and its completion says
+ * -ECANCELED (its events record that error).  Returns 0 and the Cancel's
+ * own id in *ID: its completion is 0 if it found TARGET still running, or
+ * -ENOENT if TARGET had already completed.  Requests run in order, so
+ * only the one running can be reached.
+ */
+QGRAPH_API int qgraph_cancel(struct qgraph_session *s, uint64_t target, uint64_t *id);
 /* Forget a registered graph.  0 or -errno. */
 QGRAPH_API int qgraph_graph_unregister(struct qgraph_session *s, uint64_t handle);
 

@@ -2,16 +2,27 @@
  * exec.c - graphs of sessions: build from the wire, register, place the
  * intermediates, compute, answer (see exec.h).
  *
- * Graphs run on the loop's thread, one request at a time, in the fair order
- * the loop's scan gives; a graph past its time limit is cancelled at the
- * next node boundary.
+ * A session's requests are served one at a time, in the order submitted.
+ * Small graphs run on the loop's own thread, in the fair order the loop's
+ * scan gives: handing them to another thread would cost more than running
+ * them.  Larger ones go to the executor thread, so that the loop keeps
+ * serving every other session meanwhile, and a Cancel from the same session
+ * (the one request a busy session may still have served) can stop them; a
+ * graph is cancelled, or stopped past its time limit, at the next node
+ * boundary.  Only the loop thread touches sessions and rings: the executor
+ * hands a finished job back and rings an eventfd, and the loop answers it.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "ops.h"
@@ -23,18 +34,140 @@ struct qgd_graph {
 	size_t buf_bytes;
 	unsigned char *scratch;
 	size_t scratch_bytes;
+	uint64_t work;			/* multiply-accumulates and elements, to choose where it runs */
 	uint64_t runs;
 };
 
+/*
+ * A graph on its way through the executor thread.  The loop thread makes
+ * it, the executor computes it, the loop thread answers it: a job is
+ * touched by one thread at a time, handed over under EXEC->LOCK, except
+ * CANCEL, which the loop thread may set while the executor runs it.
+ */
+struct qgd_job {
+	struct qgd_session *s;
+	struct qgd_graph *g;
+	int registered;			/* G belongs to the session; else freed with the job */
+	uint64_t rid;
+	uint64_t t_decoded, t_placed, deadline_ns;
+	uint32_t limit_ms;
+	Qgraph__EventRef *rec, **rec_ptrs;	/* copied: the decode arena moves on */
+	size_t n_rec;
+	_Atomic int cancel;
+	uint64_t cancelled_by;		/* the Cancel request's id, for the error text */
+	int err;
+	size_t bad;
+	uint64_t t_done;
+	struct qgd_job *next;
+};
+
+struct qgd_exec {
+	pthread_t thread;
+	int started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct qgd_job *queue, **queue_tail;	/* to run, in order */
+	struct qgd_job *done;			/* run, to be answered (any order) */
+	int stop;
+	int done_fd;				/* eventfd the executor rings after each job */
+	struct qg_watch *done_watch;
+	_Atomic unsigned n_done;		/* jobs on DONE: the loop polls this, not the lock */
+	unsigned in_flight;			/* loop thread only */
+};
+
+/* Graphs with less work than this run on the loop's thread: handing them over costs more. */
+#define QGD_INLINE_WORK (UINT64_C(1) << 20)
+
+static int compute(struct qgd_graph *g, uint64_t deadline_ns, _Atomic int *cancel, size_t *failed_node);
+static void job_free(struct qgd_job *j);
+
+static void *executor(void *arg)
+{
+	struct qgd_exec *x = arg;
+
+	pthread_mutex_lock(&x->lock);
+	for (;;) {
+		while (!x->queue && !x->stop)
+			pthread_cond_wait(&x->cond, &x->lock);
+		if (!x->queue)
+			break;
+		struct qgd_job *j = x->queue;
+		x->queue = j->next;
+		if (!x->queue)
+			x->queue_tail = &x->queue;
+		pthread_mutex_unlock(&x->lock);
+
+		j->err = compute(j->g, j->deadline_ns, &j->cancel, &j->bad);
+		j->t_done = qgd_now_ns();
+
+		pthread_mutex_lock(&x->lock);
+		j->next = x->done;
+		x->done = j;
+		atomic_fetch_add_explicit(&x->n_done, 1, memory_order_release);
+		uint64_t one = 1;
+		(void)!write(x->done_fd, &one, sizeof one);
+	}
+	pthread_mutex_unlock(&x->lock);
+	return NULL;
+}
+
+static void on_done_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
+{
+	uint64_t v;
+
+	(void)w;
+	(void)events;
+	(void)arg;
+	/* only wakes the loop: qgd_exec_reap() collects the jobs */
+	(void)!read(fd, &v, sizeof v);
+}
+
 int qgd_exec_init(struct qgd_server *srv)
 {
-	(void)srv;
+	struct qgd_exec *x = calloc(1, sizeof *x);
+	int r;
+
+	if (!x)
+		return -ENOMEM;
+	x->queue_tail = &x->queue;
+	x->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (x->done_fd < 0) {
+		r = -errno;
+		free(x);
+		return r;
+	}
+	pthread_mutex_init(&x->lock, NULL);
+	pthread_cond_init(&x->cond, NULL);
+	srv->exec = x;
+	if ((r = qg_loop_watch(srv->loop, x->done_fd, POLLIN, on_done_bell, srv, &x->done_watch)) ||
+	    (r = -pthread_create(&x->thread, NULL, executor, x))) {
+		qgd_exec_fini(srv);
+		return r;
+	}
+	x->started = 1;
 	return 0;
 }
 
 void qgd_exec_fini(struct qgd_server *srv)
 {
-	(void)srv;
+	struct qgd_exec *x = srv->exec;
+
+	if (!x)
+		return;
+	if (x->started) {
+		pthread_mutex_lock(&x->lock);
+		x->stop = 1;
+		pthread_cond_signal(&x->cond);
+		pthread_mutex_unlock(&x->lock);
+		pthread_join(x->thread, NULL);
+	}
+	if (x->done_watch)
+		qg_loop_unwatch(srv->loop, x->done_watch);
+	close(x->done_fd);
+	pthread_mutex_destroy(&x->lock);
+	pthread_cond_destroy(&x->cond);
+	free(x);
+	srv->exec = NULL;
 }
 
 uint32_t qgd_exec_plans(const struct qgd_server *srv)
@@ -56,6 +189,11 @@ int qgd_exec_threads(const struct qgd_server *srv)
 {
 	(void)srv;
 	return 1;
+}
+
+unsigned qgd_exec_in_flight(const struct qgd_server *srv)
+{
+	return srv->exec ? srv->exec->in_flight : 0;
 }
 
 static size_t align_up(size_t n, size_t a)
@@ -84,6 +222,10 @@ static int place(struct qgd_graph *g)
 		size_t sc = qg_op_scratch_size(t, 1);
 		if (sc > scratch)
 			scratch = sc;
+		uint64_t w = (uint64_t)qg_tensor_nelements(t);
+		if (t->op == QG_OP_MUL_MAT)
+			w *= (uint64_t)t->src[0]->ne[0];
+		g->work = g->work + w < g->work ? UINT64_MAX : g->work + w;
 	}
 	g->buf = total ? aligned_alloc(64, total) : NULL;
 	g->scratch = scratch ? aligned_alloc(64, align_up(scratch, 64)) : NULL;
@@ -114,13 +256,18 @@ static void graph_free(struct qgd_graph *g)
 	free(g);
 }
 
-/* Compute G; 0, or -ETIMEDOUT at a node boundary past DEADLINE, or a node's error. */
-static int compute(struct qgd_graph *g, uint64_t deadline_ns, size_t *failed_node)
+/*
+ * Compute G; 0, or at a node boundary -ECANCELED once *CANCEL is set or
+ * -ETIMEDOUT past DEADLINE, or a node's error (its index in *FAILED_NODE).
+ */
+static int compute(struct qgd_graph *g, uint64_t deadline_ns, _Atomic int *cancel, size_t *failed_node)
 {
 	struct qg_graph *gr = g->wg.graph;
 
 	for (size_t i = 0; i < gr->n_nodes; i++) {
 		struct qg_tensor *t = gr->nodes[i];
+		if (atomic_load_explicit(cancel, memory_order_relaxed))
+			return -ECANCELED;
 		if (qgd_now_ns() > deadline_ns)
 			return -ETIMEDOUT;
 		int phases = qg_op_n_phases(t);
@@ -135,40 +282,146 @@ static int compute(struct qgd_graph *g, uint64_t deadline_ns, size_t *failed_nod
 	return 0;
 }
 
-/* Run G and answer request RID of S, recording events with the outcome. */
-static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, uint64_t t_decoded,
-			   uint64_t t_placed, uint32_t timeout_ms, Qgraph__EventRef **rec, size_t n_rec)
+static void graph_free(struct qgd_graph *g);
+
+static void job_free(struct qgd_job *j)
 {
-	uint64_t limit = timeout_ms ? timeout_ms : s->srv->cfg.graph_timeout_ms;
-	size_t bad = 0;
-	int err = compute(g, t_placed + limit * 1000000u, &bad);
-	uint64_t t_done = qgd_now_ns();
+	if (!j)
+		return;
+	if (!j->registered)
+		graph_free(j->g);
+	free(j->rec);
+	free(j->rec_ptrs);
+	free(j);
+}
+
+/* Answer J's request, record its events with the outcome, and free J. */
+static void job_answer(struct qgd_job *j)
+{
+	struct qgd_session *s = j->s;
+	struct qgd_graph *g = j->g;
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	Qgraph__Timings tm = QGRAPH__TIMINGS__INIT;
 	char msg[160];
+	int err = j->err;
 
 	s->srv->graphs_run++;
 	g->runs++;
-	qgd_session_record_events(s, rec, n_rec, err);
-	tm.decode_ns = t_decoded - s->req_started_ns;
-	tm.alloc_ns = t_placed - t_decoded;
-	tm.compute_ns = t_done - t_placed;
-	tm.total_ns = t_done - s->req_started_ns;
-	c.request_id = rid;
+	qgd_session_record_events(s, j->rec_ptrs, j->n_rec, err);
+	tm.decode_ns = j->t_decoded - s->req_started_ns;
+	tm.alloc_ns = j->t_placed - j->t_decoded;
+	tm.compute_ns = j->t_done - j->t_placed;
+	tm.total_ns = j->t_done - s->req_started_ns;
+	c.request_id = j->rid;
 	c.timings = &tm;
 	c.handle = g->handle;
 	if (err == -ETIMEDOUT) {
 		c.status = QGRAPH__STATUS__STATUS_TIMED_OUT;
 		snprintf(msg, sizeof msg, "cancelled after %llu ms, the graph's time limit",
-			 (unsigned long long)limit);
+			 (unsigned long long)j->limit_ms);
+		c.error = msg;
+	} else if (err == -ECANCELED) {
+		c.status = QGRAPH__STATUS__STATUS_CANCELLED;
+		snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
 		c.error = msg;
 	} else if (err) {
 		c.status = QGRAPH__STATUS__STATUS_INVALID;
-		snprintf(msg, sizeof msg, "node %zu (%s) failed: %s", bad, qg_op_name(g->wg.graph->nodes[bad]->op),
+		snprintf(msg, sizeof msg, "node %zu (%s) failed: %s", j->bad, qg_op_name(g->wg.graph->nodes[j->bad]->op),
 			 err == -ERANGE ? "a row index out of range" : strerror(-err));
 		c.error = msg;
 	}
-	qgd_session_complete(s, &c);
+	if (s->state == QGD_READY)
+		qgd_session_complete(s, &c);
+	if (s->job == j)
+		s->job = NULL;
+	job_free(j);
+}
+
+/*
+ * Run G for request RID of S: on this thread when it is small, else on
+ * the executor (S->job is set until it is answered, and S serves nothing
+ * else meanwhile but a Cancel).  Answers, now or later, and consumes G
+ * unless REGISTERED.
+ */
+static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, int registered,
+			   uint64_t t_decoded, uint64_t t_placed, uint32_t timeout_ms, Qgraph__EventRef **rec,
+			   size_t n_rec)
+{
+	struct qgd_exec *x = s->srv->exec;
+	struct qgd_job *j = calloc(1, sizeof *j);
+
+	if (j && n_rec) {
+		j->rec = calloc(n_rec, sizeof *j->rec);
+		j->rec_ptrs = calloc(n_rec, sizeof *j->rec_ptrs);
+	}
+	if (!j || (n_rec && (!j->rec || !j->rec_ptrs))) {
+		if (j)
+			free(j->rec), free(j->rec_ptrs), free(j);
+		if (!registered)
+			graph_free(g);
+		qgd_session_record_events(s, rec, n_rec, -ENOMEM);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+	}
+	for (size_t i = 0; i < n_rec; i++) {
+		qgraph__event_ref__init(&j->rec[i]);
+		j->rec[i].index = rec[i]->index;
+		j->rec[i].value = rec[i]->value;
+		j->rec_ptrs[i] = &j->rec[i];
+	}
+	j->n_rec = n_rec;
+	j->s = s;
+	j->g = g;
+	j->registered = registered;
+	j->rid = rid;
+	j->t_decoded = t_decoded;
+	j->t_placed = t_placed;
+	j->limit_ms = timeout_ms ? timeout_ms : s->srv->cfg.graph_timeout_ms;
+	j->deadline_ns = t_placed + (uint64_t)j->limit_ms * 1000000u;
+	s->job = j;
+	if (g->work < QGD_INLINE_WORK || !x) {
+		j->err = compute(g, j->deadline_ns, &j->cancel, &j->bad);
+		j->t_done = qgd_now_ns();
+		return job_answer(j);
+	}
+	x->in_flight++;
+	pthread_mutex_lock(&x->lock);
+	*x->queue_tail = j;
+	x->queue_tail = &j->next;
+	pthread_cond_signal(&x->cond);
+	pthread_mutex_unlock(&x->lock);
+}
+
+int qgd_exec_reap(struct qgd_server *srv)
+{
+	struct qgd_exec *x = srv->exec;
+
+	if (!x || !atomic_load_explicit(&x->n_done, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&x->lock);
+	struct qgd_job *j = x->done;
+	x->done = NULL;
+	atomic_store_explicit(&x->n_done, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&x->lock);
+	int n = 0;
+	while (j) {
+		struct qgd_job *next = j->next;
+		x->in_flight--;
+		job_answer(j);
+		j = next;
+		n++;
+	}
+	return n;
+}
+
+int qgd_exec_cancel(struct qgd_session *s, uint64_t target, uint64_t by)
+{
+	struct qgd_job *j = s->job;
+
+	if (!j || (target && j->rid != target))
+		return -ENOENT;
+	j->cancelled_by = by;
+	atomic_store_explicit(&j->cancel, 1, memory_order_relaxed);
+	return 0;
 }
 
 void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGraph *sg,
@@ -207,9 +460,7 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 		g->handle = s->next_handle++;
 		s->graphs[s->n_graphs++] = g;
 	}
-	run_and_answer(s, rid, g, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
-	if (!sg->keep)
-		graph_free(g);
+	run_and_answer(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
 }
 
 void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run)
@@ -221,7 +472,7 @@ void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__
 			continue;
 		uint64_t t = qgd_now_ns();
 		/* the plan was checked when the graph was registered, and nothing in it has changed */
-		run_and_answer(s, rid, g, t, t, run->timeout_ms, run->record, run->n_record);
+		run_and_answer(s, rid, g, 1, t, t, run->timeout_ms, run->record, run->n_record);
 		return;
 	}
 	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",

@@ -28,6 +28,19 @@ int qgd_exec_waited_too_long(struct qgd_session *s, uint32_t timeout_ms);
 /* Free everything S registered. */
 void qgd_exec_release_session(struct qgd_session *s);
 
+/*
+ * Answer the jobs the executor has finished (loop thread; cheap when there
+ * are none, so the loop calls it every pass).  Returns how many.
+ */
+int qgd_exec_reap(struct qgd_server *srv);
+/* Jobs handed to the executor and not answered yet. */
+unsigned qgd_exec_in_flight(const struct qgd_server *srv);
+/*
+ * Ask S's running graph to stop at its next node boundary, if it is request
+ * TARGET (0: whatever runs); BY is the Cancel's id.  0, or -ENOENT.
+ */
+int qgd_exec_cancel(struct qgd_session *s, uint64_t target, uint64_t by);
+
 uint32_t qgd_exec_plans(const struct qgd_server *srv);
 const char *qgd_exec_pool_kind(const struct qgd_server *srv);
 int qgd_exec_threads(const struct qgd_server *srv);

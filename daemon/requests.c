@@ -340,11 +340,18 @@ void qgd_request_serve(struct qgd_session *s)
 		qgd_exec_free_graph(s, rid, r->free_graph->graph);
 		break;
 	case QGRAPH__REQUEST__BODY_CANCEL: {
-		/* requests run in order: anything named here has already been answered */
+		/*
+		 * Requests run in order, so the only one a Cancel can still
+		 * reach is a graph running now; anything else it names has
+		 * been answered.  The graph's own completion says it was
+		 * cancelled; this one says whether the Cancel found it.
+		 */
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 		c.request_id = rid;
-		c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
-		c.error = "nothing to cancel: the request has completed";
+		if (qgd_exec_cancel(s, r->cancel->request_id, rid) < 0) {
+			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
+			c.error = "nothing to cancel: the request has completed";
+		}
 		qgd_session_complete(s, &c);
 		break;
 	}

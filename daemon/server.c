@@ -280,6 +280,12 @@ static void reap(struct qgd_server *srv)
 			p = &s->next;
 			continue;
 		}
+		if (s->job) {
+			/* its graph reads the session's memory: stop it, free the session after */
+			qgd_exec_cancel(s, 0, 0);
+			p = &s->next;
+			continue;
+		}
 		*p = s->next;
 		if (srv->rr == s)
 			srv->rr = NULL;
@@ -341,10 +347,17 @@ int qgd_server_run(struct qgd_server *srv)
 	unsigned polls = 0;
 
 	for (;;) {
-		int did = scan(srv);
+		int did = qgd_exec_reap(srv);
+		did |= scan(srv);
 		reap(srv);
-		if (srv->stopping && (!did || qgd_now_ms() > srv->stop_deadline_ms))
-			break;
+		if (srv->stopping && (!did || qgd_now_ms() > srv->stop_deadline_ms)) {
+			if (!qgd_exec_in_flight(srv))
+				break;
+			/* graphs still run: past the deadline they are cancelled; wait for their answers */
+			if (qgd_now_ms() > srv->stop_deadline_ms)
+				for (struct qgd_session *s = srv->sessions; s; s = s->next)
+					qgd_exec_cancel(s, 0, 0);
+		}
 		if (did) {
 			polls = 0;
 			qg_loop_run_once(srv->loop, 0);
@@ -361,7 +374,7 @@ int qgd_server_run(struct qgd_server *srv)
 		/* going to sleep: announce it, fence, and look once more */
 		set_sleeping(srv, 1);
 		atomic_thread_fence(memory_order_seq_cst);
-		if (!any_pending(srv))
+		if (!any_pending(srv) && !qgd_exec_reap(srv))
 			qg_loop_run_once(srv->loop, 100);	/* wakes for timers (handshakes) too */
 		set_sleeping(srv, 0);
 	}

@@ -126,13 +126,19 @@ void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, siz
 	}
 }
 
+/* Completion-ring room a new request needs: its own answer, and a running graph's still to come. */
+static uint32_t room_needed(const struct qgd_session *s)
+{
+	return s->job ? 2 * QGD_MAX_COMPLETION : QGD_MAX_COMPLETION;
+}
+
 int qgd_session_pending(struct qgd_session *s)
 {
 	if (s->state != QGD_READY)
 		return 0;
-	if (s->req && !s->job)
-		return 1;
-	return !s->job && qg_ring_pending(&s->submit) > 0;
+	if (s->req)
+		return !s->job;
+	return qg_ring_pending(&s->submit) > 0 && qg_ring_can_push(&s->complete, room_needed(s)) != 0;
 }
 
 /*
@@ -141,11 +147,11 @@ int qgd_session_pending(struct qgd_session *s)
  */
 int qgd_session_step(struct qgd_session *s)
 {
-	if (s->state != QGD_READY || s->job)
+	if (s->state != QGD_READY || (s->job && s->req))
 		return 0;	/* one request at a time, in the order submitted */
 	if (!s->req) {
 		/* never take a request whose completion could not be posted */
-		int room = qg_ring_can_push(&s->complete, QGD_MAX_COMPLETION);
+		int room = qg_ring_can_push(&s->complete, room_needed(s));
 		if (room < 0) {
 			qgd_session_drop(s, "completion ring corrupt");
 			return 1;
@@ -170,6 +176,12 @@ int qgd_session_step(struct qgd_session *s)
 			return 1;
 		}
 		s->req_started_ns = qgd_now_ns();
+	}
+	if (s->job) {
+		/* a graph of this session runs: only a Cancel goes past it */
+		if (s->req->body_case == QGRAPH__REQUEST__BODY_CANCEL)
+			qgd_request_serve(s);
+		return 1;
 	}
 	qgd_request_serve(s);
 	return 1;

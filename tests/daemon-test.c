@@ -367,6 +367,80 @@ static void test_killed_client(struct qgraph_session *s)
 	close(p[1]);
 }
 
+/*
+ * A long graph is cancelled while it runs; meanwhile the daemon serves
+ * another session; the graph's completion and its event carry -ECANCELED,
+ * and the session works on afterwards.
+ */
+static void test_cancel(struct qgraph_session *s)
+{
+	enum { D = 512, N = 64, NODES = 1000 };
+	static float w[D * D];
+	struct tap_rng rng = { 11 };
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, D * N * 4), yo = qgraph_arena_alloc(s, D * N * 4);
+	uint64_t h, id, cid;
+	struct qgraph_result res = { 0 }, cres = { 0 };
+
+	for (size_t i = 0; i < D * D; i++)
+		w[i] = tap_randf(&rng, -1.0f, 1.0f) / D;
+	fill((float *)(arena + xo), D * N, &rng);
+	if (!tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, D, D, w, &h, NULL) == 0,
+		    "cancel: upload f32 weights"))
+		return;
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t xne[2] = { D, N };
+	int wi = qgraph_graph_weights(g, h, QGRAPH_TYPE_F32, D, D);
+	int x = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	for (int i = 0; i < NODES; i++)
+		x = qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, x, 0);
+	qgraph_graph_output(g, x, yo);
+	qgraph_graph_record(g, 5, 77);
+	int r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	usleep(100000);
+
+	/* another client is served while the long graph runs */
+	struct qgraph_session *o = connect_one("bystander");
+	struct qgraph_graph *t = qgraph_graph_new();
+	int64_t ne[1] = { 16 };
+	unsigned char *oa = o ? qgraph_arena(o, NULL) : NULL;
+	if (oa)
+		for (int i = 0; i < 16; i++)
+			((float *)oa)[i] = (float)i;
+	qgraph_graph_output(t, qgraph_graph_op(t, QGRAPH_OP_ADD, qgraph_graph_input(t, QGRAPH_TYPE_F32, 1, ne, 0),
+					       qgraph_graph_input(t, QGRAPH_TYPE_F32, 1, ne, 0), 0), 4096);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int ro = o ? submit_wait(o, t, 0, NULL) : -1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	int still = qgraph_event_query(s, 5, 77) == 0;
+	tap_ok(ro == 0 && oa && ((float *)(oa + 4096))[15] == 30.0f && still,
+	       "another session's graph runs (%.1f ms) while the long one is still running", secs * 1e3);
+
+	int rc = r ? r : qgraph_cancel(s, id, &cid);
+	if (!rc)
+		rc = qgraph_wait(s, cid, 10000, &cres);
+	if (!rc)
+		rc = qgraph_wait(s, id, 10000, &res);
+	tap_ok(r == 0 && rc == 0 && cres.status == 0 && res.status == -ECANCELED,
+	       "the running graph is cancelled (cancel %d, graph %d: %s)", cres.status, res.status,
+	       qgraph_session_error(s));
+	tap_ok(qgraph_event_sync(s, 5, 77, 1000) == -ECANCELED, "its event records -ECANCELED");
+	cres.status = 1;
+	rc = qgraph_cancel(s, id, &cid);
+	if (!rc)
+		rc = qgraph_wait(s, cid, 10000, &cres);
+	tap_ok(rc == 0 && cres.status == -ENOENT, "cancelling it again: nothing to cancel (%d)", cres.status);
+	tap_ok(submit_wait(s, t, 0, NULL) == 0, "the session works on after the cancel");
+	qgraph_graph_free(t);
+	qgraph_graph_free(g);
+	qgraph_session_close(o);
+	qgraph_weights_free(s, h);
+	qgraph_arena_free(s, xo);
+	qgraph_arena_free(s, yo);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -386,6 +460,7 @@ int main(void)
 	test_ops(s);
 	test_mul_mat(s);
 	test_registered(s);
+	test_cancel(s);
 	test_many_clients(s);
 	test_killed_client(s);
 
