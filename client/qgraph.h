@@ -204,6 +204,24 @@ QGRAPH_API const char *qgraph_session_info(struct qgraph_session *s);
 QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type src_type, enum qgraph_type target,
 				     int64_t rows, int64_t cols, const void *data, uint64_t *handle,
 				     enum qgraph_type *stored);
+/*
+ * As qgraph_weights_upload(), and name the weights NAME (at most 63 bytes)
+ * so that other processes may open them with qgraph_weights_open().
+ * Identical weights are stored once in the daemon whoever uploads them,
+ * where its policy lets the uploaders share (the same user, or a group it
+ * is configured to share within); a name is seen by the same clients.
+ * -EINVAL when NAME already names other weights.
+ */
+QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
+					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
+					   uint64_t *handle, enum qgraph_type *stored);
+/*
+ * A handle of this session to the weights named NAME, uploaded by a
+ * process this one may share with; their stored type and shape in *TYPE,
+ * *ROWS, *COLS (each may be NULL).  0, or -ENOENT when there are none.
+ */
+QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, uint64_t *handle,
+				   enum qgraph_type *type, int64_t *rows, int64_t *cols);
 /* Free weights.  0 or -errno (-EBUSY while a registered graph uses them). */
 QGRAPH_API int qgraph_weights_free(struct qgraph_session *s, uint64_t handle);
 
@@ -264,6 +282,7 @@ struct qgraph_result {
 	uint64_t handle;	/* a registered graph's handle, or weights' */
 	int stored_type;	/* weights: the enum qgraph_type they are stored as */
 	uint64_t decode_ns, alloc_ns, compute_ns, total_ns;
+	int64_t rows, cols;	/* weights: their shape */
 };
 
 enum {

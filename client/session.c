@@ -423,9 +423,11 @@ static char *stats_text(const Qgraph__Stats *st)
 		if (k_ > 0)                                                        \
 			at += (size_t)k_;                                          \
 	} while (0)
-	PUT("sessions %u\npinned_bytes %llu\npool_bytes %llu\nplans %u\ngraphs_run %llu\npool %s\nloop %s\nthreads %u\n",
+	PUT("sessions %u\npinned_bytes %llu\npool_bytes %llu\nplans %u\ngraphs_run %llu\npool %s\nloop %s\nthreads %u\n"
+	    "weights_stored %u\nweights_referenced_bytes %llu\n",
 	    st->sessions, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes, st->plans,
-	    (unsigned long long)st->graphs_run, st->pool_kind, st->loop, st->threads);
+	    (unsigned long long)st->graphs_run, st->pool_kind, st->loop, st->threads, st->weights_stored,
+	    (unsigned long long)st->weights_referenced_bytes);
 	for (size_t k = 0; k < st->n_kernels; k++)
 		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
 	for (size_t k = 0; k < st->n_session; k++)
@@ -468,6 +470,8 @@ static int drain_locked(struct qgraph_session *s, uint8_t *buf, size_t cap)
 		d->res.status = status_errno(c->status);
 		d->res.handle = c->handle;
 		d->res.stored_type = (int)c->stored_type;
+		d->res.rows = c->rows;
+		d->res.cols = c->cols;
 		if (c->timings) {
 			d->res.decode_ns = c->timings->decode_ns;
 			d->res.alloc_ns = c->timings->alloc_ns;
@@ -599,6 +603,13 @@ QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type 
 				     int64_t rows, int64_t cols, const void *data, uint64_t *handle,
 				     enum qgraph_type *stored)
 {
+	return qgraph_weights_upload_named(s, NULL, src_type, target, rows, cols, data, handle, stored);
+}
+
+QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
+					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
+					   uint64_t *handle, enum qgraph_type *stored)
+{
 	ssize_t total = src_type == QGRAPH_TYPE_F32 ? qgraph_matrix_size(QGRAPH_TYPE_F32, rows, cols)
 						   : qgraph_matrix_size(src_type, rows, cols);
 	if (!s || !data || !handle)
@@ -629,6 +640,8 @@ QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type 
 		up.cols = cols;
 		up.chunk_offset = done;
 		up.data = &span;
+		if (upload == 0 && name)
+			up.name = (char *)name;	/* named when the upload opens */
 		up.last = done + n == (size_t)total;
 		req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
 		req.upload = &up;
@@ -647,6 +660,31 @@ QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type 
 	}
 	qgraph_arena_free(s, off);
 	return r;
+}
+
+QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, uint64_t *handle,
+				   enum qgraph_type *type, int64_t *rows, int64_t *cols)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__OpenWeights ow = QGRAPH__OPEN_WEIGHTS__INIT;
+	struct qgraph_result res;
+
+	if (!s || !name || !*name || !handle)
+		return -EINVAL;
+	ow.name = (char *)name;
+	req.body_case = QGRAPH__REQUEST__BODY_OPEN_WEIGHTS;
+	req.open_weights = &ow;
+	int r = call(s, &req, &res);
+	if (r)
+		return r;
+	*handle = res.handle;
+	if (type)
+		*type = (enum qgraph_type)res.stored_type;
+	if (rows)
+		*rows = res.rows;
+	if (cols)
+		*cols = res.cols;
+	return 0;
 }
 
 QGRAPH_API int qgraph_weights_free(struct qgraph_session *s, uint64_t handle)

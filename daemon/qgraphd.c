@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
@@ -36,11 +37,16 @@ static void usage(FILE *f)
 		"      --max-nodes N      tensors per graph (default 4096)\n"
 		"      --max-sessions N   clients at once (default 256)\n"
 		"      --graph-timeout MS a graph that runs longer is cancelled (default 60000)\n"
+		"      --share-group GROUP  clients in GROUP share identical weights and their\n"
+		"                         names with each other (repeatable; a user always\n"
+		"                         shares with itself)\n"
 		"      --poll-us US       poll the rings this long after activity (default 50)\n"
 		"      --epoll            use epoll even where io_uring works\n"
 		"  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 		"      --ready-fd N       write \"READY\\n\" to fd N once clients are accepted\n"
 		"      --info             print the CPU's features and chosen kernels, and exit\n"
+		"      --test-hash-collide  for tests: make every weights hash collide (the\n"
+		"                         bytes are still compared)\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n"
 		"\n"
@@ -97,7 +103,7 @@ static void print_info(void)
 
 enum {
 	OPT_POOL = 256, OPT_ARENA, OPT_MAX_ARENA, OPT_MAX_NODES, OPT_MAX_SESSIONS,
-	OPT_GRAPH_TIMEOUT, OPT_POLL, OPT_EPOLL, OPT_READY_FD, OPT_INFO,
+	OPT_GRAPH_TIMEOUT, OPT_POLL, OPT_EPOLL, OPT_READY_FD, OPT_INFO, OPT_SHARE_GROUP, OPT_TEST_HASH_COLLIDE,
 };
 
 static const struct option options[] = {
@@ -114,6 +120,8 @@ static const struct option options[] = {
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "ready-fd", required_argument, NULL, OPT_READY_FD },
 	{ "info", no_argument, NULL, OPT_INFO },
+	{ "share-group", required_argument, NULL, OPT_SHARE_GROUP },
+	{ "test-hash-collide", no_argument, NULL, OPT_TEST_HASH_COLLIDE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -182,6 +190,16 @@ int main(int argc, char **argv)
 				return bad_value("ready-fd", optarg);
 			cfg->ready_fd = (int)u;
 			break;
+		case OPT_SHARE_GROUP: {
+			struct group *gr = getgrnam(optarg);
+			if (!gr && parse_u32(optarg, 0, UINT32_MAX - 1, &u) == 0)
+				gr = getgrgid((gid_t)u);
+			if (!gr || cfg->n_share_gids == QGD_MAX_SHARE_GROUPS)
+				return bad_value("share-group", optarg);
+			cfg->share_gids[cfg->n_share_gids++] = gr->gr_gid;
+			break;
+		}
+		case OPT_TEST_HASH_COLLIDE: cfg->test_hash_collide = 1; break;
 		case OPT_INFO: print_info(); return 0;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("qgraphd %s\n", PACKAGE_VERSION); return 0;

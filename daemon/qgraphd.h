@@ -18,6 +18,8 @@
 #include "wire.h"
 
 #define QGD_MAX_COMPLETION 4096u	/* room kept free in the completion ring per request */
+#define QGD_WEIGHTS_NAME_MAX 64
+#define QGD_MAX_SHARE_GROUPS 64
 
 struct qgd_config {
 	const char *socket_path;
@@ -35,10 +37,30 @@ struct qgd_config {
 	uint32_t handshake_ms;
 	uint32_t graph_timeout_ms;
 	uint32_t poll_us;		/* how long to poll rings after activity before sleeping */
+	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
+	size_t n_share_gids;
+	int test_hash_collide;		/* tests only: every weights hash collides */
 };
 
+
+/* One matrix in pinned memory, shared by every session holding a handle to it (weights.c). */
+struct qgd_stored {
+	uint64_t hash;
+	enum qg_type type;
+	int64_t rows, cols;
+	void *data;
+	size_t bytes;
+	uint32_t refs;			/* handles to it, in every session */
+	uid_t owner;			/* who uploaded it first */
+	uint64_t owner_in_share_group;	/* bit i: the owner is in cfg.share_gids[i] */
+	char name[QGD_WEIGHTS_NAME_MAX];	/* "" when unnamed */
+	struct qgd_stored *next;
+};
+
+/* A session's handle to stored weights (type, shape and data copied for the lookups). */
 struct qgd_weights {
 	uint64_t handle;
+	struct qgd_stored *stored;
 	enum qg_type type;
 	int64_t rows, cols;
 	void *data;
@@ -52,6 +74,7 @@ struct qgd_upload {
 	int64_t rows, cols;
 	unsigned char *staging;
 	size_t bytes, received;
+	char name[QGD_WEIGHTS_NAME_MAX];
 };
 
 struct qgd_graph;
@@ -70,6 +93,8 @@ struct qgd_session {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
+	gid_t *groups;			/* supplementary groups, where the kernel told them */
+	size_t n_groups;
 	char name[64];
 	uint64_t started_ms;
 	struct qgd_server *srv;
@@ -113,6 +138,9 @@ struct qgd_server {
 	uint64_t stop_deadline_ms;
 	uint64_t graphs_run;
 	uint64_t pinned_bytes;
+	struct qgd_stored *stored;	/* every matrix in pinned memory */
+	uint32_t n_stored;
+	uint64_t weights_referenced;	/* bytes of every handle of every session */
 	struct qgd_exec *exec;
 	char cpu_features[256];
 };
@@ -133,6 +161,25 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c);
 void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status);
+
+/* weights.c */
+/* Pinned memory for BYTES of weights being converted, or NULL; qgd_weights_discard() gives it back. */
+void *qgd_weights_alloc(struct qgd_server *srv, size_t bytes);
+void qgd_weights_discard(struct qgd_server *srv, void *data, size_t bytes);
+/*
+ * Store the converted matrix DATA (from qgd_weights_alloc, consumed) for S
+ * under a new handle: shared with an identical matrix S may share, or
+ * stored anew; NAME (may be NULL or "") names it.  0 and the handle in
+ * *OUT, or -ENOMEM, -EEXIST (the name is taken; *WHY says how).
+ */
+int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols, void *data,
+		    size_t bytes, const char *name, struct qgd_weights **out, const char **why);
+/* A new handle of S to the weights named NAME that S may share.  0, -ENOENT or -ENOMEM. */
+int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights **out);
+struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle);
+/* Drop handle W of S (the matrix goes when its last handle does). */
+void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w);
+void qgd_weights_release_all(struct qgd_session *s);
 
 /* requests.c */
 /* The kernel chosen for each layout, for a Welcome or a Stats (KC holds them, KCP points at them). */

@@ -6,51 +6,18 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "exec.h"
 #include "kernels.h"
 #include "qgraphd.h"
 
-/* Memory for weights: page-aligned, hugepage-advised, locked where we may. */
-static void *pinned_alloc(struct qgd_server *srv, size_t bytes)
-{
-	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
-	void *p = NULL;
-
-	if (len < bytes || posix_memalign(&p, align, len))
-		return NULL;
-	madvise(p, len, MADV_HUGEPAGE);
-	mlock(p, len);	/* best effort: unprivileged daemons run unlocked */
-	srv->pinned_bytes += len;
-	return p;
-}
-
-static void pinned_free(struct qgd_server *srv, void *p, size_t bytes)
-{
-	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
-
-	if (!p)
-		return;
-	munlock(p, len);
-	free(p);
-	srv->pinned_bytes -= len;
-}
-
-static struct qgd_weights *weights_find(struct qgd_session *s, uint64_t handle)
-{
-	for (size_t i = 0; i < s->n_weights; i++)
-		if (s->weights[i].handle == handle)
-			return &s->weights[i];
-	return NULL;
-}
-
 /* qg_wire_weights_fn for this session's graphs. */
 static int weights_lookup(void *ctx, uint64_t handle, struct qg_wire_weights *out)
 {
-	struct qgd_weights *w = weights_find(ctx, handle);
+	struct qgd_weights *w = qgd_weights_find(ctx, handle);
 
 	if (!w)
 		return -ENOENT;
@@ -123,6 +90,12 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 		up->cols = u->cols;
 		up->bytes = (size_t)in;
 		up->received = 0;
+		if (u->name && strlen(u->name) >= sizeof up->name) {
+			upload_reset(s);
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a weights name is at most %zu bytes",
+						sizeof up->name - 1);
+		}
+		snprintf(up->name, sizeof up->name, "%s", u->name ? u->name : "");
 	} else if (u->upload_id != up->id) {
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no upload %llu in progress",
 					(unsigned long long)u->upload_id);
@@ -161,7 +134,7 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 
 	/* convert into pinned memory: quantize floats, repack quantized blocks */
 	size_t out = (size_t)qg_matrix_size(up->target_type, up->rows, up->cols);
-	void *mem = pinned_alloc(s->srv, out);
+	void *mem = qgd_weights_alloc(s->srv, out);
 	if (!mem) {
 		upload_reset(s);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no pinned memory for %zu bytes", out);
@@ -172,31 +145,50 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 			    ? (memcpy(mem, up->staging, out), (ssize_t)out)
 			    : qg_repack(up->target_type, mem, out, up->src_type, up->staging, up->rows, up->cols);
 	if (r < 0) {
-		pinned_free(s->srv, mem, out);
+		qgd_weights_discard(s->srv, mem, out);
 		upload_reset(s);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "conversion failed: %s",
 					r == -EDOM ? "the matrix holds NaN or infinity" : strerror((int)-r));
 	}
-	if (s->n_weights == s->cap_weights) {
-		size_t cap = s->cap_weights ? 2 * s->cap_weights : 8;
-		void *p = realloc(s->weights, cap * sizeof *s->weights);
-		if (!p) {
-			pinned_free(s->srv, mem, out);
-			upload_reset(s);
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
-		}
-		s->weights = p;
-		s->cap_weights = cap;
+	struct qgd_weights *w;
+	const char *why;
+	int e = qgd_weights_add(s, up->target_type, up->rows, up->cols, mem, out, up->name, &w, &why);
+	if (e) {
+		upload_reset(s);
+		if (e == -EEXIST)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "weights name \"%s\": %s",
+						u->name ? u->name : "", why);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 	}
-	struct qgd_weights *w = &s->weights[s->n_weights++];
-	*w = (struct qgd_weights){ .handle = s->next_handle++, .type = up->target_type, .rows = up->rows,
-				   .cols = up->cols, .data = mem, .bytes = out };
-	s->weight_bytes += out;
-	qgd_debug("session %llu: weights %llu: %s %lld x %lld (%zu bytes)", (unsigned long long)s->id,
-		  (unsigned long long)w->handle, qg_type_name(w->type), (long long)w->rows, (long long)w->cols, out);
+	qgd_debug("session %llu: weights %llu: %s %lld x %lld (%zu bytes, %u users)", (unsigned long long)s->id,
+		  (unsigned long long)w->handle, qg_type_name(w->type), (long long)w->rows, (long long)w->cols, out,
+		  w->stored->refs);
 	upload_reset(s);
 	c.handle = w->handle;
 	c.stored_type = (Qgraph__Type)w->type;
+	c.rows = w->rows;
+	c.cols = w->cols;
+	qgd_session_complete(s, &c);
+}
+
+static void serve_open_weights(struct qgd_session *s, uint64_t rid, const char *name)
+{
+	struct qgd_weights *w;
+	int e = name && *name ? qgd_weights_open(s, name, &w) : -EINVAL;
+
+	if (e == -EINVAL)
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "open weights: no name given");
+	if (e == -ENOENT)
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
+					"no weights named \"%.64s\" that this client may use", name);
+	if (e)
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	c.request_id = rid;
+	c.handle = w->handle;
+	c.stored_type = (Qgraph__Type)w->type;
+	c.rows = w->rows;
+	c.cols = w->cols;
 	qgd_session_complete(s, &c);
 }
 
@@ -209,9 +201,7 @@ static void serve_free_weights(struct qgd_session *s, uint64_t rid, uint64_t han
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"weights %llu are used by a registered graph: free the graph first",
 						(unsigned long long)handle);
-		pinned_free(s->srv, s->weights[i].data, s->weights[i].bytes);
-		s->weight_bytes -= s->weights[i].bytes;
-		s->weights[i] = s->weights[--s->n_weights];
+		qgd_weights_release(s, &s->weights[i]);
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 		c.request_id = rid;
 		return qgd_session_complete(s, &c);
@@ -270,6 +260,8 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
 	st.loop = (char *)qg_loop_kind_name(srv->loop);
 	st.threads = (uint32_t)qgd_exec_threads(srv);
+	st.weights_stored = srv->n_stored;
+	st.weights_referenced_bytes = srv->weights_referenced;
 	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
 	for (struct qgd_session *t = srv->sessions; t && n < 16; t = t->next) {
@@ -303,6 +295,9 @@ void qgd_request_serve(struct qgd_session *s)
 	switch (r->body_case) {
 	case QGRAPH__REQUEST__BODY_UPLOAD:
 		serve_upload(s, rid, r->upload);
+		break;
+	case QGRAPH__REQUEST__BODY_OPEN_WEIGHTS:
+		serve_open_weights(s, rid, r->open_weights->name);
 		break;
 	case QGRAPH__REQUEST__BODY_FREE_WEIGHTS:
 		serve_free_weights(s, rid, r->free_weights->handle);
@@ -368,11 +363,6 @@ void qgd_request_serve(struct qgd_session *s)
 void qgd_session_release_all(struct qgd_session *s)
 {
 	qgd_exec_release_session(s);
-	for (size_t i = 0; i < s->n_weights; i++)
-		pinned_free(s->srv, s->weights[i].data, s->weights[i].bytes);
-	free(s->weights);
-	s->weights = NULL;
-	s->n_weights = s->cap_weights = 0;
-	s->weight_bytes = 0;
+	qgd_weights_release_all(s);
 	upload_reset(s);
 }

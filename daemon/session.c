@@ -44,6 +44,8 @@ struct qgd_session *qgd_session_new(struct qgd_server *srv, int fd)
 		free(s);
 		return NULL;
 	}
+	/* without them (an old kernel) the client counts as a member of its primary group only */
+	(void)qg_sock_peergroups(fd, &s->groups, &s->n_groups);
 	snprintf(s->name, sizeof s->name, "pid %d", (int)s->pid);
 	return s;
 }
@@ -225,5 +227,6 @@ void qgd_session_free(struct qgd_session *s)
 	qg_wire_arena_free(&s->decode);
 	free(s->rec);
 	free(s->event_seq);
+	free(s->groups);
 	free(s);
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -119,6 +120,42 @@ int qg_sock_peercred(int fd, pid_t *pid, uid_t *uid, gid_t *gid)
 	if (gid)
 		*gid = cr.gid;
 	return 0;
+}
+
+int qg_sock_peergroups(int fd, gid_t **groups, size_t *n)
+{
+	socklen_t len = 16 * sizeof(gid_t);
+	gid_t *g = NULL;
+
+	*groups = NULL;
+	*n = 0;
+	for (int tries = 0; tries < 8; tries++) {
+		gid_t *ng = realloc(g, len ? len : sizeof(gid_t));
+		if (!ng) {
+			free(g);
+			return -ENOMEM;
+		}
+		g = ng;
+		socklen_t got = len;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &got) == 0) {
+			if (got % sizeof(gid_t)) {
+				free(g);
+				return -EPROTO;
+			}
+			*groups = g;
+			*n = got / sizeof(gid_t);
+			return 0;
+		}
+		/* ERANGE: the kernel wrote the size it needs into GOT */
+		if (errno != ERANGE || got <= len || got > 65536 * sizeof(gid_t)) {
+			int e = -errno;
+			free(g);
+			return e;
+		}
+		len = got;
+	}
+	free(g);
+	return -EPROTO;
 }
 
 int qg_sock_send(int fd, const void *buf, size_t len, const int *fds, int nfds)

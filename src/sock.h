@@ -31,6 +31,13 @@ int qg_sock_accept(int listen_fd);
 int qg_sock_peercred(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
 /*
+ * The peer's supplementary groups (SO_PEERGROUPS; SO_PEERCRED carries only
+ * the primary one): 0 and a malloc'd array in *GROUPS of *N entries (free
+ * it), or -errno (-ENOPROTOOPT on kernels before 4.13).
+ */
+int qg_sock_peergroups(int fd, gid_t **groups, size_t *n);
+
+/*
  * Send LEN bytes and NFDS (<= QG_SOCK_MAX_FDS) descriptors as one message,
  * with MSG_NOSIGNAL.  Returns 0, -EAGAIN, -EMSGSIZE on a short send, or
  * -errno (-EPIPE when the peer is gone).

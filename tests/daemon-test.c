@@ -291,20 +291,6 @@ static int client_proc(int who, int n)
 	return 0;
 }
 
-/* Value of "KEY N" in the daemon's stats. */
-static long long stat_of(struct qgraph_session *s, const char *key)
-{
-	char buf[8192];
-	if (qgraph_stats(s, buf, sizeof buf) < 0)
-		return -1;
-	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-		size_t n = strlen(key);
-		if (strncmp(line, key, n) == 0 && line[n] == ' ')
-			return atoll(line + n + 1);
-	}
-	return -1;
-}
-
 static void test_many_clients(struct qgraph_session *s)
 {
 	int n = 50 + 150 * tap_scale(), bad = 0;
@@ -326,14 +312,14 @@ static void test_many_clients(struct qgraph_session *s)
 	long long sessions = -1;
 	for (int i = 0; i < 50 && sessions != 1; i++) {
 		usleep(20000);
-		sessions = stat_of(s, "sessions");
+		sessions = daemon_stat(s, "sessions");
 	}
 	tap_ok(sessions == 1, "their sessions are gone when they are (%lld left)", sessions);
 }
 
 static void test_killed_client(struct qgraph_session *s)
 {
-	long long pinned0 = stat_of(s, "pinned_bytes");
+	long long pinned0 = daemon_stat(s, "pinned_bytes");
 	int p[2];
 
 	pipe(p);
@@ -351,15 +337,15 @@ static void test_killed_client(struct qgraph_session *s)
 	char ch;
 	(void)!read(p[0], &ch, 1);
 	usleep(50000);
-	tap_ok(stat_of(s, "sessions") >= 2 && stat_of(s, "pinned_bytes") > pinned0,
+	tap_ok(daemon_stat(s, "sessions") >= 2 && daemon_stat(s, "pinned_bytes") > pinned0,
 	       "a client holds weights and is busy with graphs");
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
 	long long sessions = -1, pinned = -1;
 	for (int i = 0; i < 100 && (sessions != 1 || pinned != pinned0); i++) {
 		usleep(20000);
-		sessions = stat_of(s, "sessions");
-		pinned = stat_of(s, "pinned_bytes");
+		sessions = daemon_stat(s, "sessions");
+		pinned = daemon_stat(s, "pinned_bytes");
 	}
 	tap_ok(sessions == 1 && pinned == pinned0, "SIGKILLed, its session and weights are freed (%lld, %lld)",
 	       sessions, pinned);

@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "qgraph.h"
+
 struct test_daemon {
 	pid_t pid;
 	char dir[64];
@@ -113,6 +115,21 @@ static void daemon_cleanup(struct test_daemon *d)
 	unlink(p);
 	unlink(d->log);
 	rmdir(d->dir);
+}
+
+/* The value of "KEY N" in the daemon's stats, as session S reads them, or -1. */
+__attribute__((unused))
+static long long daemon_stat(struct qgraph_session *s, const char *key)
+{
+	char buf[8192], *save = NULL;
+	size_t n = strlen(key);
+
+	if (qgraph_stats(s, buf, sizeof buf) < 0)
+		return -1;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strncmp(line, key, n) == 0 && line[n] == ' ')
+			return atoll(line + n + 1);
+	return -1;
 }
 
 #endif /* QG_DAEMON_UTIL_H */

@@ -1,0 +1,246 @@
+/*
+ * weights.c - weights in pinned memory, stored once however many sessions
+ * use them.
+ *
+ * When an upload is complete and converted, the daemon looks for a stored
+ * matrix with the same type, shape and bytes that this session may share:
+ * one its own user uploaded, or one whose owner and this client are both
+ * in a group the configuration shares weights within.  The hash only finds
+ * candidates; the bytes are compared in full before a copy is shared, so no
+ * client can pass its bytes off as another's (a hash collision, even a
+ * forced one, gives two copies).  A stored matrix counts its users and is
+ * freed when the last one lets go (a freed handle, a closed or killed
+ * session).
+ *
+ * Names: an upload may name its weights; another session that may share
+ * them opens them by that name without sending the bytes.  Names are
+ * scoped like sharing: a client sees only the names its sharing rule lets
+ * it see, and two owners may use the same name for different weights.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "exec.h"
+#include "qgraphd.h"
+
+/* Memory for weights: hugepage-aligned, hugepage-advised, locked where we may. */
+static void *pinned_alloc(struct qgd_server *srv, size_t bytes)
+{
+	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
+	void *p = NULL;
+
+	if (len < bytes || posix_memalign(&p, align, len))
+		return NULL;
+	madvise(p, len, MADV_HUGEPAGE);
+	mlock(p, len);	/* best effort: unprivileged daemons run unlocked */
+	srv->pinned_bytes += len;
+	return p;
+}
+
+static void pinned_free(struct qgd_server *srv, void *p, size_t bytes)
+{
+	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
+
+	if (!p)
+		return;
+	munlock(p, len);
+	free(p);
+	srv->pinned_bytes -= len;
+}
+
+void *qgd_weights_alloc(struct qgd_server *srv, size_t bytes)
+{
+	return pinned_alloc(srv, bytes);
+}
+
+void qgd_weights_discard(struct qgd_server *srv, void *data, size_t bytes)
+{
+	pinned_free(srv, data, bytes);
+}
+
+/*
+ * A 64-bit hash of BYTES at P, eight bytes at a time (a multiply and a
+ * shift per word: weights are hashed at memory speed).  It only picks
+ * candidates: equality is decided by comparing the bytes.
+ */
+static uint64_t hash_bytes(const struct qgd_server *srv, const void *p, size_t bytes)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0x51ed2701f3a5c9b1ull ^ bytes;
+	size_t i = 0;
+
+	if (srv->cfg.test_hash_collide)
+		return 42;	/* a test's forced collision: every matrix is a candidate */
+	for (; i + 8 <= bytes; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	for (; i < bytes; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h ^ (h >> 32);
+}
+
+static int in_group(const struct qgd_session *s, gid_t g)
+{
+	if (s->gid == g)
+		return 1;
+	for (size_t i = 0; i < s->n_groups; i++)
+		if (s->groups[i] == g)
+			return 1;
+	return 0;
+}
+
+/* True if session S may use stored matrix E: same user, or a shared group both are in. */
+static int may_share(const struct qgd_session *s, const struct qgd_stored *e)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
+
+	if (e->owner == s->uid)
+		return 1;
+	for (size_t i = 0; i < cfg->n_share_gids; i++) {
+		gid_t g = cfg->share_gids[i];
+		if (i < 64 && in_group(s, g) && (e->owner_in_share_group >> i & 1))
+			return 1;
+	}
+	return 0;
+}
+
+/* The stored matrix named NAME that S may use, or NULL. */
+static struct qgd_stored *find_named(const struct qgd_session *s, const char *name)
+{
+	for (struct qgd_stored *e = s->srv->stored; e; e = e->next)
+		if (e->name[0] && strcmp(e->name, name) == 0 && may_share(s, e))
+			return e;
+	return NULL;
+}
+
+static void unref(struct qgd_server *srv, struct qgd_stored *e)
+{
+	if (--e->refs)
+		return;
+	for (struct qgd_stored **p = &srv->stored; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	}
+	srv->n_stored--;
+	pinned_free(srv, e->data, e->bytes);
+	free(e);
+}
+
+/* A new handle in S's table for E (whose reference the caller passes on).  0 or -ENOMEM. */
+static int add_handle(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out)
+{
+	if (s->n_weights == s->cap_weights) {
+		size_t cap = s->cap_weights ? 2 * s->cap_weights : 8;
+		void *p = realloc(s->weights, cap * sizeof *s->weights);
+		if (!p)
+			return -ENOMEM;
+		s->weights = p;
+		s->cap_weights = cap;
+	}
+	struct qgd_weights *w = &s->weights[s->n_weights++];
+	*w = (struct qgd_weights){ .handle = s->next_handle++, .stored = e, .type = e->type, .rows = e->rows,
+				   .cols = e->cols, .data = e->data, .bytes = e->bytes };
+	s->weight_bytes += e->bytes;
+	s->srv->weights_referenced += e->bytes;
+	*out = w;
+	return 0;
+}
+
+int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols, void *data,
+		    size_t bytes, const char *name, struct qgd_weights **out, const char **why)
+{
+	struct qgd_server *srv = s->srv;
+	uint64_t h = hash_bytes(srv, data, bytes);
+	struct qgd_stored *e;
+
+	*why = NULL;
+	for (e = srv->stored; e; e = e->next)
+		if (e->hash == h && e->type == type && e->rows == rows && e->cols == cols && e->bytes == bytes &&
+		    may_share(s, e) && memcmp(e->data, data, bytes) == 0)
+			break;
+	if (name && *name) {
+		struct qgd_stored *n = find_named(s, name);
+		if (n && n != e) {
+			*why = "that name already names other weights";
+			pinned_free(srv, data, bytes);
+			return -EEXIST;
+		}
+		if (e && e->name[0] && strcmp(e->name, name) != 0) {
+			*why = "the same weights are stored under another name";
+			pinned_free(srv, data, bytes);
+			return -EEXIST;
+		}
+	}
+	if (e) {
+		pinned_free(srv, data, bytes);	/* the same bytes are stored already */
+		e->refs++;
+	} else {
+		e = calloc(1, sizeof *e);
+		if (!e) {
+			pinned_free(srv, data, bytes);
+			return -ENOMEM;
+		}
+		*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data,
+					  .bytes = bytes, .refs = 1, .owner = s->uid };
+		for (size_t i = 0; i < srv->cfg.n_share_gids && i < 64; i++)
+			if (in_group(s, srv->cfg.share_gids[i]))
+				e->owner_in_share_group |= 1ull << i;
+		e->next = srv->stored;
+		srv->stored = e;
+		srv->n_stored++;
+	}
+	if (name && *name && !e->name[0])
+		snprintf(e->name, sizeof e->name, "%s", name);
+	int r = add_handle(s, e, out);
+	if (r)
+		unref(srv, e);
+	return r;
+}
+
+int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights **out)
+{
+	struct qgd_stored *e = find_named(s, name);
+
+	if (!e)
+		return -ENOENT;
+	e->refs++;
+	int r = add_handle(s, e, out);
+	if (r)
+		unref(s->srv, e);
+	return r;
+}
+
+struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle)
+{
+	for (size_t i = 0; i < s->n_weights; i++)
+		if (s->weights[i].handle == handle)
+			return &s->weights[i];
+	return NULL;
+}
+
+void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w)
+{
+	s->weight_bytes -= w->bytes;
+	s->srv->weights_referenced -= w->bytes;
+	unref(s->srv, w->stored);
+	*w = s->weights[--s->n_weights];
+}
+
+void qgd_weights_release_all(struct qgd_session *s)
+{
+	while (s->n_weights)
+		qgd_weights_release(s, &s->weights[s->n_weights - 1]);
+	free(s->weights);
+	s->weights = NULL;
+	s->cap_weights = 0;
+}
