@@ -168,8 +168,8 @@ static bool ga_placed(const struct qg_galloc *ga, const struct qg_tensor *t)
 	return ga_owns_buffer(ga, t->buffer) || (t->view_src && ga_owns_buffer(ga, t->view_src->buffer));
 }
 
-/* Take back the data GA gave G's tensors: views first, while their sources still say where they live. */
-static void ga_unplace(const struct qg_galloc *ga, struct qg_graph *g)
+/* Views first, while their sources still say where they live. */
+void qg_galloc_unplace(const struct qg_galloc *ga, struct qg_graph *g)
 {
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < g->n_leafs + g->n_nodes; i++) {
@@ -654,7 +654,7 @@ int qg_galloc_reserve(struct qg_galloc *ga, struct qg_graph *g, const int *node_
 	ga->planned = false;
 	if (!g)
 		return -EINVAL;
-	ga_unplace(ga, g);
+	qg_galloc_unplace(ga, g);
 	for (int i = 0; i < ga->n_groups; i++) {
 		struct ga_group *gr = &ga->groups[i];
 		qg_dalloc_reset(gr->da);
@@ -726,7 +726,7 @@ int qg_galloc_alloc_graph(struct qg_galloc *ga, struct qg_graph *g)
 		return -EINVAL;
 	if (qg_galloc_needs_realloc(ga, g) && (r = ga_replan(ga, g)) < 0)
 		return r;
-	ga_unplace(ga, g);
+	qg_galloc_unplace(ga, g);
 	/* leafs first: a view node's source is a leaf or an earlier node */
 	for (size_t k = 0; k < ga->n_nodes + ga->n_leafs; k++) {
 		size_t i = k < ga->n_leafs ? ga->n_nodes + k : k - ga->n_leafs;

@@ -31,7 +31,8 @@
  *
  * A tensor placed by the allocator points into its buffers: such a graph
  * must be allocated again with this allocator (or not used) once another
- * graph's reserve has grown the buffers.
+ * graph's reserve has grown the buffers, and qg_galloc_unplace() takes the
+ * pointers back before the allocator is freed.
  */
 #ifndef QG_GALLOC_H
 #define QG_GALLOC_H
@@ -124,6 +125,13 @@ size_t qg_galloc_buffer_size(const struct qg_galloc *ga, int id);
 struct qg_buffer *qg_galloc_buffer(const struct qg_galloc *ga, int id);
 /* The last plan's figures for buffer id ID (shared ids see the same ones): 0 or -EINVAL. */
 int qg_galloc_stats(const struct qg_galloc *ga, int id, struct qg_galloc_stats *st);
+
+/*
+ * Take back the data GA gave G's tensors (and their views): before GA is
+ * freed, or before G goes to another allocator, so that no tensor keeps a
+ * pointer into a buffer that is gone.
+ */
+void qg_galloc_unplace(const struct qg_galloc *ga, struct qg_graph *g);
 
 /* Test-only: make the following plans wrong in the way FAULT says. */
 void qg_galloc_set_fault(struct qg_galloc *ga, enum qg_galloc_fault fault);
