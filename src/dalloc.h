@@ -50,5 +50,9 @@ size_t qg_dalloc_high_water(const struct qg_dalloc *da);
 /* Bytes handed out now (rounded sizes). */
 size_t qg_dalloc_in_use(const struct qg_dalloc *da);
 size_t qg_dalloc_alignment(const struct qg_dalloc *da);
+/* The number of free blocks in the table now (the untouched end of the range counts as one). */
+size_t qg_dalloc_n_free_blocks(const struct qg_dalloc *da);
+/* Free block I (in offset order): 0 and its OFFSET and SIZE, or -ENOENT past the last. */
+int qg_dalloc_free_block(const struct qg_dalloc *da, size_t i, size_t *offset, size_t *size);
 
 #endif /* QG_DALLOC_H */
