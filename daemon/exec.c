@@ -25,12 +25,13 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "galloc.h"
 #include "ops.h"
 
 struct qgd_graph {
 	uint64_t handle;
 	struct qg_wire_graph wg;
-	unsigned char *buf;		/* intermediates */
+	struct qg_galloc *ga;		/* places the intermediates */
 	size_t buf_bytes;
 	unsigned char *scratch;
 	size_t scratch_bytes;
@@ -73,6 +74,7 @@ struct qgd_exec {
 	struct qg_watch *done_watch;
 	_Atomic unsigned n_done;		/* jobs on DONE: the loop polls this, not the lock */
 	unsigned in_flight;			/* loop thread only */
+	struct qg_buft *buft;			/* where graphs' intermediates live */
 };
 
 /* Graphs with less work than this run on the loop's thread: handing them over costs more. */
@@ -130,6 +132,7 @@ int qgd_exec_init(struct qgd_server *srv)
 	if (!x)
 		return -ENOMEM;
 	x->queue_tail = &x->queue;
+	x->buft = qg_buft_host();
 	x->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (x->done_fd < 0) {
 		r = -errno;
@@ -202,23 +205,20 @@ static size_t align_up(size_t n, size_t a)
 }
 
 /*
- * Place every tensor that has no data yet: intermediates get room of their
- * own in G's buffer, views point into their sources.  Scratch is sized for
- * the largest node.  0 or -ENOMEM / -EOVERFLOW.
+ * Place every tensor that has no data yet with the graph allocator:
+ * intermediates share one buffer wherever their lifetimes allow, views
+ * point into their sources.  Scratch is sized for the largest node.  0 or
+ * -errno from the allocator (-ENOMEM, -ENOSPC, -EOVERFLOW).
  */
-static int place(struct qgd_graph *g)
+static int place(struct qgd_server *srv, struct qgd_graph *g)
 {
 	struct qg_graph *gr = g->wg.graph;
-	size_t total = 0, scratch = 0;
+	struct qg_buft *bt = srv->exec->buft;
+	size_t scratch = 0;
+	int r;
 
 	for (size_t i = 0; i < gr->n_nodes; i++) {
 		struct qg_tensor *t = gr->nodes[i];
-		if (!t->data && !t->view_src) {
-			size_t n = align_up(qg_tensor_nbytes(t), 64);
-			if (n < qg_tensor_nbytes(t) || total > SIZE_MAX - n)
-				return -EOVERFLOW;
-			total += n;
-		}
 		size_t sc = qg_op_scratch_size(t, 1);
 		if (sc > scratch)
 			scratch = sc;
@@ -227,22 +227,14 @@ static int place(struct qgd_graph *g)
 			w *= (uint64_t)t->src[0]->ne[0];
 		g->work = g->work + w < g->work ? UINT64_MAX : g->work + w;
 	}
-	g->buf = total ? aligned_alloc(64, total) : NULL;
+	if ((r = qg_galloc_new(&bt, 1, NULL, &g->ga)) || (r = qg_galloc_reserve(g->ga, gr, NULL, NULL)) ||
+	    (r = qg_galloc_alloc_graph(g->ga, gr)))
+		return r;
+	g->buf_bytes = qg_galloc_buffer_size(g->ga, 0);
 	g->scratch = scratch ? aligned_alloc(64, align_up(scratch, 64)) : NULL;
-	if ((total && !g->buf) || (scratch && !g->scratch))
+	if (scratch && !g->scratch)
 		return -ENOMEM;
-	g->buf_bytes = total;
 	g->scratch_bytes = scratch;
-	size_t at = 0;
-	for (size_t i = 0; i < gr->n_nodes; i++) {
-		struct qg_tensor *t = gr->nodes[i];
-		if (!t->data && !t->view_src) {
-			t->data = g->buf + at;
-			at += align_up(qg_tensor_nbytes(t), 64);
-		}
-		if (!t->data && t->view_src && t->view_src->data)
-			t->data = (unsigned char *)t->view_src->data + t->view_offs;
-	}
 	return 0;
 }
 
@@ -250,8 +242,11 @@ static void graph_free(struct qgd_graph *g)
 {
 	if (!g)
 		return;
+	if (g->ga) {
+		qg_galloc_unplace(g->ga, g->wg.graph);
+		qg_galloc_free(g->ga);
+	}
 	qg_wire_graph_free(&g->wg);
-	free(g->buf);
 	free(g->scratch);
 	free(g);
 }
@@ -445,9 +440,10 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 					"%s%s", r == -E2BIG ? "quota max_nodes: " : "", err);
 	}
 	uint64_t t_decoded = qgd_now_ns();
-	if ((r = place(g))) {
+	if ((r = place(s->srv, g))) {
 		graph_free(g);
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for the intermediates");
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for the intermediates: %s",
+					strerror(-r));
 	}
 	uint64_t t_placed = qgd_now_ns();
 	if (sg->keep) {
