@@ -125,6 +125,7 @@ struct block {
 	struct qg_tensor *emb, *idx, *gamma, *mask, *w_up, *w_gate, *w_down;
 	struct qg_tensor *rows;	/* the GET_ROWS node */
 	int ntok;
+	struct tap_rng rng;	/* for its inputs: each caller thread has its own */
 };
 
 /*
@@ -139,6 +140,7 @@ static int block_build(struct block *b, enum qg_type wt, int ntok)
 	struct qg_ctx *c = b->ctx = qg_ctx_new(128);
 
 	b->ntok = ntok;
+	b->rng.s = tap_rand(&rng);
 	b->emb = qg_tensor_new_2d(c, QG_TYPE_Q4_0, D, VOCAB);
 	b->idx = qg_tensor_new_1d(c, QG_TYPE_I32, ntok);
 	b->gamma = qg_tensor_new_1d(c, QG_TYPE_F32, D);
@@ -190,7 +192,7 @@ static void block_inputs(struct block *b)
 	int32_t id[64];
 
 	for (int i = 0; i < b->ntok; i++)
-		id[i] = (int32_t)(tap_rand(&rng) % VOCAB);
+		id[i] = (int32_t)(tap_rand(&b->rng) % VOCAB);
 	qg_tensor_set(b->idx, id, 0, (size_t)b->ntok * sizeof *id);
 }
 

@@ -195,7 +195,6 @@ static void test_mirror(void)
 	pthread_create(&t, NULL, sleeper_main, &s);
 	int slept = wait_sleeping(&slot.waiters);
 	sleep_ms(10);
-	qg_event_record(&ev, 0);
 	qg_event_record(&ev, -ETIMEDOUT);
 	pthread_join(t, NULL);
 	tap_ok(slept && s.result == -ETIMEDOUT, "a client sleeping on its mirror is woken, and sees the status");
@@ -204,10 +203,10 @@ static void test_mirror(void)
 	atomic_store(&slot.seq, 1000);
 	atomic_store(&slot.status, -EPERM);
 	atomic_store(&slot.waiters, 0xdeadbeef);
-	tap_ok(qg_event_wait(&ev, 4, 0) == -ETIMEDOUT && qg_event_seq(&ev) == 3,
+	tap_ok(qg_event_wait(&ev, 3, 0) == -ETIMEDOUT && qg_event_seq(&ev) == 2,
 	       "a mirror scribbled on changes nothing in the trusted event");
 	qg_event_record(&ev, 0);
-	tap_ok(atomic_load(&slot.seq) == 4 && atomic_load(&slot.status) == 0,
+	tap_ok(atomic_load(&slot.seq) == 3 && atomic_load(&slot.status) == 0,
 	       "the next record overwrites the scribble with the trusted number");
 }
 
