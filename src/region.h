@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "event.h"
+
 #define QG_REGION_MAGIC 0x31524751u	/* "QGR1" little-endian */
 #define QG_REGION_LAYOUT_VERSION 1u
 #define QG_REGION_HEADER_BYTES 4096u
@@ -58,20 +60,10 @@ _Static_assert(offsetof(struct qg_region_header, client_waiting) == 192, "header
 _Static_assert(sizeof(struct qg_region_header) <= QG_REGION_HEADER_BYTES, "header fits its page");
 
 /*
- * An event slot.  SEQ is the event's sequence number, published by the
- * daemon (release) after the work it stands for is done; STATUS is 0 or
- * the error of that work, written before SEQ; WAITERS counts clients
- * sleeping on SEQ (futex, shared).  The daemon keeps its own copy of every
- * value it published and never trusts what it reads back here.
+ * The event table is an array of struct qg_event_slot (event.h): the
+ * daemon publishes each event's sequence number and status there as the
+ * mirror of its own trusted copy, and never trusts what it reads back.
  */
-struct qg_event_slot {
-	_Atomic uint32_t seq;
-	_Atomic int32_t status;
-	_Atomic uint32_t waiters;
-	uint32_t reserved;
-};
-
-_Static_assert(sizeof(struct qg_event_slot) == 16, "event slot is 16 bytes");
 
 /*
  * The layout for an arena of ARENA_BYTES, rings of RING_BYTES of data each

@@ -63,25 +63,6 @@ static void usage(FILE *f)
 		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n");
 }
 
-static void *xalloc(size_t n)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, 64, n ? n : 64) != 0) {
-		fprintf(stderr, "bench-mulmat: out of memory (%zu bytes)\n", n);
-		exit(1);
-	}
-	return p;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 2685821657736338717ULL;
-}
-
 /*
  * M x K weights in LAYOUT: random Q4_0 blocks (random nibbles, scales in
  * [2^-10, 2^-7)) repacked.  The values do not matter for speed, and this
@@ -90,17 +71,10 @@ static uint64_t rng_next(uint64_t *s)
 static void *make_weights(enum qg_layout layout, int64_t m, int64_t k, size_t *bytes)
 {
 	const int64_t nb = m * k / QG_QK;
-	struct qg_block_q4_0 *q = xalloc((size_t)nb * sizeof *q);
-	uint64_t s = 0x243f6a8885a308d3ULL ^ (uint64_t)m;
+	struct qg_block_q4_0 *q = bench_q4_0_blocks(nb, 0x243f6a8885a308d3ULL ^ (uint64_t)m);
 
-	for (int64_t i = 0; i < nb; i++) {
-		uint64_t r = rng_next(&s), r2 = rng_next(&s);
-		q[i].d = qg_fp32_to_fp16((float)(0x1p-10 * (1.0 + (double)(r >> 61))));
-		memcpy(q[i].qs, &r, 8);
-		memcpy(q[i].qs + 8, &r2, 8);
-	}
 	*bytes = (size_t)nb * sizeof *q;
-	void *w = xalloc(*bytes);
+	void *w = bench_alloc(*bytes);
 	ssize_t n = qg_repack(qg_layout_type(layout), w, *bytes, QG_TYPE_Q4_0, q, m, k);
 	free(q);
 	if (n != (ssize_t)*bytes) {
@@ -112,11 +86,9 @@ static void *make_weights(enum qg_layout layout, int64_t m, int64_t k, size_t *b
 
 static float *make_x(int64_t n, int64_t k)
 {
-	float *x = xalloc((size_t)(n * k) * sizeof *x);
-	uint64_t s = 0x13198a2e03707344ULL;
+	float *x = bench_alloc((size_t)(n * k) * sizeof *x);
 
-	for (int64_t i = 0; i < n * k; i++)
-		x[i] = (float)((double)(rng_next(&s) >> 40) / 16777216.0 * 2.0 - 1.0);
+	bench_fill_x(x, n * k);
 	return x;
 }
 
@@ -282,10 +254,10 @@ static int kernel_only(const struct opts *o)
 	size_t wbytes;
 	void *w = make_weights(l, m, k, &wbytes);
 	float *x = make_x(n, k);
-	float *y = xalloc((size_t)(n * m) * sizeof *y);
+	float *y = bench_alloc((size_t)(n * m) * sizeof *y);
 	const int64_t nb = k / QG_QK, groups = n / 4, rem = n % 4;
-	struct qg_block_q8_0x4 *a4 = xalloc((size_t)(groups * nb + 1) * sizeof *a4);
-	struct qg_block_q8_0 *a1 = xalloc((size_t)(rem * nb + 1) * sizeof *a1);
+	struct qg_block_q8_0x4 *a4 = bench_alloc((size_t)(groups * nb + 1) * sizeof *a4);
+	struct qg_block_q8_0 *a1 = bench_alloc((size_t)(rem * nb + 1) * sizeof *a1);
 
 	for (int64_t g = 0; g < groups; g++)
 		kn->quant_x4(x + g * 4 * k, (size_t)k, a4 + g * nb, k, kn->act_ileave);
@@ -428,7 +400,7 @@ int main(int argc, char **argv)
 
 	/* limits first, per thread count */
 	{
-		uint8_t *buf = xalloc((size_t)bw_bytes);
+		uint8_t *buf = bench_alloc((size_t)bw_bytes);
 		memset(buf, 1, (size_t)bw_bytes);
 		if (!o.json)
 			printf("limits (median of repetitions; reads: %s over %.1f MB; MACs: %s)\n",
@@ -461,10 +433,10 @@ int main(int argc, char **argv)
 	}
 
 	float *x = make_x(N_MAX, K_DIM);
-	float *y = xalloc((size_t)N_MAX * M_SMALL * sizeof *y);
+	float *y = bench_alloc((size_t)N_MAX * M_SMALL * sizeof *y);
 	size_t scratch_max = (size_t)N_MAX / 4 * (K_DIM / QG_QK) * sizeof(struct qg_block_q8_0x4) +
 			     (size_t)(K_DIM / QG_QK) * sizeof(struct qg_block_q8_0) * 4;
-	void *scratch = xalloc(scratch_max);
+	void *scratch = bench_alloc(scratch_max);
 
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
 		if (o.layout >= 0 && l != o.layout)

@@ -4,6 +4,9 @@
  * multiply-accumulate peak) and the output (a table for people, JSON lines
  * for programs, as DESIGN.md's benchmark convention says).
  *
+ * Also the inputs they share: aligned memory that exits when there is
+ * none, a small PRNG, random Q4_0 weights and activations.
+ *
  * Header-only (static functions): each benchmark is one program.
  */
 #ifndef QG_BENCH_H
@@ -23,7 +26,9 @@
 #include <arm_neon.h>
 #endif
 
+#include "fp16.h"
 #include "kernels.h"
+#include "quant.h"
 
 /* ------------------------------------------------------------- time */
 
@@ -394,6 +399,60 @@ static uint64_t bench_macs(uint64_t iters, int32_t *sink)
 	(void)iters;
 	*sink = 0;
 	return 0;
+}
+
+/* ----------------------------------------------------------- inputs */
+
+/* N bytes aligned to 64; a benchmark without the memory it needs exits. */
+__attribute__((unused))
+static void *bench_alloc(size_t n)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, n ? n : 64) != 0) {
+		fprintf(stderr, "bench: out of memory (%zu bytes)\n", n);
+		exit(1);
+	}
+	return p;
+}
+
+/* xorshift64*: the inputs are the same on every run. */
+__attribute__((unused))
+static uint64_t bench_rng(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+
+/*
+ * NB random Q4_0 blocks from SEED (random nibbles, scales in [2^-10,
+ * 2^-7)): the values do not matter for speed, and no floats are held.
+ */
+__attribute__((unused))
+static struct qg_block_q4_0 *bench_q4_0_blocks(int64_t nb, uint64_t seed)
+{
+	struct qg_block_q4_0 *q = bench_alloc((size_t)nb * sizeof *q);
+	uint64_t s = seed;
+
+	for (int64_t i = 0; i < nb; i++) {
+		uint64_t r = bench_rng(&s), r2 = bench_rng(&s);
+		q[i].d = qg_fp32_to_fp16((float)(0x1p-10 * (1.0 + (double)(r >> 61))));
+		memcpy(q[i].qs, &r, 8);
+		memcpy(q[i].qs + 8, &r2, 8);
+	}
+	return q;
+}
+
+/* N values in [-1, 1) at X. */
+__attribute__((unused))
+static void bench_fill_x(float *x, int64_t n)
+{
+	uint64_t s = 0x13198a2e03707344ULL;
+
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float)((double)(bench_rng(&s) >> 40) / 16777216.0 * 2.0 - 1.0);
 }
 
 /* ----------------------------------------------------------- output */

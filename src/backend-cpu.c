@@ -1,0 +1,731 @@
+/*
+ * backend-cpu.c - the CPU backend (see backend-cpu.h): plans, the worker
+ * pool, the barrier between phases and nodes.
+ *
+ * A run on the pool: the caller publishes the plan and bumps JOB; every
+ * thread walks the plan's nodes, computes its share of each phase
+ * (qg_op_compute with its ITH and the node's NTH) and meets the others at
+ * the barrier after it.  The last thread to arrive at a barrier is, for a
+ * moment, the only one running: it decides whether the run stops there (a
+ * node's error, the cancel flag, the deadline) and writes STOP before it
+ * releases the others, so that every thread leaves at the same barrier.
+ * Each worker then bumps DONE, and the caller returns once all have.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend-cpu.h"
+#include "backend-impl.h"
+#include "cpulist.h"
+#include "futex.h"
+#include "ops.h"
+
+/* A barrier waiter spins this long before it sleeps (when every thread has a core of its own). */
+#define BARRIER_SPIN_NS 1000000u
+/* ... and this long when threads outnumber cores: the one it waits for may need this core. */
+#define BARRIER_SPIN_OVER_NS 2000u
+
+/* What a plan's structure is made of, per node: compared by plan_update. */
+struct node_sig {
+	int op;
+	int type[1 + QG_MAX_SRC];
+	int64_t ne[1 + QG_MAX_SRC][QG_MAX_DIMS];
+	size_t nb[1 + QG_MAX_SRC][QG_MAX_DIMS];
+	int32_t params[QG_MAX_OP_PARAMS];
+};
+
+/* A node that computes (views and leafs have nothing to do). */
+struct cpu_node {
+	struct qg_tensor *t;
+	size_t index;		/* in the graph's nodes */
+	int nth;		/* threads its work is split over, <= the pool's */
+	int phases;
+};
+
+struct cpu_plan {
+	struct qg_plan base;
+	struct qg_graph *g;
+	size_t n_graph_nodes;
+	struct node_sig *sig;	/* per graph node */
+	struct cpu_node *nodes;
+	size_t n;
+	void *scratch;		/* 64-byte aligned, SCRATCH_SIZE bytes, shared by the threads */
+	size_t scratch_size;
+	uint64_t work;		/* multiply-accumulates (or elements) over the graph */
+	bool data_ok;		/* every node passed qg_op_check with its data */
+};
+
+struct cpu_backend {
+	struct qg_backend base;
+	pthread_mutex_t lock;	/* one run at a time: the pool serves one graph */
+	int nth;
+	int ncpus;
+	int *cpus;
+	bool pinned;
+	uint64_t small_work;
+	uint64_t spin_ns;	/* idle workers */
+	uint64_t bar_spin_ns;
+	pthread_t *tid;
+	int n_started;		/* workers running */
+	struct cpu_plan *cached;	/* graph_compute's last plan */
+
+	/* the job: written by the caller before JOB is bumped (release), read by workers after (acquire) */
+	struct cpu_plan *job_plan;
+	struct qg_run *job_run;
+	_Alignas(64) _Atomic uint32_t job;
+	_Atomic uint32_t job_sleepers;
+	_Atomic int quit;
+	_Alignas(64) _Atomic int done;	/* workers finished with the current job */
+
+	/* the barrier */
+	_Alignas(64) _Atomic uint32_t bar_count;
+	_Alignas(64) _Atomic uint32_t bar_gen;
+	_Atomic uint32_t bar_sleepers;
+	/* the outcome, decided at a barrier: 0 to go on, else the run's status */
+	_Alignas(64) _Atomic int stop;
+	_Atomic int err;	/* first node error */
+	_Atomic long err_node;
+	_Atomic size_t nodes_done;
+
+	/* counters (written under LOCK, except SLEEPING) */
+	uint64_t runs_caller, runs_pool, wakes, plans_made;
+	_Atomic int sleeping;
+};
+
+struct worker_arg {
+	struct cpu_backend *cb;
+	int ith;
+};
+
+static struct cpu_backend *cpu_of(const struct qg_backend *b)
+{
+	return (struct cpu_backend *)b->ctx;
+}
+
+/* --- plans --------------------------------------------------------------- */
+
+static void sig_of(const struct qg_tensor *t, struct node_sig *s)
+{
+	memset(s, 0, sizeof *s);
+	s->op = t->op;
+	memcpy(s->params, t->op_params, sizeof s->params);
+	for (int i = 0; i <= QG_MAX_SRC; i++) {
+		const struct qg_tensor *x = i ? t->src[i - 1] : t;
+		if (!x) {
+			s->type[i] = -1;
+			continue;
+		}
+		s->type[i] = x->type;
+		memcpy(s->ne[i], x->ne, sizeof x->ne);
+		memcpy(s->nb[i], x->nb, sizeof x->nb);
+	}
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
+/* T's work: MACs for MUL_MAT (result elements times K), result elements for the rest. */
+static uint64_t node_work(const struct qg_tensor *t)
+{
+	uint64_t n = (uint64_t)qg_tensor_nelements(t);
+
+	return t->op == QG_OP_MUL_MAT ? mul_sat(n, (uint64_t)t->src[0]->ne[0]) : n;
+}
+
+static void plan_free(struct cpu_plan *p)
+{
+	if (!p)
+		return;
+	free(p->sig);
+	free(p->nodes);
+	free(p->scratch);
+	free(p);
+}
+
+/* Check, split and size G's nodes into a new plan in *OUT.  0, -EINVAL, -ENOMEM. */
+static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan **out)
+{
+	struct cpu_plan *p = calloc(1, sizeof *p);
+	size_t scratch = 0;
+	int r = -ENOMEM;
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	p->g = g;
+	p->n_graph_nodes = g->n_nodes;
+	p->sig = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->sig);
+	p->nodes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->nodes);
+	if (!p->sig || !p->nodes)
+		goto fail;
+	for (size_t i = 0; i < g->n_nodes; i++) {
+		struct qg_tensor *t = g->nodes[i];
+		r = qg_op_check(t, false);
+		if (r)
+			goto fail;
+		sig_of(t, &p->sig[i]);
+		int phases = qg_op_n_phases(t);
+		if (phases == 0)
+			continue;
+		int nth = qg_op_max_threads(t);
+		if (nth > cb->nth)
+			nth = cb->nth;
+		size_t s1 = qg_op_scratch_size(t, 1), sn = qg_op_scratch_size(t, nth);
+		if (s1 > scratch)
+			scratch = s1;
+		if (sn > scratch)
+			scratch = sn;
+		p->nodes[p->n++] = (struct cpu_node){ .t = t, .index = i, .nth = nth, .phases = phases };
+		p->work = add_sat(p->work, node_work(t));
+	}
+	r = -ENOMEM;
+	if (scratch > SIZE_MAX - 63)
+		goto fail;
+	p->scratch_size = (scratch + 63) & ~(size_t)63;
+	if (p->scratch_size && !(p->scratch = aligned_alloc(64, p->scratch_size)))
+		goto fail;
+	cb->plans_made++;
+	*out = p;
+	return 0;
+fail:
+	plan_free(p);
+	return r;
+}
+
+/* True if G has the structure P was made for. */
+static bool plan_matches(const struct cpu_plan *p, const struct qg_graph *g)
+{
+	struct node_sig s;
+
+	if (g->n_nodes != p->n_graph_nodes)
+		return false;
+	for (size_t i = 0; i < g->n_nodes; i++) {
+		sig_of(g->nodes[i], &s);
+		if (memcmp(&s, &p->sig[i], sizeof s) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Point P at G (same structure): its nodes, data to be checked again. */
+static void plan_rebind(struct cpu_plan *p, struct qg_graph *g)
+{
+	p->g = g;
+	for (size_t i = 0; i < p->n; i++)
+		p->nodes[i].t = g->nodes[p->nodes[i].index];
+	p->data_ok = false;
+}
+
+static int cpu_plan_create(struct qg_backend *b, struct qg_graph *g, struct qg_plan **out)
+{
+	struct cpu_backend *cb = cpu_of(b);
+	struct cpu_plan *p;
+
+	pthread_mutex_lock(&cb->lock);
+	int r = plan_make(cb, g, &p);
+	pthread_mutex_unlock(&cb->lock);
+	*out = r ? NULL : &p->base;
+	return r;
+}
+
+static int cpu_plan_update(struct qg_backend *b, struct qg_plan *base, struct qg_graph *g)
+{
+	struct cpu_plan *p = (struct cpu_plan *)base;
+
+	(void)b;
+	if (!plan_matches(p, g))
+		return -EINVAL;
+	plan_rebind(p, g);
+	return 0;
+}
+
+static void cpu_plan_free(struct qg_backend *b, struct qg_plan *base)
+{
+	(void)b;
+	plan_free((struct cpu_plan *)base);
+}
+
+/* --- the barrier --------------------------------------------------------- */
+
+/*
+ * The decision the last thread at a barrier takes: the run's status if it
+ * stops here, 0 to go on.  BOUNDARY: a node has just ended (and another
+ * follows), where cancel and the deadline are looked at.
+ */
+static int decide(struct cpu_backend *cb, const struct qg_run *run, bool boundary)
+{
+	int e = atomic_load_explicit(&cb->err, memory_order_relaxed);
+
+	if (e)
+		return e;
+	if (!boundary)
+		return 0;
+	/* acquire: pairs with qg_run_cancel's release */
+	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
+		return -ECANCELED;
+	if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/*
+ * Wait until all NTH threads have arrived; returns the stop decision
+ * (0: go on).  A sense-counting barrier on two words:
+ *
+ * - Each thread reads GEN before it arrives (the relaxed load cannot move
+ *   after the arrival: that is an acq_rel RMW, whose release half keeps
+ *   earlier accesses before it).  GEN cannot move on before this thread
+ *   arrives, so the value read is this barrier's.
+ * - Arriving is a fetch_add on COUNT with acq_rel.  The RMWs on COUNT form
+ *   a release sequence, so the last arriver's acquire sees everything
+ *   every thread wrote before arriving: their shares of the results and
+ *   their errors in ERR.
+ * - The last arriver resets COUNT, writes STOP and bumps GEN with release;
+ *   the others' acquire load of GEN then sees all of that, and through
+ *   the last arriver, everything every thread wrote before the barrier.
+ *   That is what the next phase needs on ARM's weak memory model, where
+ *   plain stores from another core may otherwise be seen late or out of
+ *   order.  COUNT's reset is seen before anyone arrives at the next
+ *   barrier, since arriving there needs the new GEN first.
+ * - A waiter that spun long enough sleeps on GEN.  The same full-fence
+ *   pattern as an event's (event.c, publish): the waiter adds itself to
+ *   BAR_SLEEPERS, fences, and re-reads GEN before sleeping; the last
+ *   arriver bumps GEN, fences and reads BAR_SLEEPERS before deciding to
+ *   wake.  One of the two sees the other.
+ *
+ * STOP is read after the barrier and written only by the last arriver of
+ * a later one, which waits for every thread to arrive first: every
+ * thread reads the value written at this barrier.
+ */
+static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool boundary)
+{
+	const uint32_t gen = atomic_load_explicit(&cb->bar_gen, memory_order_relaxed);
+
+	if (atomic_fetch_add_explicit(&cb->bar_count, 1, memory_order_acq_rel) == (uint32_t)cb->nth - 1) {
+		atomic_store_explicit(&cb->bar_count, 0, memory_order_relaxed);
+		atomic_store_explicit(&cb->stop, decide(cb, run, boundary), memory_order_relaxed);
+		atomic_store_explicit(&cb->bar_gen, gen + 1, memory_order_release);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&cb->bar_sleepers, memory_order_relaxed))
+			qg_futex_wake(&cb->bar_gen, false);
+	} else {
+		uint64_t start = 0;
+		for (unsigned spins = 0; atomic_load_explicit(&cb->bar_gen, memory_order_acquire) == gen; spins++) {
+			if (spins % 64 != 63) {
+				qg_cpu_relax();
+				continue;
+			}
+			uint64_t now = qg_now_ns();
+			if (!start)
+				start = now;
+			if (now - start < cb->bar_spin_ns) {
+				qg_cpu_relax();
+				continue;
+			}
+			atomic_fetch_add_explicit(&cb->bar_sleepers, 1, memory_order_relaxed);
+			atomic_thread_fence(memory_order_seq_cst);
+			if (atomic_load_explicit(&cb->bar_gen, memory_order_relaxed) == gen)
+				qg_futex_wait(&cb->bar_gen, gen, 0, false);
+			atomic_fetch_sub_explicit(&cb->bar_sleepers, 1, memory_order_relaxed);
+		}
+	}
+	return atomic_load_explicit(&cb->stop, memory_order_relaxed);
+}
+
+/* Keep the first node error (ERR) and its node. */
+static void note_error(struct cpu_backend *cb, int e, size_t node)
+{
+	int zero = 0;
+
+	if (atomic_compare_exchange_strong_explicit(&cb->err, &zero, e, memory_order_relaxed, memory_order_relaxed))
+		atomic_store_explicit(&cb->err_node, (long)node, memory_order_relaxed);
+}
+
+/*
+ * Thread ITH's part of a pooled run of P.  Everything it needs from P is
+ * read before the barrier that ends it: the caller may free P as soon as
+ * the last thread has bumped DONE.
+ */
+static void run_share(struct cpu_backend *cb, struct cpu_plan *p, const struct qg_run *run, int ith)
+{
+	const size_t n = p->n;
+	void *scratch = p->scratch;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct cpu_node nd = p->nodes[i];
+		for (int ph = 0; ph < nd.phases; ph++) {
+			if (ith < nd.nth) {
+				int e = qg_op_compute(nd.t, ph, ith, nd.nth, scratch);
+				if (e)
+					note_error(cb, e, nd.index);
+			}
+			bool last = ph == nd.phases - 1;
+			if (last && ith == 0)
+				atomic_store_explicit(&cb->nodes_done, nd.index + 1, memory_order_relaxed);
+			if (barrier(cb, run, last && i + 1 < n))
+				return;
+		}
+	}
+}
+
+/* --- workers ------------------------------------------------------------- */
+
+/* Wait for a job other than SEEN (spin, then sleep).  Its number. */
+static uint32_t wait_job(struct cpu_backend *cb, uint32_t seen)
+{
+	uint64_t start = 0;
+	uint32_t j;
+
+	for (unsigned spins = 0; (j = atomic_load_explicit(&cb->job, memory_order_acquire)) == seen; spins++) {
+		if (spins % 64 != 63) {
+			qg_cpu_relax();
+			continue;
+		}
+		uint64_t now = qg_now_ns();
+		if (!start)
+			start = now;
+		if (now - start < cb->spin_ns) {
+			qg_cpu_relax();
+			continue;
+		}
+		/* the full-fence pattern of barrier(): the caller bumps JOB, fences, reads JOB_SLEEPERS */
+		atomic_fetch_add_explicit(&cb->sleeping, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&cb->job_sleepers, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&cb->job, memory_order_relaxed) == seen)
+			qg_futex_wait(&cb->job, seen, 0, false);
+		atomic_fetch_sub_explicit(&cb->job_sleepers, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&cb->sleeping, 1, memory_order_relaxed);
+		start = 0;	/* woken: spin again a while before the next sleep */
+	}
+	return j;
+}
+
+static void *worker_main(void *v)
+{
+	struct worker_arg a = *(struct worker_arg *)v;
+	struct cpu_backend *cb = a.cb;
+	uint32_t seen = 0;
+
+	free(v);
+	for (;;) {
+		seen = wait_job(cb, seen);
+		if (atomic_load_explicit(&cb->quit, memory_order_acquire))
+			break;
+		run_share(cb, cb->job_plan, cb->job_run, a.ith);
+		/* release: the caller's acquire of DONE orders our last reads of the job before its next writes */
+		atomic_fetch_add_explicit(&cb->done, 1, memory_order_release);
+	}
+	return NULL;
+}
+
+/* Bump JOB (release: the job's fields are written) and wake sleeping workers. */
+static void post_job(struct cpu_backend *cb)
+{
+	atomic_fetch_add_explicit(&cb->job, 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&cb->job_sleepers, memory_order_relaxed)) {
+		qg_futex_wake(&cb->job, false);
+		cb->wakes++;
+	}
+}
+
+/* --- runs ---------------------------------------------------------------- */
+
+/* P on the calling thread alone.  The run's status. */
+static int run_caller(struct cpu_plan *p, struct qg_run *run)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		const struct cpu_node *nd = &p->nodes[i];
+		if (i > 0) {
+			if (atomic_load_explicit(&run->cancel, memory_order_acquire))
+				return -ECANCELED;
+			if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+				return -ETIMEDOUT;
+		}
+		for (int ph = 0; ph < nd->phases; ph++) {
+			int e = qg_op_compute(nd->t, ph, 0, 1, p->scratch);
+			if (e) {
+				run->failed_node = (long)nd->index;
+				return e;
+			}
+		}
+		run->nodes_done = nd->index + 1;
+	}
+	run->nodes_done = p->n_graph_nodes;
+	return 0;
+}
+
+/* P on the pool, the caller being thread 0.  The run's status. */
+static int run_pool(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *run)
+{
+	cb->job_plan = p;
+	cb->job_run = run;
+	atomic_store_explicit(&cb->stop, 0, memory_order_relaxed);
+	atomic_store_explicit(&cb->err, 0, memory_order_relaxed);
+	atomic_store_explicit(&cb->err_node, -1, memory_order_relaxed);
+	atomic_store_explicit(&cb->nodes_done, 0, memory_order_relaxed);
+	atomic_store_explicit(&cb->done, 0, memory_order_relaxed);
+	post_job(cb);
+	run_share(cb, p, run, 0);
+	for (unsigned spins = 0; atomic_load_explicit(&cb->done, memory_order_acquire) != cb->n_started; spins++) {
+		if (spins < 4096)
+			qg_cpu_relax();
+		else
+			sched_yield();	/* a worker between the last barrier and DONE lost its core */
+	}
+	int st = atomic_load_explicit(&cb->stop, memory_order_relaxed);
+	long bad = atomic_load_explicit(&cb->err_node, memory_order_relaxed);
+	if (!st) {
+		run->nodes_done = p->n_graph_nodes;
+	} else if (atomic_load_explicit(&cb->err, memory_order_relaxed)) {
+		run->failed_node = bad;		/* the nodes before it are done */
+		run->nodes_done = (size_t)bad;
+	} else {
+		run->nodes_done = atomic_load_explicit(&cb->nodes_done, memory_order_relaxed);
+	}
+	return st;
+}
+
+/* Run P (LOCK held). */
+static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *run)
+{
+	if (!p->data_ok) {
+		for (size_t i = 0; i < p->n_graph_nodes; i++) {
+			int e = qg_op_check(p->g->nodes[i], true);
+			if (e) {
+				run->failed_node = (long)i;
+				return e;
+			}
+		}
+		p->data_ok = true;
+	}
+	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
+		return -ECANCELED;
+	if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+		return -ETIMEDOUT;
+	if (cb->n_started == 0 || p->n == 0 || p->work < cb->small_work) {
+		cb->runs_caller++;
+		return run_caller(p, run);
+	}
+	cb->runs_pool++;
+	run->pooled = true;
+	return run_pool(cb, p, run);
+}
+
+static int cpu_plan_compute(struct qg_backend *b, struct qg_plan *base, struct qg_run *run)
+{
+	struct cpu_backend *cb = cpu_of(b);
+
+	pthread_mutex_lock(&cb->lock);
+	int r = run_plan(cb, (struct cpu_plan *)base, run);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+static int cpu_graph_compute(struct qg_backend *b, struct qg_graph *g, struct qg_run *run)
+{
+	struct cpu_backend *cb = cpu_of(b);
+	int r = 0;
+
+	pthread_mutex_lock(&cb->lock);
+	if (cb->cached && cb->cached->g == g && plan_matches(cb->cached, g)) {
+		plan_rebind(cb->cached, g);	/* the data may have moved: checked again */
+	} else {
+		plan_free(cb->cached);
+		cb->cached = NULL;
+		r = plan_make(cb, g, &cb->cached);
+		if (r == 0)
+			cb->cached->base.backend = b;
+	}
+	if (r == 0)
+		r = run_plan(cb, cb->cached, run);
+	pthread_mutex_unlock(&cb->lock);
+	return r;
+}
+
+/* --- the rest of the interface ------------------------------------------ */
+
+static const char *cpu_name(const struct qg_backend *b)
+{
+	(void)b;
+	return "cpu";
+}
+
+static bool cpu_supports_op(const struct qg_backend *b, const struct qg_tensor *t)
+{
+	(void)b;
+	return qg_op_check(t, false) == 0;
+}
+
+static bool cpu_supports_buft(const struct qg_backend *b, const struct qg_buft *buft)
+{
+	(void)b;
+	return qg_buft_is_host(buft);
+}
+
+/* Stop and join the workers, free everything. */
+static void cpu_free(struct qg_backend *b)
+{
+	struct cpu_backend *cb = cpu_of(b);
+
+	atomic_store_explicit(&cb->quit, 1, memory_order_release);
+	post_job(cb);
+	for (int i = 0; i < cb->n_started; i++)
+		pthread_join(cb->tid[i], NULL);
+	plan_free(cb->cached);
+	pthread_mutex_destroy(&cb->lock);
+	free(cb->tid);
+	free(cb->cpus);
+	free(cb);
+}
+
+static const struct qg_backend_i cpu_backend_i = {
+	.name = cpu_name,
+	.free = cpu_free,
+	.graph_plan_create = cpu_plan_create,
+	.graph_plan_update = cpu_plan_update,
+	.graph_plan_compute = cpu_plan_compute,
+	.graph_plan_free = cpu_plan_free,
+	.graph_compute = cpu_graph_compute,
+	.supports_op = cpu_supports_op,
+	.supports_buft = cpu_supports_buft,
+};
+
+/* The CPUs of OPTS (or every usable one) into CB.  0 or -errno. */
+static int pick_cpus(struct cpu_backend *cb, const struct qg_cpu_opts *o)
+{
+	cpu_set_t allowed;
+	int r;
+
+	CPU_ZERO(&allowed);
+	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+		return -errno;
+	cb->cpus = calloc(QG_CPU_MAX, sizeof *cb->cpus);
+	if (!cb->cpus)
+		return -ENOMEM;
+	if (o->cpus) {
+		if ((r = qg_cpulist_parse(o->cpus, cb->cpus, QG_CPU_MAX, &cb->ncpus)))
+			return r;
+		for (int i = 0; i < cb->ncpus; i++)
+			if (!CPU_ISSET(cb->cpus[i], &allowed))
+				return -EINVAL;
+		cb->pinned = true;
+	} else {
+		for (int c = 0; c < QG_CPU_MAX && c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &allowed))
+				cb->cpus[cb->ncpus++] = c;
+		if (cb->ncpus == 0)
+			cb->cpus[cb->ncpus++] = 0;
+	}
+	return 0;
+}
+
+/* Start worker ITH, pinned to its CPU if CB pins.  0 or -errno. */
+static int start_worker(struct cpu_backend *cb, int ith)
+{
+	struct worker_arg *a = malloc(sizeof *a);
+	pthread_attr_t attr;
+	int r;
+
+	if (!a)
+		return -ENOMEM;
+	a->cb = cb;
+	a->ith = ith;
+	if ((r = pthread_attr_init(&attr))) {
+		free(a);
+		return -r;
+	}
+	if (cb->pinned) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(cb->cpus[ith % cb->ncpus], &set);
+		r = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+	}
+	if (!r)
+		r = pthread_create(&cb->tid[ith - 1], &attr, worker_main, a);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		free(a);
+		return -r;
+	}
+	return 0;
+}
+
+int qg_backend_cpu_new(const struct qg_cpu_opts *opts, struct qg_backend **out)
+{
+	const struct qg_cpu_opts none = { 0 };
+	const struct qg_cpu_opts *o = opts ? opts : &none;
+	struct cpu_backend *cb;
+	int r;
+
+	if (out)
+		*out = NULL;
+	if (!out || o->threads < 0 || o->threads > QG_CPU_MAX_THREADS)
+		return -EINVAL;
+	if (!(cb = calloc(1, sizeof *cb)))
+		return -ENOMEM;
+	if ((r = pick_cpus(cb, o))) {
+		free(cb->cpus);
+		free(cb);
+		return r;
+	}
+	cb->base.iface = &cpu_backend_i;
+	cb->base.ctx = cb;
+	cb->nth = o->threads ? o->threads : cb->ncpus;
+	cb->small_work = o->small_work ? o->small_work : QG_CPU_SMALL_WORK;
+	cb->spin_ns = (uint64_t)(o->spin_us ? o->spin_us : QG_CPU_SPIN_US) * 1000u;
+	cb->bar_spin_ns = cb->nth > cb->ncpus ? BARRIER_SPIN_OVER_NS : BARRIER_SPIN_NS;
+	pthread_mutex_init(&cb->lock, NULL);
+	cb->tid = calloc((size_t)cb->nth, sizeof *cb->tid);
+	if (!cb->tid) {
+		cpu_free(&cb->base);
+		return -ENOMEM;
+	}
+	for (int i = 1; i < cb->nth; i++) {
+		if ((r = start_worker(cb, i))) {
+			cpu_free(&cb->base);
+			return r == -EAGAIN || r == -ENOMEM ? r : -EINVAL;
+		}
+		cb->n_started++;
+	}
+	*out = &cb->base;
+	return 0;
+}
+
+bool qg_backend_is_cpu(const struct qg_backend *b)
+{
+	return b && b->iface == &cpu_backend_i;
+}
+
+int qg_backend_cpu_stats(const struct qg_backend *b, struct qg_cpu_stats *st)
+{
+	if (!qg_backend_is_cpu(b) || !st)
+		return -EINVAL;
+	struct cpu_backend *cb = cpu_of(b);
+	pthread_mutex_lock(&cb->lock);
+	*st = (struct qg_cpu_stats){
+		.threads = cb->nth,
+		.ncpus = cb->ncpus,
+		.pinned = cb->pinned,
+		.runs_caller = cb->runs_caller,
+		.runs_pool = cb->runs_pool,
+		.wakes = cb->wakes,
+		.plans_made = cb->plans_made,
+		.sleeping = atomic_load_explicit(&cb->sleeping, memory_order_relaxed),
+	};
+	pthread_mutex_unlock(&cb->lock);
+	return 0;
+}
