@@ -70,14 +70,6 @@ static ALWAYS_INLINE int lay_permuted(enum lay l)
 	return l != LAY_4X4;
 }
 
-static ALWAYS_INLINE int32_t load32(const void *p)
-{
-	int32_t v;
-
-	memcpy(&v, p, sizeof v);	/* unaligned, alias-safe; one broadcast load */
-	return v;
-}
-
 static ALWAYS_INLINE __m256i loadu256(const void *p)
 {
 	return _mm256_loadu_si256((const __m256i *)p);
@@ -85,13 +77,12 @@ static ALWAYS_INLINE __m256i loadu256(const void *p)
 
 /*
  * Block OFF (bytes into each row group) of the tile whose row groups start
- * at P0 and P1 (P1 unused for 8x8): W[q] gets the codes of quad q for the
- * eight rows, DW the eight weight scales, both in the layout's lane order.
- * The stored nibbles are the codes XOR 8, so one XOR by 0x88 gives the
- * codes of both nibbles; the low ones are then masked, the high ones
- * shifted down first.  Byte j of a Q4_0 row holds k = j (low nibble) and
- * k = j + 16 (high), so X[m], holding bytes 4m .. 4m+3 of each row, gives
- * quad m low and quad m + 4 high.
+ * at P0 and P1 (P1 unused for 8x8): W gets the codes of the eight rows
+ * (arranged as the layout's block_dot() reads them), DW the eight weight
+ * scales in the layout's lane order.  The stored nibbles are the codes XOR
+ * 8, so one XOR by 0x88 gives the codes of both nibbles; the low ones are
+ * then masked, the high ones shifted down first.  Byte j of a Q4_0 row
+ * holds k = j (low nibble) and k = j + 16 (high).
  */
 static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *p0, const uint8_t *p1, size_t off,
 				    __m256i w[8], __m256 *dw)
@@ -103,7 +94,8 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *p0, const uint8_t
 	if (l == LAY_4X4) {
 		/*
 		 * 128-bit lane c of a block_q4_0x4 holds bytes 4c .. 4c+3 of
-		 * rows 0..3: lane c of both groups side by side is quad c.
+		 * rows 0..3: lane c of both groups side by side is X[c], whose
+		 * low nibbles are quad c and high ones quad c + 4.
 		 */
 		const struct qg_block_q4_0x4 *b0 = (const void *)(p0 + off);
 		const struct qg_block_q4_0x4 *b1 = (const void *)(p1 + off);
@@ -118,44 +110,34 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *p0, const uint8_t
 				       _mm_loadl_epi64((const void *)b1->d));
 	} else {
 		/*
-		 * 8x8: qs[0..31] holds rows 0..3, bytes 0..7 each, so 32-bit
-		 * word 2r + e holds bytes 4e .. 4e+3 of row r; qs[32..63] the
-		 * same for rows 4..7, and qs[64..127] bytes 8..15.  A 4x8
+		 * 8x8: qs[0..31] holds rows 0..3, bytes 0..7 each; qs[32..63]
+		 * rows 4..7; qs[64..127] the same for bytes 8..15.  A 4x8
 		 * block holds the same for its four rows (qs[0..31] bytes
 		 * 0..7, qs[32..63] bytes 8..15), so two groups side by side
-		 * make the 8x8 picture.  vshufps takes the even (odd) words of
-		 * both halves: rows 0 1 4 5 | 2 3 6 7 in each 128-bit lane.
+		 * make the 8x8 picture.  X[0] rows 0..3 and X[1] rows 4..7 of
+		 * bytes 0..7, X[2] and X[3] of bytes 8..15, as stored.
 		 */
-		const uint8_t *lo, *hi, *lo2, *hi2;
-
 		if (l == LAY_8X8) {
 			const struct qg_block_q4_0x8 *b = (const void *)(p0 + off);
-			lo = b->qs;
-			hi = b->qs + 32;
-			lo2 = b->qs + 64;
-			hi2 = b->qs + 96;
+#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++)
+				x[i] = loadu256(b->qs + 32 * i);
 			d = _mm_loadu_si128((const void *)b->d);
 		} else {
 			const struct qg_block_q4_0x4 *b0 = (const void *)(p0 + off);
 			const struct qg_block_q4_0x4 *b1 = (const void *)(p1 + off);
-			lo = b0->qs;
-			hi = b1->qs;
-			lo2 = b0->qs + 32;
-			hi2 = b1->qs + 32;
+			x[0] = loadu256(b0->qs);
+			x[1] = loadu256(b1->qs);
+			x[2] = loadu256(b0->qs + 32);
+			x[3] = loadu256(b1->qs + 32);
 			d = _mm_unpacklo_epi64(_mm_loadl_epi64((const void *)b0->d),
 					       _mm_loadl_epi64((const void *)b1->d));
 		}
-		__m256 a0 = _mm256_castsi256_ps(loadu256(lo)), c0 = _mm256_castsi256_ps(loadu256(hi));
-		__m256 a1 = _mm256_castsi256_ps(loadu256(lo2)), c1 = _mm256_castsi256_ps(loadu256(hi2));
-
-		x[0] = _mm256_castps_si256(_mm256_shuffle_ps(a0, c0, 0x88));
-		x[1] = _mm256_castps_si256(_mm256_shuffle_ps(a0, c0, 0xdd));
-		x[2] = _mm256_castps_si256(_mm256_shuffle_ps(a1, c1, 0x88));
-		x[3] = _mm256_castps_si256(_mm256_shuffle_ps(a1, c1, 0xdd));
 		/* scale pairs (0 1) (2 3) (4 5) (6 7) as rows 0 1 4 5 2 3 6 7 */
 		d = _mm_shuffle_epi32(d, 0xd8);
 	}
 	*dw = _mm256_cvtph_ps(d);
+#pragma GCC unroll 4
 	for (int m = 0; m < 4; m++) {
 		__m256i y = _mm256_xor_si256(x[m], m88);
 		w[m] = _mm256_and_si256(y, m0f);
@@ -163,34 +145,71 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *p0, const uint8_t
 	}
 }
 
-/*
- * Byte offset of the activation quad Q of row J: in a block_q8_0x4 of
- * interleave IL (4 or 8), or in a block_q8_0 for IL = 1 (GEMV).
- */
-static ALWAYS_INLINE int act_off(int il, int j, int q)
+static ALWAYS_INLINE __m256i bcast32(const int8_t *p)
 {
-	return il == 1 ? 4 * q : qg_x86_act_off(il, j, q);
+	int32_t v;
+
+	memcpy(&v, p, sizeof v);	/* unaligned, alias-safe; one broadcast load */
+	return _mm256_set1_epi32(v);
+}
+
+static ALWAYS_INLINE __m256i bcast64(const int8_t *p)
+{
+	int64_t v;
+
+	memcpy(&v, p, sizeof v);
+	return _mm256_set1_epi64x(v);
 }
 
 /*
- * sum(u*a) over one block: the eight quads W against the activation quads
- * of row J at QA, in int32 per lane (see the top of the file for why the
- * 16-bit sums cannot overflow).  Two chains of vpaddw, so that a GEMV's
- * single row does not wait on one chain of seven.
+ * sum(u*a) over one block of the eight weight rows W (from load_tile) and
+ * activation row J at QA, in int32 per lane, rows in the layout's lane
+ * order.  IL: the activations' interleave (4 or 8), or 1 for a plain
+ * block_q8_0 (GEMV).  See the top of the file for why the 16-bit sums
+ * cannot overflow.
  */
-static ALWAYS_INLINE __m256i block_dot(const __m256i w[8], const int8_t *qa, const int il, const int j)
+static ALWAYS_INLINE __m256i block_dot(enum lay l, const __m256i w[8], const int8_t *qa,
+				       const int il, const int j)
 {
-	__m256i t0 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(load32(qa + act_off(il, j, 0))));
-	__m256i t1 = _mm256_maddubs_epi16(w[1], _mm256_set1_epi32(load32(qa + act_off(il, j, 1))));
+	const __m256i ones = _mm256_set1_epi16(1);
 
+	if (l == LAY_4X4) {
+		/*
+		 * W[q] holds quad q of rows 0..7, one row per 32-bit lane:
+		 * the activation quad broadcast to every lane.  Two chains
+		 * of vpaddw, so that a GEMV's single row does not wait on
+		 * one chain of seven.
+		 */
+#define QUAD(q) (il == 1 ? 4 * (q) : qg_x86_act_off(il, j, (q)))
+		__m256i t0 = _mm256_maddubs_epi16(w[0], bcast32(qa + QUAD(0)));
+		__m256i t1 = _mm256_maddubs_epi16(w[4], bcast32(qa + QUAD(4)));
 #pragma GCC unroll 3
-	for (int q = 2; q < 8; q += 2) {
-		t0 = _mm256_add_epi16(t0, _mm256_maddubs_epi16(w[q],
-			_mm256_set1_epi32(load32(qa + act_off(il, j, q)))));
-		t1 = _mm256_add_epi16(t1, _mm256_maddubs_epi16(w[q + 1],
-			_mm256_set1_epi32(load32(qa + act_off(il, j, q + 1)))));
+		for (int q = 1; q < 4; q++) {
+			t0 = _mm256_add_epi16(t0, _mm256_maddubs_epi16(w[q], bcast32(qa + QUAD(q))));
+			t1 = _mm256_add_epi16(t1, _mm256_maddubs_epi16(w[q + 4], bcast32(qa + QUAD(q + 4))));
+		}
+#undef QUAD
+		return _mm256_madd_epi16(_mm256_add_epi16(t0, t1), ones);
 	}
-	return _mm256_madd_epi16(_mm256_add_epi16(t0, t1), _mm256_set1_epi16(1));
+	/*
+	 * W[2c] holds the codes k = 8c .. 8c+7 of rows 0..3, W[2c+1] of
+	 * rows 4..7 (X[0..3] low nibbles for c = 0, 1, high for c = 2, 3),
+	 * one row per 64-bit lane: the eight activations k = 8c .. 8c+7,
+	 * broadcast, meet both, so one load serves two vpmaddubsw.  Each
+	 * 16-bit slot gathers 8 products.  vphaddd then adds each row's two
+	 * 32-bit lanes: rows 0 1 4 5 | 2 3 6 7.
+	 */
+#define PAIR(c) (il == 1 ? 8 * (c) : ((c) * 4 + j) * 8)
+	__m256i a = bcast64(qa + PAIR(0));
+	__m256i t0 = _mm256_maddubs_epi16(w[0], a), t1 = _mm256_maddubs_epi16(w[1], a);
+#pragma GCC unroll 3
+	for (int c = 1; c < 4; c++) {
+		a = bcast64(qa + PAIR(c));
+		t0 = _mm256_add_epi16(t0, _mm256_maddubs_epi16(w[2 * c], a));
+		t1 = _mm256_add_epi16(t1, _mm256_maddubs_epi16(w[2 * c + 1], a));
+	}
+#undef PAIR
+	return _mm256_hadd_epi32(_mm256_madd_epi16(t0, ones), _mm256_madd_epi16(t1, ones));
 }
 
 /*
@@ -243,6 +262,7 @@ static void pre_gemm(const struct qg_block_q8_0x4 *a, int kc, int il, struct qg_
 
 	for (int b = 0; b < kc; b++) {
 		__m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++)
 			s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8,
 					     loadu256(a[b].qs + 32 * i)), ones16));
@@ -289,7 +309,7 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
 			const struct qg_x86_pre4 *f = &pre[g * QG_X86_KC_GEMM + b];
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++) {
-				__m256i t = _mm256_add_epi32(block_dot(w, qa, il, j), _mm256_set1_epi32(f->ns[j]));
+				__m256i t = _mm256_add_epi32(block_dot(l, w, qa, il, j), _mm256_set1_epi32(f->ns[j]));
 				__m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(f->d[j]));
 				acc[g * 4 + j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), sc, acc[g * 4 + j]);
 			}
@@ -408,7 +428,7 @@ static ALWAYS_INLINE void gemv_any(enum lay l, int k, float *restrict s, const v
 					_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
 				}
 				load_tile(l, p0, p1, off, wq, &dw);
-				__m256i t = _mm256_add_epi32(block_dot(wq, act[b0 + b].qs, 1, 0),
+				__m256i t = _mm256_add_epi32(block_dot(l, wq, act[b0 + b].qs, 1, 0),
 							     _mm256_set1_epi32(pre[b].ns));
 				acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t),
 						      _mm256_mul_ps(dw, _mm256_set1_ps(pre[b].d)), acc);
