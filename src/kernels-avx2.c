@@ -3,43 +3,50 @@
  * (vpmaddubsw), and the activation quantizers with AVX2, FMA and F16C: the
  * x86-64 kernels for CPUs without AVX-512 VNNI.
  *
- * One shape serves all three layouts, the AVX-512 VNNI kernels' shape at
- * half the width: a weight tile is 8 weight rows (one 8-row group or two
- * 4-row groups), turned per block into eight ymm registers, one per quad of
- * k values (k = 4q .. 4q+3), holding in 32-bit lane i the four unsigned
- * nibble codes (0..15) of one weight row.  The quad of an activation row,
- * broadcast to every lane, meets them in one vpmaddubsw, which leaves in
- * each lane two 16-bit sums of two products.
+ * A weight tile is 8 weight rows (one 8-row group, or two 4-row groups),
+ * turned per block into eight ymm registers of unsigned nibble codes
+ * (0..15), and an activation row's values, broadcast, meet them in
+ * vpmaddubsw, which leaves per 32-bit lane two 16-bit sums of two products
+ * of one weight row.  4x4 keeps the AVX-512 VNNI kernels' shape: register
+ * q holds quad q (k = 4q .. 4q+3) of the 8 rows, one row per 32-bit lane,
+ * against the activation quad broadcast (its 4-byte activation chunks make
+ * that the natural load).  4x8 and 8x8 take the stored bytes as they are:
+ * a register holds 8 consecutive codes of 4 rows, one row per 64-bit lane,
+ * against 8 activations broadcast, so one load serves two vpmaddubsw and
+ * the weights need no shuffle; a vphaddd per block then joins each row's
+ * two lanes.
  *
  * No saturation.  vpmaddubsw saturates u0*a0 + u1*a1 to int16, and the
- * eight of a block are added with vpaddw, which wraps.  Neither happens:
- * with codes u in 0..15 and activations a in -128..127 a product lies in
- * [-1920, 1905], so a pair in [-3840, 3810], and each 16-bit slot gathers
- * one pair from each of the eight quads (16 products) of the block:
- * [-30720, 30480], inside int16.  One vpmaddwd by ones then adds a lane's
- * two slots into the block's exact sum(u*a) in int32, and adding the
- * precomputed -8*sum(a) makes it the exact dot product of the signed
- * weights (u - 8).
+ * block's products are gathered with vpaddw, which wraps.  Neither
+ * happens: with codes u in 0..15 and activations a in -128..127 a product
+ * lies in [-1920, 1905], a pair in [-3840, 3810], and no 16-bit slot
+ * gathers more than 16 products (4x4: one pair from each of the 8 quads;
+ * 4x8, 8x8: 8 products), so at most [-30720, 30480], inside int16.
+ * vpmaddwd by ones then adds slots into the block's exact sum(u*a) in
+ * int32, and adding the precomputed -8*sum(a) makes it the exact dot
+ * product of the signed weights (u - 8).
  *
  * The float side is the AVX-512 VNNI kernels' operation for operation
  * (kernels-x86.h): convert, weight scales times the activation scale, one
- * fused multiply-add per block, so both x86 families give the same bits,
- * and the same tolerance against the portable kernel, which sums per chunk
- * of a block and does not fuse (see kernels-x86.h).
+ * fused multiply-add per block into the accumulator, and a chunk of K
+ * continued from the outputs stored after the previous one.  So both x86
+ * families give the same bits (tests/kernels-test.c checks it), and both
+ * have the tolerance against the portable kernel kernels-x86.h states:
+ * the portable kernel rounds per chunk of a block and does not fuse.
  *
- * Lane order.  For 8x8 and 4x8, the even and odd 32-bit words of the two
- * halves of the rows come apart with one vshufps per quad pair, which puts
- * rows 0 1 4 5 2 3 6 7 in lanes 0..7; the weight scales are loaded in that
- * order too, and the accumulators are put back (vpermq 0xd8, its own
- * inverse) only when they meet memory.  For 4x4 a vperm2i128 per quad
- * gives rows in order.
+ * Lane order.  For 4x8 and 8x8 the rows come out as 0 1 4 5 2 3 6 7; the
+ * weight scales are loaded in that order too, and the accumulators are put
+ * back (vpermq 0xd8, its own inverse) only where they meet memory.  For
+ * 4x4 a vperm2i128 per quad gives the rows in order.
  *
  * GEMM: the eight weight registers of a block serve up to 16 activation
- * rows, whose float accumulators live in a small array on the stack (the
- * registers hold the weights): per row and block 8 vpmaddubsw, 7 vpaddw,
- * vpmaddwd, vpaddd, vcvtdq2ps, vmulps and a vfmadd with the accumulator as
- * its memory operand.  GEMV streams the weights, one tile after the other,
- * with software prefetch ahead of each stream.
+ * rows, whose float accumulators the compiler keeps on the stack (the
+ * registers hold the weights; the accumulator is the fused multiply-add's
+ * memory operand).  Per activation row and block of 8 weight rows that is
+ * 8 vpmaddubsw, 6-7 vpaddw, one or two vpmaddwd (and a vphaddd), vpaddd,
+ * vcvtdq2ps, vmulps, vfmadd: 20-22 vector operations for 256 MACs, where
+ * vpdpbusd zmm needs 8 for 512.  GEMV streams the weights, one tile after
+ * the other, with software prefetch ahead of each stream.
  */
 #include "config.h"
 
