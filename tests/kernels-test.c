@@ -23,7 +23,9 @@
  * another order, or sums whole blocks in integers first (fewer terms),
  * stays within gamma(4*NB + 4) * S, NB = K/32; two such kernels differ by
  * at most twice that.  Where the arithmetic is the same (4x8 and 8x8, GEMM
- * and GEMV rows, thread splits) the results must be equal bit for bit.
+ * and GEMV rows, thread splits) the results must be equal bit for bit;
+ * so must the two x86 families, AVX2 and AVX-512 VNNI, which do the same
+ * float operations in the same order (kernels-x86.h).
  */
 #include "config.h"
 
@@ -356,6 +358,13 @@ static int quantizers_agree(const struct qg_kernel *kn, struct tap_rng *rng)
 	memset(x + 64, 0, 32 * sizeof *x);			/* an all-zero block */
 	for (int i = 0; i < 32; i++)				/* a constant block */
 		x[k + 128 + i] = -0.75f;
+	/* scale exactly 1, values on exact halves: roundf away from zero */
+	for (int i = 0; i < 32; i++)
+		x[2 * k + 256 + i] = i == 0 ? 127.0f : (float)(i - 16) + (i & 1 ? 0.5f : -0.5f);
+	x[3 * k + 320] = INFINITY;				/* an infinite value */
+	x[k + 352 + 5] = NAN;					/* a NaN (row 1) */
+	for (int i = 0; i < 32; i++)				/* a subnormal fp16 scale */
+		x[3 * k + 384 + i] = (float)(i - 16) * 0x1p-20f;
 	kn->quant_row(x, a, k);
 	qg_quantize_row_q8_0(x, b, k);
 	ok &= memcmp(a, b, (size_t)nb * sizeof *a) == 0;
@@ -372,7 +381,8 @@ static int quantizers_agree(const struct qg_kernel *kn, struct tap_rng *rng)
 
 static void test_families(struct tap_rng *rng)
 {
-	static const int64_t ks[] = { 32, 64, 96, 256, 4096, 4128 };
+	/* 8224 = 257 blocks: past the x86 GEMV's chunk of 256 blocks of K */
+	static const int64_t ks[] = { 32, 64, 96, 256, 4096, 4128, 8224 };
 	static const int64_t ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17 };
 	const int nn = sizeof ns / sizeof ns[0];
 	const int64_t nmax = 17;
@@ -425,6 +435,21 @@ static void test_families(struct tap_rng *rng)
 					tap_ok(ok && !err, "%s vs portable: K=%lld M=%lld N=1..9,16,17 %s (worst %.3g of sum|w*a|, bound %.3g)",
 					       kn->name, (long long)k, (long long)m,
 					       exact ? "bit-exact" : "within tolerance", worst, bound);
+				}
+				/* the two x86 families: the same bits */
+				const struct qg_kernel *k2 = qg_kernel_get(QG_KF_AVX2, l);
+				const struct qg_kernel *k5 = qg_kernel_get(QG_KF_AVX512VNNI, l);
+				if (k2 && k5) {
+					float *y5 = xmalloc(ny * sizeof *y5);
+					int same = 1, err = 0;
+					for (int ni = 0; ni < nn; ni++) {
+						err |= run_mm(l, k2, &ws, x, ns[ni], y);
+						err |= run_mm(l, k5, &ws, x, ns[ni], y5);
+						same &= same_bits(y, y5, (size_t)(ns[ni] * m));
+					}
+					tap_ok(same && !err, "%s and %s: K=%lld M=%lld N=1..9,16,17 bit for bit",
+					       k2->name, k5->name, (long long)k, (long long)m);
+					free(y5);
 				}
 				for (int ni = 0; ni < nn; ni++)
 					free(ref[ni]);

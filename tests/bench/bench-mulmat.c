@@ -15,8 +15,10 @@
  * Limits, per thread count: the read bandwidth over a buffer the size of
  * the 75 MB weights (the widest vector loads the CPU has), and the int8
  * multiply-accumulate peak of a tight loop of vpdpbusd zmm (AVX-512 VNNI),
- * vpmaddubsw ymm (AVX2) or sdot (aarch64 dotprod), with twelve (eight)
- * independent accumulators.  Ratios: the 75 MB n = 1 case as weight bytes
+ * vpmaddubsw ymm (AVX2, each product added to its accumulator) or sdot
+ * (aarch64 dotprod), with twelve (eight) independent accumulators: the
+ * instruction of the family that runs (--kernel or QGRAPH_KERNELS), so
+ * forced AVX2 kernels are measured against vpmaddubsw.  Ratios: the 75 MB n = 1 case as weight bytes
  * per second over the bandwidth; n >= 8 as MACs per second over the peak.
  *
  * --kernel-only runs one kernel R times on m = k = 4096 with nothing else
@@ -166,6 +168,7 @@ static double measure_bw(struct bench_pool *pool, const uint8_t *buf, size_t len
 
 struct mac_arg {
 	uint64_t iters;
+	enum qg_kfamily family;		/* whose MAC instruction (see bench_macs) */
 	_Atomic uint64_t macs;
 	_Atomic int32_t sink;
 };
@@ -174,20 +177,20 @@ static void mac_job(struct bench_pool *p, void *arg, int ith, int nth)
 {
 	struct mac_arg *a = arg;
 	int32_t s;
-	uint64_t n = bench_macs(a->iters, &s);
+	uint64_t n = bench_macs(a->family, a->iters, &s);
 
 	atomic_fetch_add_explicit(&a->macs, n, memory_order_relaxed);
 	atomic_fetch_add_explicit(&a->sink, s, memory_order_relaxed);
 }
 
-/* int8 MACs/s with the pool's threads; 0 when no MAC loop runs here. */
-static double measure_macs(struct bench_pool *pool, int quick)
+/* int8 MACs/s of FAMILY's MAC loop with the pool's threads; 0 when none runs here. */
+static double measure_macs(struct bench_pool *pool, int quick, enum qg_kfamily family)
 {
-	struct mac_arg a = { .iters = 1000 };
+	struct mac_arg a = { .iters = 1000, .family = family };
 	double v[64];
 	int reps = quick ? 5 : 11;
 
-	if (!bench_macs_name()[0])
+	if (!bench_macs_name(family)[0])
 		return 0;
 	/* size the loop to about 20 ms */
 	for (;;) {
@@ -398,26 +401,32 @@ int main(int argc, char **argv)
 	snprintf(bw_name, sizeof bw_name, "read GB/s");
 	snprintf(peak_name, sizeof peak_name, "int8 GMAC/s");
 
-	/* limits first, per thread count */
+	/*
+	 * Limits first, per thread count.  The MAC peak is that of the family
+	 * that runs (forced by --kernel or QGRAPH_KERNELS: the AVX2 kernels
+	 * against vpmaddubsw); with --all-kernels, the CPU's best.
+	 */
+	const enum qg_kfamily mac_family = o.all_kernels ? QG_KF_COUNT
+		: o.family >= 0 ? (enum qg_kfamily)o.family : qg_kernel_for(QG_LAYOUT_8X8)->family;
 	{
 		uint8_t *buf = bench_alloc((size_t)bw_bytes);
 		memset(buf, 1, (size_t)bw_bytes);
 		if (!o.json)
 			printf("limits (median of repetitions; reads: %s over %.1f MB; MACs: %s)\n",
 			       bench_read_name(), bw_bytes / 1e6,
-			       bench_macs_name()[0] ? bench_macs_name() : "none on this CPU");
+			       bench_macs_name(mac_family)[0] ? bench_macs_name(mac_family) : "none on this CPU");
 		for (int t = 0; t < o.nthreads; t++) {
 			struct bench_pool pool;
 			bench_pool_start(&pool, o.threads[t]);
 			bw[t] = measure_bw(&pool, buf, (size_t)bw_bytes, o.quick);
-			peak[t] = measure_macs(&pool, o.quick);
+			peak[t] = measure_macs(&pool, o.quick, mac_family);
 			bench_pool_stop(&pool);
 			struct bench_result r = {
 				.bench = "read-bandwidth", .threads = o.threads[t], .kernel = bench_read_name(),
 				.value = bw[t] / 1e9, .unit = "GB/s",
 			};
 			struct bench_result p = {
-				.bench = "int8-mac-peak", .threads = o.threads[t], .kernel = bench_macs_name(),
+				.bench = "int8-mac-peak", .threads = o.threads[t], .kernel = bench_macs_name(mac_family),
 				.value = peak[t] / 1e9, .unit = "GMAC/s",
 			};
 			if (o.json) {
