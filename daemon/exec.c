@@ -24,6 +24,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "backend-cpu.h"
 #include "exec.h"
 #include "galloc.h"
 #include "ops.h"
@@ -33,8 +34,8 @@ struct qgd_graph {
 	struct qg_wire_graph wg;
 	struct qg_galloc *ga;		/* places the intermediates */
 	size_t buf_bytes;
-	unsigned char *scratch;
-	size_t scratch_bytes;
+	struct qg_backend *be;		/* runs it: the pool, or the loop's thread alone */
+	struct qg_plan *plan;
 	uint64_t work;			/* multiply-accumulates and elements, to choose where it runs */
 	uint64_t runs;
 };
@@ -54,7 +55,7 @@ struct qgd_job {
 	uint32_t limit_ms;
 	Qgraph__EventRef *rec, **rec_ptrs;	/* copied: the decode arena moves on */
 	size_t n_rec;
-	_Atomic int cancel;
+	struct qg_run run;		/* its cancel flag is what a Cancel sets */
 	uint64_t cancelled_by;		/* the Cancel request's id, for the error text */
 	int err;
 	size_t bad;
@@ -75,12 +76,14 @@ struct qgd_exec {
 	_Atomic unsigned n_done;		/* jobs on DONE: the loop polls this, not the lock */
 	unsigned in_flight;			/* loop thread only */
 	struct qg_buft *buft;			/* where graphs' intermediates live */
+	struct qg_backend *pool;		/* the worker pool, driven by the executor thread */
+	struct qg_backend *solo;		/* one thread, no pool: small graphs on the loop's thread */
 };
 
 /* Graphs with less work than this run on the loop's thread: handing them over costs more. */
 #define QGD_INLINE_WORK (UINT64_C(1) << 20)
 
-static int compute(struct qgd_graph *g, uint64_t deadline_ns, _Atomic int *cancel, size_t *failed_node);
+static int compute(struct qgd_job *j);
 static void job_free(struct qgd_job *j);
 
 static void *executor(void *arg)
@@ -99,7 +102,7 @@ static void *executor(void *arg)
 			x->queue_tail = &x->queue;
 		pthread_mutex_unlock(&x->lock);
 
-		j->err = compute(j->g, j->deadline_ns, &j->cancel, &j->bad);
+		j->err = compute(j);
 		j->t_done = qgd_now_ns();
 
 		pthread_mutex_lock(&x->lock);
@@ -133,6 +136,14 @@ int qgd_exec_init(struct qgd_server *srv)
 		return -ENOMEM;
 	x->queue_tail = &x->queue;
 	x->buft = qg_buft_host();
+	struct qg_cpu_opts po = { .cpus = srv->cfg.cpus, .threads = srv->cfg.threads }, so = { .threads = 1 };
+	if ((r = qg_backend_cpu_new(&po, &x->pool)) || (r = qg_backend_cpu_new(&so, &x->solo))) {
+		qgd_error("cannot start the CPU backend (cpus %s, threads %d): %s", srv->cfg.cpus ? srv->cfg.cpus : "any",
+			  srv->cfg.threads, strerror(-r));
+		qg_backend_free(x->pool);
+		free(x);
+		return r;
+	}
 	x->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (x->done_fd < 0) {
 		r = -errno;
@@ -167,6 +178,8 @@ void qgd_exec_fini(struct qgd_server *srv)
 	if (x->done_watch)
 		qg_loop_unwatch(srv->loop, x->done_watch);
 	close(x->done_fd);
+	qg_backend_free(x->pool);
+	qg_backend_free(x->solo);
 	pthread_mutex_destroy(&x->lock);
 	pthread_cond_destroy(&x->cond);
 	free(x);
@@ -190,18 +203,16 @@ const char *qgd_exec_pool_kind(const struct qgd_server *srv)
 
 int qgd_exec_threads(const struct qgd_server *srv)
 {
-	(void)srv;
-	return 1;
+	struct qg_cpu_stats st;
+
+	if (!srv->exec || qg_backend_cpu_stats(srv->exec->pool, &st))
+		return 1;
+	return st.threads;
 }
 
 unsigned qgd_exec_in_flight(const struct qgd_server *srv)
 {
 	return srv->exec ? srv->exec->in_flight : 0;
-}
-
-static size_t align_up(size_t n, size_t a)
-{
-	return (n + a - 1) & ~(a - 1);
 }
 
 /*
@@ -214,14 +225,10 @@ static int place(struct qgd_server *srv, struct qgd_graph *g)
 {
 	struct qg_graph *gr = g->wg.graph;
 	struct qg_buft *bt = srv->exec->buft;
-	size_t scratch = 0;
 	int r;
 
 	for (size_t i = 0; i < gr->n_nodes; i++) {
 		struct qg_tensor *t = gr->nodes[i];
-		size_t sc = qg_op_scratch_size(t, 1);
-		if (sc > scratch)
-			scratch = sc;
 		uint64_t w = (uint64_t)qg_tensor_nelements(t);
 		if (t->op == QG_OP_MUL_MAT)
 			w *= (uint64_t)t->src[0]->ne[0];
@@ -231,50 +238,35 @@ static int place(struct qgd_server *srv, struct qgd_graph *g)
 	    (r = qg_galloc_alloc_graph(g->ga, gr)))
 		return r;
 	g->buf_bytes = qg_galloc_buffer_size(g->ga, 0);
-	g->scratch = scratch ? aligned_alloc(64, align_up(scratch, 64)) : NULL;
-	if (scratch && !g->scratch)
-		return -ENOMEM;
-	g->scratch_bytes = scratch;
-	return 0;
+	g->be = g->work < QGD_INLINE_WORK ? srv->exec->solo : srv->exec->pool;
+	return qg_backend_graph_plan_create(g->be, gr, &g->plan);
 }
 
 static void graph_free(struct qgd_graph *g)
 {
 	if (!g)
 		return;
+	if (g->plan)
+		qg_backend_graph_plan_free(g->be, g->plan);
 	if (g->ga) {
 		qg_galloc_unplace(g->ga, g->wg.graph);
 		qg_galloc_free(g->ga);
 	}
 	qg_wire_graph_free(&g->wg);
-	free(g->scratch);
 	free(g);
 }
 
 /*
- * Compute G; 0, or at a node boundary -ECANCELED once *CANCEL is set or
- * -ETIMEDOUT past DEADLINE, or a node's error (its index in *FAILED_NODE).
+ * Compute J's graph on its backend: 0, or at a node boundary -ECANCELED
+ * once a Cancel set the run's flag or -ETIMEDOUT past its deadline, or a
+ * node's error (its index in J->bad).
  */
-static int compute(struct qgd_graph *g, uint64_t deadline_ns, _Atomic int *cancel, size_t *failed_node)
+static int compute(struct qgd_job *j)
 {
-	struct qg_graph *gr = g->wg.graph;
-
-	for (size_t i = 0; i < gr->n_nodes; i++) {
-		struct qg_tensor *t = gr->nodes[i];
-		if (atomic_load_explicit(cancel, memory_order_relaxed))
-			return -ECANCELED;
-		if (qgd_now_ns() > deadline_ns)
-			return -ETIMEDOUT;
-		int phases = qg_op_n_phases(t);
-		for (int p = 0; p < phases; p++) {
-			int err = qg_op_compute(t, p, 0, 1, g->scratch);
-			if (err) {
-				*failed_node = i;
-				return err;
-			}
-		}
-	}
-	return 0;
+	j->run.deadline_ns = j->deadline_ns;
+	int r = qg_backend_graph_plan_compute(j->g->be, j->g->plan, &j->run);
+	j->bad = j->run.failed_node >= 0 ? (size_t)j->run.failed_node : SIZE_MAX;
+	return r;
 }
 
 static void graph_free(struct qgd_graph *g);
@@ -320,9 +312,13 @@ static void job_answer(struct qgd_job *j)
 		snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
 		c.error = msg;
 	} else if (err) {
+		const char *why = err == -ERANGE ? "a row index out of range" : strerror(-err);
 		c.status = QGRAPH__STATUS__STATUS_INVALID;
-		snprintf(msg, sizeof msg, "node %zu (%s) failed: %s", j->bad, qg_op_name(g->wg.graph->nodes[j->bad]->op),
-			 err == -ERANGE ? "a row index out of range" : strerror(-err));
+		if (j->bad < g->wg.graph->n_nodes)
+			snprintf(msg, sizeof msg, "node %zu (%s) failed: %s", j->bad,
+				 qg_op_name(g->wg.graph->nodes[j->bad]->op), why);
+		else
+			snprintf(msg, sizeof msg, "the graph failed: %s", why);
 		c.error = msg;
 	}
 	if (s->state == QGD_READY)
@@ -364,6 +360,7 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 		j->rec_ptrs[i] = &j->rec[i];
 	}
 	j->n_rec = n_rec;
+	qg_run_init(&j->run);
 	j->s = s;
 	j->g = g;
 	j->registered = registered;
@@ -374,7 +371,7 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 	j->deadline_ns = t_placed + (uint64_t)j->limit_ms * 1000000u;
 	s->job = j;
 	if (g->work < QGD_INLINE_WORK || !x) {
-		j->err = compute(g, j->deadline_ns, &j->cancel, &j->bad);
+		j->err = compute(j);
 		j->t_done = qgd_now_ns();
 		return job_answer(j);
 	}
@@ -415,7 +412,7 @@ int qgd_exec_cancel(struct qgd_session *s, uint64_t target, uint64_t by)
 	if (!j || (target && j->rid != target))
 		return -ENOENT;
 	j->cancelled_by = by;
-	atomic_store_explicit(&j->cancel, 1, memory_order_relaxed);
+	qg_run_cancel(&j->run);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "exec.h"
 #include "kernels.h"
 #include "paths.h"
+#include "cpulist.h"
 #include "qgraphd.h"
 #include "sock.h"
 
@@ -37,6 +38,9 @@ static void usage(FILE *f)
 		"      --max-nodes N      tensors per graph (default 4096)\n"
 		"      --max-sessions N   clients at once (default 256)\n"
 		"      --graph-timeout MS a graph that runs longer is cancelled (default 60000)\n"
+		"      --cpus LIST        run graphs on these CPUs (\"0-3,8\"; default: any)\n"
+		"      --threads N        compute threads (default: one per CPU of --cpus, or\n"
+		"                         of the machine)\n"
 		"      --share-group GROUP  clients in GROUP share identical weights and their\n"
 		"                         names with each other (repeatable; a user always\n"
 		"                         shares with itself)\n"
@@ -104,6 +108,7 @@ static void print_info(void)
 enum {
 	OPT_POOL = 256, OPT_ARENA, OPT_MAX_ARENA, OPT_MAX_NODES, OPT_MAX_SESSIONS,
 	OPT_GRAPH_TIMEOUT, OPT_POLL, OPT_EPOLL, OPT_READY_FD, OPT_INFO, OPT_SHARE_GROUP, OPT_TEST_HASH_COLLIDE,
+	OPT_CPUS, OPT_THREADS,
 };
 
 static const struct option options[] = {
@@ -121,6 +126,8 @@ static const struct option options[] = {
 	{ "ready-fd", required_argument, NULL, OPT_READY_FD },
 	{ "info", no_argument, NULL, OPT_INFO },
 	{ "share-group", required_argument, NULL, OPT_SHARE_GROUP },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "test-hash-collide", no_argument, NULL, OPT_TEST_HASH_COLLIDE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -200,6 +207,19 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_TEST_HASH_COLLIDE: cfg->test_hash_collide = 1; break;
+		case OPT_CPUS: {
+			static int cpus[QG_CPU_MAX];
+			int n;
+			if (qg_cpulist_parse(optarg, cpus, QG_CPU_MAX, &n) || n < 1)
+				return bad_value("cpus", optarg);
+			cfg->cpus = optarg;
+			break;
+		}
+		case OPT_THREADS:
+			if (parse_u32(optarg, 1, 256, &u))
+				return bad_value("threads", optarg);
+			cfg->threads = (int)u;
+			break;
 		case OPT_INFO: print_info(); return 0;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("qgraphd %s\n", PACKAGE_VERSION); return 0;

@@ -37,6 +37,8 @@ struct qgd_config {
 	uint32_t handshake_ms;
 	uint32_t graph_timeout_ms;
 	uint32_t poll_us;		/* how long to poll rings after activity before sleeping */
+	const char *cpus;		/* CPU list for the worker pool; NULL: any, unpinned */
+	int threads;			/* compute threads, the executor's included; 0: one per CPU */
 	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
 	size_t n_share_gids;
 	int test_hash_collide;		/* tests only: every weights hash collides */
