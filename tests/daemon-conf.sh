@@ -38,7 +38,8 @@ out=$($qgd --config "$dir/missing.conf" --foreground 2>&1)
 printf 'socket = %s/file.sock\nmax-sessions = 2\nlog-level = warn\n' "$dir" >"$dir/good.conf"
 $qgd --config "$dir/good.conf" --foreground --socket "$dir/cli.sock" 2>"$dir/log" &
 pid=$!
-for i in $(seq 100); do [ -S "$dir/cli.sock" ] && break; sleep 0.05; done
+# the socket is bound before the privileges are dropped, and the drop's warning after
+for i in $(seq 200); do grep -q " warn: running" "$dir/log" && break; sleep 0.05; done
 [ -S "$dir/cli.sock" ] && [ ! -e "$dir/file.sock" ] && ok "the command line's socket wins over the file's" ||
 	{ not_ok "no socket at $dir/cli.sock"; sed 's/^/# /' "$dir/log"; }
 # as root or not, the daemon warns at start (uid 0, or what it lacks); at warn, no info
