@@ -5,6 +5,7 @@
 #ifndef QGRAPHD_H
 #define QGRAPHD_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include "kernels.h"
 #include "log.h"
 #include "loop.h"
+#include "priv.h"
 #include "region.h"
 #include "ring.h"
 #include "wire.h"
@@ -38,10 +40,13 @@ struct qgd_config {
 	uint32_t graph_timeout_ms;
 	uint32_t poll_us;		/* how long to poll rings after activity before sleeping */
 	const char *cpus;		/* CPU list for the worker pool; NULL: any, unpinned */
+	char cpus_store[256];
 	int threads;			/* compute threads, the executor's included; 0: one per CPU */
 	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
 	size_t n_share_gids;
 	int test_hash_collide;		/* tests only: every weights hash collides */
+	struct qgd_priv_config priv;	/* user, group, socket mode, access policy */
+	char socket_store[PATH_MAX];	/* socket_path, when the daemon chose or was told it */
 };
 
 
@@ -148,6 +153,9 @@ struct qgd_server {
 };
 
 /* server.c */
+/* Bind and listen on the socket (before the privileges are dropped).  0 or -1 (logged). */
+int qgd_server_listen(struct qgd_server *srv);
+/* Watch the socket and the signals in the loop.  0 or -1 (logged). */
 int qgd_server_start(struct qgd_server *srv);
 int qgd_server_run(struct qgd_server *srv);
 uint64_t qgd_now_ms(void);

@@ -105,6 +105,9 @@ static void handshake(struct qgd_session *s)
 				*c = '?';
 	}
 	qgraph__hello__free_unpacked(h, NULL);
+	char why[256];
+	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
+		return refuse(s, "%s", why);
 	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1)
 		return refuse(s, "protocol version %d is not spoken here: this daemon speaks version %d", proto,
 			      QGRAPH__PROTOCOL__PROTOCOL_V1);
@@ -319,11 +322,11 @@ static int any_pending(struct qgd_server *srv)
 	return 0;
 }
 
-int qgd_server_start(struct qgd_server *srv)
+int qgd_server_listen(struct qgd_server *srv)
 {
 	const char *path = srv->cfg.socket_path;
 
-	srv->listen_fd = qg_sock_listen(path, 0666, &srv->lock_fd);
+	srv->listen_fd = qg_sock_listen(path, srv->cfg.priv.socket_mode, &srv->lock_fd);
 	if (srv->listen_fd == -EADDRINUSE) {
 		qgd_error("another qgraphd is serving %s", path);
 		return -1;
@@ -332,12 +335,17 @@ int qgd_server_start(struct qgd_server *srv)
 		qgd_error("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
 		return -1;
 	}
+	return 0;
+}
+
+int qgd_server_start(struct qgd_server *srv)
+{
 	if (qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch) ||
 	    qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch)) {
 		qgd_error("cannot watch the socket");
 		return -1;
 	}
-	qgd_info("listening on %s", path);
+	qgd_info("listening on %s", srv->cfg.socket_path);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "loop.h"
@@ -38,6 +39,8 @@ struct qg_loop {
 	struct qg_watch *watches;	/* live ones */
 	struct qg_watch *graveyard;	/* unwatched, waiting to be freed */
 	int in_dispatch;
+	int restricted;			/* io_uring: limited to ring_ops */
+	const char *restrict_note;	/* what ring_ops are, or why there is no limit */
 };
 
 /* user_data of a POLL_REMOVE completion: nothing to dispatch. */
@@ -59,10 +62,60 @@ static int ring_arm(struct qg_loop *l, struct qg_watch *w)
 	return 0;
 }
 
+/*
+ * io_uring_register(2) itself: liburing 2.3 as Debian 12 ships it declares
+ * io_uring_register_restrictions() and io_uring_enable_rings() but does not
+ * export them.  0 or -errno.
+ */
+static int ring_register(struct qg_loop *l, unsigned op, const void *arg, unsigned nr)
+{
+	return syscall(__NR_io_uring_register, l->ring.ring_fd, op, arg, nr) < 0 ? -errno : 0;
+}
+
+/*
+ * The only operations the loop submits.  The ring is limited to them
+ * (IORING_REGISTER_RESTRICTIONS) because io_uring does not pass through
+ * seccomp: a daemon taken over could otherwise read, write, open and
+ * connect through its ring.  Without IORING_FEAT_EXT_ARG (before Linux
+ * 5.11) liburing waits with a TIMEOUT request, so that one is allowed too.
+ */
+static int ring_restrict(struct qg_loop *l, unsigned features)
+{
+	static const uint8_t ops[] = { IORING_OP_POLL_ADD, IORING_OP_POLL_REMOVE, IORING_OP_TIMEOUT };
+	struct io_uring_restriction res[sizeof ops];
+	unsigned n = features & IORING_FEAT_EXT_ARG ? 2 : 3;
+
+	memset(res, 0, sizeof res);
+	for (unsigned i = 0; i < n; i++) {
+		res[i].opcode = IORING_RESTRICTION_SQE_OP;
+		res[i].sqe_op = ops[i];
+	}
+	/* no IORING_RESTRICTION_REGISTER_OP: once enabled, no register call at all;
+	 * no SQE_FLAGS_ALLOWED: no sqe flag either (the loop sets none) */
+	return ring_register(l, IORING_REGISTER_RESTRICTIONS, res, n);
+}
+
 static const char *ring_try(struct qg_loop *l)
 {
-	int err = io_uring_queue_init(256, &l->ring, 0);
+	/* no SQPOLL: a polling thread would keep the credentials of its creator */
+	struct io_uring_params p = { .flags = IORING_SETUP_R_DISABLED };
+	int err = io_uring_queue_init_params(256, &l->ring, &p);
 
+	if (err == -EINVAL) {
+		/* before Linux 5.10: no disabled start, so no restrictions */
+		err = io_uring_queue_init(256, &l->ring, 0);
+		l->restrict_note = "the kernel has no IORING_SETUP_R_DISABLED";
+	} else if (err == 0) {
+		int r = ring_restrict(l, p.features);
+		l->restricted = r == 0;
+		l->restrict_note = r ? "the kernel refused IORING_REGISTER_RESTRICTIONS"
+				     : p.features & IORING_FEAT_EXT_ARG ? "poll_add, poll_remove"
+									 : "poll_add, poll_remove, timeout";
+		if ((err = ring_register(l, IORING_REGISTER_ENABLE_RINGS, NULL, 0)) < 0) {
+			io_uring_queue_exit(&l->ring);
+			return "the io_uring ring could not be enabled";
+		}
+	}
 	if (err == -ENOSYS)
 		return "io_uring_setup is not available (ENOSYS: old kernel or emulation)";
 	if (err == -EPERM)
@@ -111,6 +164,17 @@ int qg_loop_new(enum qg_loop_kind kind, struct qg_loop **out, const char **why)
 		*why = kind == QG_LOOP_EPOLL ? "epoll was asked for" : reason;
 	*out = l;
 	return 0;
+}
+
+int qg_loop_restricted(const struct qg_loop *l, const char **what)
+{
+	if (what)
+		*what = NULL;
+	if (!l || l->kind != QG_LOOP_IO_URING)
+		return -1;
+	if (what)
+		*what = l->restrict_note;
+	return l->restricted;
 }
 
 const char *qg_loop_kind_name(const struct qg_loop *l)

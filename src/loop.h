@@ -31,6 +31,14 @@ enum qg_loop_kind {
  */
 int qg_loop_new(enum qg_loop_kind kind, struct qg_loop **out, const char **why);
 
+/*
+ * Is L's io_uring ring limited (IORING_REGISTER_RESTRICTIONS) to the
+ * operations the loop submits?  1, with their names in *WHAT; 0, with
+ * why not (the kernel refused) in *WHAT; -1 on epoll.  The ring never
+ * uses SQPOLL.
+ */
+int qg_loop_restricted(const struct qg_loop *l, const char **what);
+
 /* "io_uring" or "epoll". */
 const char *qg_loop_kind_name(const struct qg_loop *l);
 

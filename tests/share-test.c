@@ -210,7 +210,7 @@ static void test_users(void)
 	char arg[64];
 	for (int with_group = 0; with_group < 2; with_group++) {
 		struct test_daemon d = { 0 };
-		snprintf(arg, sizeof arg, "--share-group %u", (unsigned)shared_gid);
+		snprintf(arg, sizeof arg, "--share-groups %u", (unsigned)shared_gid);
 		int r = daemon_start(&d, with_group ? arg : NULL);
 		chmod(d.dir, 0755);
 		chmod(d.sock, 0666);

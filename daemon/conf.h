@@ -1,0 +1,71 @@
+/*
+ * conf.h - qgraphd's settings: one table serves the command line and the
+ * configuration file (/etc/qgraph/qgraphd.conf, see qgraphd.conf(5)), so
+ * that every key of the file is also an option and both are checked by
+ * the same code.  A bad file is refused with its name and line number.
+ *
+ * (Named conf, not config: the build's own config.h must stay the one
+ * that "config.h" finds.)
+ */
+#ifndef QGD_CONF_H
+#define QGD_CONF_H
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QGD_CONF_FILE "/etc/qgraph/qgraphd.conf"
+#define QGD_CONF_MAX_BYTES (1u << 20)	/* a larger file is refused */
+#define QGD_CONF_MAX_LINE 4096u		/* so is a longer line */
+
+struct qgd_config;
+
+/* Fill CFG with the defaults. */
+void qgd_conf_defaults(struct qgd_config *cfg);
+
+/*
+ * Set the setting NAME (a long option, which is also the file's key) to
+ * VALUE; VALUE NULL means a flag given without a value ("yes").  Returns 0;
+ * -ENOENT for an unknown NAME; -EINVAL for a bad value, with the reason in
+ * ERR (ERRLEN bytes).
+ */
+int qgd_conf_set(struct qgd_config *cfg, const char *name, const char *value, char *err, size_t errlen);
+
+/*
+ * Parse LEN bytes of configuration text (FILE names it in messages) into
+ * CFG: "key = value" lines, '#' comments, blank lines.  An unknown key, a
+ * key given twice, a missing value, a bad value, a line longer than
+ * QGD_CONF_MAX_LINE, a NUL or another control character refuses the whole
+ * text: returns -EINVAL with "FILE:LINE: reason" in ERR.
+ */
+int qgd_conf_parse(struct qgd_config *cfg, const char *file, const char *text, size_t len, char *err,
+		   size_t errlen);
+
+/*
+ * Read and parse the file at PATH (a regular file of at most
+ * QGD_CONF_MAX_BYTES).  A missing file is 0 when MISSING_OK (and *FOUND is
+ * set to 0), else an error.  0 or -errno with the reason in ERR.
+ */
+int qgd_conf_load(struct qgd_config *cfg, const char *path, int missing_ok, int *found, char *err, size_t errlen);
+
+/* Check what no single setting can (arena-size <= max-arena, group of user).  0 or -EINVAL with ERR. */
+int qgd_conf_finish(struct qgd_config *cfg, char *err, size_t errlen);
+
+/*
+ * getopt_long's table: every setting (val = BASE + its index; flags take
+ * an optional value, the rest a required one), then the NEXTRA entries of
+ * EXTRA, then the terminator, in OUT (CAP entries).  Returns the count
+ * without the terminator, or 0 if CAP is too small.
+ */
+size_t qgd_conf_options(struct option *out, size_t cap, int base, const struct option *extra, size_t nextra);
+
+/* The getopt short-option string of the settings ("fs:l:"), to which the caller adds its own. */
+const char *qgd_conf_shortopts(void);
+
+/* The name of setting I (val - BASE of qgd_conf_options), or NULL. */
+const char *qgd_conf_name(int i);
+
+/* The setting named by short option C, or -1. */
+int qgd_conf_by_short(int c);
+
+#endif /* QGD_CONF_H */
