@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -155,18 +156,23 @@ static void test_hugetlb(void)
 		tap_skip("QG_TEST_NO_HUGETLB is set");
 		return;
 	}
+	/*
+	 * Hold a lock on the file while the count is raised: two runs of this
+	 * test at once (two build trees) would otherwise each take the other's
+	 * raised count for the old one and leave pages reserved.
+	 */
 	FILE *f = fopen(NR_HUGEPAGES, "re");
-	if (!f || fscanf(f, "%ld", &old) != 1) {
+	if (!f || flock(fileno(f), LOCK_EX) || fscanf(f, "%ld", &old) != 1) {
 		if (f)
 			fclose(f);
 		tap_skip("cannot read " NR_HUGEPAGES);
 		return;
 	}
-	fclose(f);
 	saved_nr_hugepages = old;
 	atexit(restore_nr_hugepages);
 	if (write_long(NR_HUGEPAGES, old + 4) || qg_hugepages_count(2048, &total, &free_pages) || free_pages < 4) {
 		restore_nr_hugepages();
+		fclose(f);
 		tap_skip("cannot reserve 4 hugepages of 2 MiB (not root, or no memory): hugetlb path not tested");
 		return;
 	}
@@ -176,6 +182,7 @@ static void test_hugetlb(void)
 	int r = qg_hugepool_new(&o, &pool, err, sizeof err);
 	if (r == -EINVAL) {
 		restore_nr_hugepages();
+		fclose(f);
 		tap_skip("pages reserved, but hugetlb mappings are refused here (EINVAL: qemu user emulation?)");
 		return;
 	}
@@ -195,6 +202,7 @@ static void test_hugetlb(void)
 		qg_hugepool_free(pool);
 	}
 	restore_nr_hugepages();
+	fclose(f);
 	tap_ok(saved_nr_hugepages < 0, "vm.nr_hugepages is put back to %ld", old);
 }
 
