@@ -78,6 +78,8 @@ static const struct setting settings[] = {
 	{ .name = "cpus", .kind = K_CPUS },
 	{ .name = "threads", .kind = K_INT, .off = OFF(threads), .lo = 1, .hi = 256 },
 	{ .name = "share-groups", .kind = K_SHARE },
+	{ .name = "reserve-hugepages", .kind = K_FLAG, .off = OFF(reserve_hugepages) },
+	{ .name = "require-hugepages", .kind = K_FLAG, .off = OFF(require_hugepages) },
 	{ .name = "test-hash-collide", .kind = K_FLAG, .off = OFF(test_hash_collide), .cli_only = 1 },
 };
 

@@ -27,6 +27,7 @@
 #include "backend-cpu.h"
 #include "exec.h"
 #include "galloc.h"
+#include "hugepool.h"
 #include "ops.h"
 
 struct qgd_graph {
@@ -75,7 +76,6 @@ struct qgd_exec {
 	struct qg_watch *done_watch;
 	_Atomic unsigned n_done;		/* jobs on DONE: the loop polls this, not the lock */
 	unsigned in_flight;			/* loop thread only */
-	struct qg_buft *buft;			/* where graphs' intermediates live */
 	struct qg_backend *pool;		/* the worker pool, driven by the executor thread */
 	struct qg_backend *solo;		/* one thread, no pool: small graphs on the loop's thread */
 };
@@ -135,7 +135,6 @@ int qgd_exec_init(struct qgd_server *srv)
 	if (!x)
 		return -ENOMEM;
 	x->queue_tail = &x->queue;
-	x->buft = qg_buft_host();
 	struct qg_cpu_opts po = { .cpus = srv->cfg.cpus, .threads = srv->cfg.threads }, so = { .threads = 1 };
 	if ((r = qg_backend_cpu_new(&po, &x->pool)) || (r = qg_backend_cpu_new(&so, &x->solo))) {
 		qgd_error("cannot start the CPU backend (cpus %s, threads %d): %s", srv->cfg.cpus ? srv->cfg.cpus : "any",
@@ -197,8 +196,7 @@ uint32_t qgd_exec_plans(const struct qgd_server *srv)
 
 const char *qgd_exec_pool_kind(const struct qgd_server *srv)
 {
-	(void)srv;
-	return "host memory";
+	return srv->pool ? qg_hugepool_info(srv->pool)->text : "none";
 }
 
 int qgd_exec_threads(const struct qgd_server *srv)
@@ -221,10 +219,10 @@ unsigned qgd_exec_in_flight(const struct qgd_server *srv)
  * point into their sources.  Scratch is sized for the largest node.  0 or
  * -errno from the allocator (-ENOMEM, -ENOSPC, -EOVERFLOW).
  */
-static int place(struct qgd_server *srv, struct qgd_graph *g)
+static int place(struct qgd_session *s, struct qgd_graph *g)
 {
+	struct qgd_server *srv = s->srv;
 	struct qg_graph *gr = g->wg.graph;
-	struct qg_buft *bt = srv->exec->buft;
 	int r;
 
 	for (size_t i = 0; i < gr->n_nodes; i++) {
@@ -234,7 +232,10 @@ static int place(struct qgd_server *srv, struct qgd_graph *g)
 			w *= (uint64_t)t->src[0]->ne[0];
 		g->work = g->work + w < g->work ? UINT64_MAX : g->work + w;
 	}
-	if ((r = qg_galloc_new(&bt, 1, NULL, &g->ga)) || (r = qg_galloc_reserve(g->ga, gr, NULL, NULL)) ||
+	/* the session's own pieces of the pool: zeroed where another session had them */
+	if (!s->buft && (r = qg_buft_hugepool_new(srv->pool, s->id, &s->buft)))
+		return r;
+	if ((r = qg_galloc_new(&s->buft, 1, NULL, &g->ga)) || (r = qg_galloc_reserve(g->ga, gr, NULL, NULL)) ||
 	    (r = qg_galloc_alloc_graph(g->ga, gr)))
 		return r;
 	g->buf_bytes = qg_galloc_buffer_size(g->ga, 0);
@@ -437,7 +438,7 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 					"%s%s", r == -E2BIG ? "quota max_nodes: " : "", err);
 	}
 	uint64_t t_decoded = qgd_now_ns();
-	if ((r = place(s->srv, g))) {
+	if ((r = place(s, g))) {
 		graph_free(g);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for the intermediates: %s",
 					strerror(-r));
@@ -512,4 +513,12 @@ void qgd_exec_release_session(struct qgd_session *s)
 	free(s->graphs);
 	s->graphs = NULL;
 	s->n_graphs = 0;
+	if (s->buft) {
+		qg_buft_hugepool_free(s->buft);
+		s->buft = NULL;
+	}
+	/* nothing should be left; if a buffer leaked, the pool still gets it back */
+	size_t left = qg_hugepool_release_owner(s->srv->pool, s->id);
+	if (left)
+		qgd_warn("session %llu: %zu bytes of the pool were still held at its end", (unsigned long long)s->id, left);
 }

@@ -43,7 +43,8 @@ static void usage(FILE *f)
 		"                         daemon's own user always) ...\n"
 		"      --allow-groups LIST ... and members of these groups (default, neither:\n"
 		"                         everyone who can open the socket)\n"
-		"      --pool-size SIZE   memory for weights (default 1G)\n"
+		"      --pool-size SIZE   memory for weights and intermediates, mapped on hugepages\n"
+		"                         and locked where it may be (default 1G)\n"
 		"      --arena-size SIZE  a session's tensor arena unless it asks (default 64M)\n"
 		"      --max-arena SIZE   the largest arena a session may ask for (default 1G)\n"
 		"      --max-nodes N      tensors per graph (default 4096)\n"
@@ -52,6 +53,8 @@ static void usage(FILE *f)
 		"      --cpus LIST        run graphs on these CPUs (\"0-3,8\"; default: any)\n"
 		"      --threads N        compute threads (default: one per CPU of --cpus, or\n"
 		"                         of the machine)\n"
+		"      --reserve-hugepages  as root, raise vm.nr_hugepages until the pool fits\n"
+		"      --require-hugepages  fail at start unless the pool is on hugetlb pages\n"
 		"      --share-groups LIST  members of these groups share identical weights and\n"
 		"                         their names (a user always shares with itself)\n"
 		"      --poll-us US       poll the rings this long after activity (default 50)\n"
@@ -175,7 +178,7 @@ int main(int argc, char **argv)
 
 	/* what needs privileges, then the drop; the loop and any thread only after */
 	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path) || qgd_server_listen(&srv) ||
-	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_priv_drop(&cfg->priv))
+	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
 		return 1;
 
 	const char *why = NULL;
@@ -211,6 +214,7 @@ int main(int argc, char **argv)
 
 	int rc = qgd_server_run(&srv);
 	qgd_exec_fini(&srv);
+	qgd_memory_fini(&srv);
 	if (srv.listen_fd >= 0) {
 		close(srv.listen_fd);
 		unlink(cfg->socket_path);

@@ -19,6 +19,9 @@
 #include "ring.h"
 #include "wire.h"
 
+struct qg_buft;
+struct qg_hugepool;
+
 #define QGD_MAX_COMPLETION 4096u	/* room kept free in the completion ring per request */
 #define QGD_WEIGHTS_NAME_MAX 64
 #define QGD_MAX_SHARE_GROUPS 64
@@ -45,6 +48,8 @@ struct qgd_config {
 	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
 	size_t n_share_gids;
 	int test_hash_collide;		/* tests only: every weights hash collides */
+	int reserve_hugepages;		/* as root, raise vm.nr_hugepages for the pool */
+	int require_hugepages;		/* fail unless the pool is on hugetlb pages */
 	struct qgd_priv_config priv;	/* user, group, socket mode, access policy */
 	char socket_store[PATH_MAX];	/* socket_path, when the daemon chose or was told it */
 };
@@ -128,6 +133,7 @@ struct qgd_session {
 	uint64_t completed, failed;
 	uint64_t weight_bytes;
 	struct qgd_ratelimit rl;
+	struct qg_buft *buft;		/* this session's pieces of the pool, for intermediates */
 	struct qgd_session *next;
 };
 
@@ -145,6 +151,7 @@ struct qgd_server {
 	uint64_t stop_deadline_ms;
 	uint64_t graphs_run;
 	uint64_t pinned_bytes;
+	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
 	struct qgd_stored *stored;	/* every matrix in pinned memory */
 	uint32_t n_stored;
 	uint64_t weights_referenced;	/* bytes of every handle of every session */
@@ -171,6 +178,10 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c);
 void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status);
+
+/* memory.c: the pool, mapped and locked before the privilege drop */
+int qgd_memory_init(struct qgd_server *srv);
+void qgd_memory_fini(struct qgd_server *srv);
 
 /* weights.c */
 /* Pinned memory for BYTES of weights being converted, or NULL; qgd_weights_discard() gives it back. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "hugepool.h"
 #include "kernels.h"
 #include "qgraphd.h"
 
@@ -254,7 +255,8 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 
 	st.sessions = srv->n_sessions;
 	st.pinned_bytes = srv->pinned_bytes;
-	st.pool_bytes = srv->cfg.pool_bytes;
+	st.pool_bytes = qg_hugepool_info(srv->pool)->bytes;
+	st.pool_used = qg_hugepool_in_use_total(srv->pool);
 	st.plans = qgd_exec_plans(srv);
 	st.graphs_run = srv->graphs_run;
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);

@@ -23,34 +23,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "exec.h"
+#include "hugepool.h"
 #include "qgraphd.h"
 
-/* Memory for weights: hugepage-aligned, hugepage-advised, locked where we may. */
+/*
+ * Weights live in the pool as pieces of one owner: they are shared between
+ * sessions, and the pool's zeroing between owners is not needed for bytes
+ * that the conversion overwrites before anyone reads them.
+ */
+#define WEIGHTS_OWNER (QG_HUGEPOOL_NO_OWNER - 1)
+
 static void *pinned_alloc(struct qgd_server *srv, size_t bytes)
 {
-	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
-	void *p = NULL;
+	size_t off;
 
-	if (len < bytes || posix_memalign(&p, align, len))
+	if (qg_hugepool_alloc(srv->pool, WEIGHTS_OWNER, bytes ? bytes : 1, &off))
 		return NULL;
-	madvise(p, len, MADV_HUGEPAGE);
-	mlock(p, len);	/* best effort: unprivileged daemons run unlocked */
-	srv->pinned_bytes += len;
-	return p;
+	srv->pinned_bytes = qg_hugepool_in_use(srv->pool, WEIGHTS_OWNER);
+	return (unsigned char *)qg_hugepool_base(srv->pool) + off;
 }
 
 static void pinned_free(struct qgd_server *srv, void *p, size_t bytes)
 {
-	size_t align = 2u << 20, len = (bytes + align - 1) & ~(align - 1);
-
+	(void)bytes;
 	if (!p)
 		return;
-	munlock(p, len);
-	free(p);
-	srv->pinned_bytes -= len;
+	qg_hugepool_release(srv->pool, (size_t)((unsigned char *)p - (unsigned char *)qg_hugepool_base(srv->pool)));
+	srv->pinned_bytes = qg_hugepool_in_use(srv->pool, WEIGHTS_OWNER);
 }
 
 void *qgd_weights_alloc(struct qgd_server *srv, size_t bytes)

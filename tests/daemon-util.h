@@ -46,7 +46,7 @@ static int daemon_start(struct test_daemon *d, const char *extra)
 		snprintf(d->sock, sizeof d->sock, "%s/qgraphd.sock", d->dir);
 	snprintf(d->log, sizeof d->log, "%s/qgraphd.log", d->dir);
 	snprintf(bin, sizeof bin, "%s/daemon/qgraphd", top ? top : ".");
-	snprintf(words, sizeof words, "%s %s --no-config --foreground --socket %s --log-level debug --ready-fd 3 %s %s",
+	snprintf(words, sizeof words, "%s %s --no-config --pool-size 256M --foreground --socket %s --log-level debug --ready-fd 3 %s %s",
 		 exec ? exec : "", bin, d->sock, more ? more : "", extra ? extra : "");
 	for (char *w = strtok(words, " "); w && argc < 46; w = strtok(NULL, " "))
 		argv[argc++] = w;

@@ -54,7 +54,7 @@ run_tool() {
 	[ $r -eq 0 ] || sed 's/^/# /' "$T/out"
 }
 
-${QG_EXEC:-} "$top/daemon/qgraphd" -f -s "$T/s.sock" --log-level warn ${QG_DAEMON_ARGS:-} --ready-fd 3 \
+${QG_EXEC:-} "$top/daemon/qgraphd" --no-config --pool-size 256M -f -s "$T/s.sock" --log-level warn ${QG_DAEMON_ARGS:-} --ready-fd 3 \
 	3>"$T/ready" 2>"$T/daemon.log" &
 pid=$!
 i=0
