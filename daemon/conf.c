@@ -65,6 +65,12 @@ static const struct setting settings[] = {
 	{ .name = "max-arena", .kind = K_SIZE, .off = OFF(max_arena_bytes), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "max-nodes", .kind = K_U32, .off = OFF(max_nodes), .lo = 1, .hi = 1u << 20 },
 	{ .name = "max-sessions", .kind = K_U32, .off = OFF(max_sessions), .lo = 1, .hi = 65536 },
+	{ .name = "max-sessions-per-user", .kind = K_U32, .off = OFF(max_sessions_per_user), .lo = 1, .hi = 65536 },
+	{ .name = "total-arena", .kind = K_SIZE, .off = OFF(total_arena_bytes), .lo = 4096, .hi = UINT64_MAX },
+	{ .name = "client-weights", .kind = K_SIZE, .off = OFF(client_weights), .lo = 4096, .hi = UINT64_MAX },
+	{ .name = "client-memory", .kind = K_SIZE, .off = OFF(client_memory), .lo = 4096, .hi = UINT64_MAX },
+	{ .name = "max-graphs", .kind = K_U32, .off = OFF(max_graphs), .lo = 1, .hi = 1u << 20 },
+	{ .name = "max-message", .kind = K_SIZE, .off = OFF(max_message), .lo = 4096, .hi = 64u << 20 },
 	{ .name = "graph-timeout", .kind = K_U32, .off = OFF(graph_timeout_ms), .lo = 1, .hi = UINT32_MAX },
 	{ .name = "poll-us", .kind = K_U32, .off = OFF(poll_us), .lo = 0, .hi = 1000000 },
 	{ .name = "epoll", .kind = K_FLAG, .off = OFF(force_epoll) },
@@ -92,6 +98,8 @@ void qgd_conf_defaults(struct qgd_config *cfg)
 		.pool_bytes = 1ull << 30, .arena_bytes = 64ull << 20, .max_arena_bytes = 1ull << 30,
 		.ring_bytes = 1u << 20, .event_count = 256, .max_nodes = 4096, .max_sessions = 256,
 		.handshake_ms = 2000, .graph_timeout_ms = 60000, .poll_us = 50,
+		.max_sessions_per_user = 64, .total_arena_bytes = 16ull << 30, .max_graphs = 1024,
+		.max_message = 1u << 20,
 		.priv = { .socket_mode = 0660 },
 	};
 }

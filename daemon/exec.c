@@ -435,13 +435,31 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 					: r == -E2BIG ? QGRAPH__STATUS__STATUS_QUOTA
 					: r == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
 						       : QGRAPH__STATUS__STATUS_INVALID,
-					"%s%s", r == -E2BIG ? "quota max_nodes: " : "", err);
+					"%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
 	}
 	uint64_t t_decoded = qgd_now_ns();
+	const struct qgd_config *cfg = &s->srv->cfg;
+	if (sg->keep && s->n_graphs >= cfg->max_graphs) {
+		graph_free(g);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
+					"quota max-graphs: this session has %zu registered graphs", s->n_graphs);
+	}
 	if ((r = place(s, g))) {
 		graph_free(g);
+		if (r == -ENOSPC)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
+						"quota pool-size: the pool has no room for this graph's intermediates");
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for the intermediates: %s",
 					strerror(-r));
+	}
+	uint64_t held = qg_hugepool_in_use(s->srv->pool, s->id);
+	uint64_t budget = cfg->client_memory ? cfg->client_memory : cfg->pool_bytes;
+	if (held > budget) {
+		graph_free(g);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
+					"quota client-memory: this graph's intermediates would make this session hold "
+					"%llu pool bytes, at most %llu", (unsigned long long)held,
+					(unsigned long long)budget);
 	}
 	uint64_t t_placed = qgd_now_ns();
 	if (sg->keep) {

@@ -49,6 +49,13 @@ struct qgd_config {
 	size_t n_share_gids;
 	int test_hash_collide;		/* tests only: every weights hash collides */
 	int reserve_hugepages;		/* as root, raise vm.nr_hugepages for the pool */
+	/* quotas (each refusal names its key) */
+	uint32_t max_sessions_per_user;
+	uint64_t total_arena_bytes;	/* all sessions' arenas together */
+	uint64_t client_weights;	/* weight bytes a session holds; 0: the pool's size */
+	uint64_t client_memory;		/* pool bytes a session's graphs hold; 0: the pool's size */
+	uint32_t max_graphs;		/* registered graphs per session */
+	uint64_t max_message;		/* bytes of one request record */
 	int require_hugepages;		/* fail unless the pool is on hugetlb pages */
 	struct qgd_priv_config priv;	/* user, group, socket mode, access policy */
 	char socket_store[PATH_MAX];	/* socket_path, when the daemon chose or was told it */

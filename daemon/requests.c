@@ -77,10 +77,12 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 						"multiple of the layout's 4 or 8)",
 						(long long)u->rows, (long long)u->cols, qg_type_name((enum qg_type)src),
 						qg_type_name((enum qg_type)dst));
-		if (s->weight_bytes + (uint64_t)out > cfg->pool_bytes)
+		uint64_t limit = cfg->client_weights ? cfg->client_weights : cfg->pool_bytes;
+		if (s->weight_bytes + (uint64_t)out > limit)
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
-						"quota pinned_weight_bytes: %lld more bytes would pass %llu",
-						(long long)out, (unsigned long long)cfg->pool_bytes);
+						"quota client-weights: this session holds %llu bytes of weights, %lld more "
+						"would pass %llu", (unsigned long long)s->weight_bytes, (long long)out,
+						(unsigned long long)limit);
 		up->staging = malloc((size_t)in);
 		if (!up->staging)
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for %zd bytes", in);
@@ -138,7 +140,10 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 	void *mem = qgd_weights_alloc(s->srv, out);
 	if (!mem) {
 		upload_reset(s);
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no pinned memory for %zu bytes", out);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
+					"quota pool-size: the pool has no room for %zu more bytes (%llu of %llu in use)", out,
+					(unsigned long long)qg_hugepool_in_use_total(s->srv->pool),
+					(unsigned long long)qg_hugepool_info(s->srv->pool)->bytes);
 	}
 	ssize_t r = up->src_type == QG_TYPE_F32
 			    ? qg_quantize(up->target_type, (const float *)up->staging, mem, out, up->rows, up->cols, NULL)

@@ -114,9 +114,24 @@ static void handshake(struct qgd_session *s)
 	if (srv->stopping)
 		return refuse(s, "the daemon is shutting down");
 	if (arena > cfg->max_arena_bytes)
-		return refuse(s, "quota arena_bytes: %llu asked for, at most %llu", (unsigned long long)arena,
+		return refuse(s, "quota max-arena: an arena of %llu bytes asked for, at most %llu", (unsigned long long)arena,
 			      (unsigned long long)cfg->max_arena_bytes);
 	arena = (arena + 4095) & ~(uint64_t)4095;
+	uint64_t arenas = 0;
+	uint32_t same_user = 0;
+	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
+		if (t == s || t->state == QGD_DEAD)
+			continue;
+		arenas += t->layout.arena_bytes;
+		same_user += t->uid == s->uid;
+	}
+	if (same_user >= cfg->max_sessions_per_user)
+		return refuse(s, "quota max-sessions-per-user: uid %u has %u sessions already", (unsigned)s->uid,
+			      same_user);
+	if (arenas + arena > cfg->total_arena_bytes)
+		return refuse(s, "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
+			      (unsigned long long)arenas, (unsigned long long)arena,
+			      (unsigned long long)cfg->total_arena_bytes);
 
 	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
 	if (err)

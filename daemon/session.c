@@ -178,6 +178,14 @@ int qgd_session_step(struct qgd_session *s)
 			return 1;
 		}
 		s->req_started_ns = qgd_now_ns();
+		if ((uint64_t)n > s->srv->cfg.max_message) {
+			/* refused after decoding, so that the answer carries the request's id */
+			qgd_session_fail(s, s->req->request_id, QGRAPH__STATUS__STATUS_QUOTA,
+					 "quota max-message: a %zd-byte request, at most %llu", n,
+					 (unsigned long long)s->srv->cfg.max_message);
+			s->req = NULL;
+			return 1;
+		}
 	}
 	if (s->job) {
 		/* a graph of this session runs: only a Cancel goes past it */

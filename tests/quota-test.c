@@ -1,0 +1,257 @@
+/*
+ * quota-test.c - every quota of qgraphd reached: the request (or the
+ * session) over it is refused with an error that names the quota, and a
+ * bystander session keeps being served.  Runs its own daemons with small
+ * quotas.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon-util.h"
+#include "qgraph.h"
+#include "tap.h"
+
+static struct test_daemon d;
+static struct qgraph_session *bystander;
+
+static struct qgraph_session *open_session(const struct test_daemon *dd, uint64_t arena, char *err, size_t errlen)
+{
+	struct qgraph_connect_opts o = { .socket = dd->sock, .name = "quota-test", .arena_bytes = arena };
+	struct qgraph_session *s = NULL;
+
+	err[0] = 0;
+	if (qgraph_connect(&o, &s, err, errlen))
+		return NULL;
+	return s;
+}
+
+/* A one-node graph through S: 16 floats doubled.  0 if it ran and was right. */
+static int tiny_graph(struct qgraph_session *s)
+{
+	float *a = qgraph_arena(s, NULL);
+	int64_t ne[1] = { 16 };
+	struct qgraph_graph *g = qgraph_graph_new();
+	uint64_t id;
+	struct qgraph_result res;
+
+	for (int i = 0; i < 16; i++)
+		a[i] = (float)i;
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0),
+					       qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), 0), 4096);
+	int r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	if (!r)
+		r = qgraph_wait(s, id, 10000, &res);
+	if (!r)
+		r = res.status;
+	qgraph_graph_free(g);
+	return r ? r : a[1024 + 15] == 30.0f ? 0 : -EIO;
+}
+
+/* Check that REFUSED (a status) is a quota refusal naming QUOTA, and that the bystander still works. */
+static void expect_quota(int refused, const char *text, const char *quota, const char *what)
+{
+	int named = text && strstr(text, quota) != NULL;
+	int ok = bystander && tiny_graph(bystander) == 0;
+
+	tap_ok(refused != 0 && named && ok, "%s: refused (%d) naming %s: \"%s\"; the bystander is served", what,
+	       refused, quota, text ? text : "");
+}
+
+static void test_sessions(void)
+{
+	char err[512];
+	struct qgraph_session *s[4] = { NULL };
+
+	/* max-arena: one arena larger than a session may have */
+	struct qgraph_session *big = open_session(&d, 3 << 20, err, sizeof err);
+	expect_quota(big == NULL, err, "quota max-arena", "an arena over max-arena");
+	qgraph_session_close(big);
+
+	/* total-arena 5M: the bystander holds 1M */
+	s[0] = open_session(&d, 2 << 20, err, sizeof err);
+	s[1] = open_session(&d, 2 << 20, err, sizeof err);
+	tap_ok(s[0] && s[1], "arenas up to total-arena are granted (%s)", err);
+	s[2] = open_session(&d, 1 << 20, err, sizeof err);
+	expect_quota(s[2] == NULL, err, "quota total-arena", "an arena past total-arena");
+	qgraph_session_close(s[1]);
+	s[1] = NULL;
+	for (int i = 0; i < 100 && !s[2]; i++) {	/* the daemon frees the closed session on its next pass */
+		usleep(20000);
+		s[2] = open_session(&d, 1 << 20, err, sizeof err);
+	}
+	tap_ok(s[2] != NULL, "room in total-arena again once a session closed (%s)", err);
+
+	/* max-sessions-per-user 4: the bystander, s[0], s[2], one more */
+	s[3] = open_session(&d, 1 << 20, err, sizeof err);
+	struct qgraph_session *fifth = open_session(&d, 4096, err, sizeof err);
+	expect_quota(s[3] && !fifth, err, "quota max-sessions-per-user", "a fifth session of the same user");
+	qgraph_session_close(fifth);
+	for (int i = 0; i < 4; i++)
+		qgraph_session_close(s[i]);
+}
+
+static void test_weights(struct qgraph_session *s)
+{
+	static float w[512 * 1024];
+	uint64_t h1, h2;
+
+	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+		w[i] = (float)(i % 13) - 6.0f;
+	/* client-weights 300K: one 512 x 1024 q4_0 matrix (288K) fits, a second does not */
+	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 1024, w, &h1, NULL) == 0,
+	       "weights within client-weights are stored");
+	w[0] = 1.5f;	/* other bytes: not shared with the first */
+	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 1024, w, &h2, NULL);
+	expect_quota(r, qgraph_session_error(s), "quota client-weights",
+		     "weights past client-weights");
+	qgraph_weights_free(s, h1);
+}
+
+static void test_graphs(struct qgraph_session *s)
+{
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t ne[1] = { 16 };
+	uint64_t id, h[2];
+	struct qgraph_result res;
+	int r;
+
+	memset(arena, 0, 8192);
+	/* max-graphs 2 */
+	struct qgraph_graph *g = qgraph_graph_new();
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SILU, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), -1, 0),
+			    4096);
+	for (int i = 0; i < 2; i++) {
+		r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id);
+		if (!r)
+			r = qgraph_wait(s, id, 10000, &res);
+		h[i] = r ? 0 : res.handle;
+		tap_ok(r == 0 && res.status == 0, "registered graph %d of max-graphs 2", i + 1);
+	}
+	r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id);
+	if (!r)
+		r = qgraph_wait(s, id, 10000, &res);
+	expect_quota(r == 0 ? res.status : r, qgraph_session_error(s), "quota max-graphs", "a third registered graph");
+	r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	if (!r)
+		r = qgraph_wait(s, id, 10000, &res);
+	tap_ok(r == 0 && res.status == 0, "a graph that is not registered still runs");
+	qgraph_graph_unregister(s, h[0]);
+	qgraph_graph_unregister(s, h[1]);
+	qgraph_graph_free(g);
+
+	/* max-nodes 16 */
+	g = qgraph_graph_new();
+	int x = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0);
+	for (int i = 0; i < 20; i++)
+		x = qgraph_graph_op(g, QGRAPH_OP_SILU, x, -1, 0);
+	qgraph_graph_output(g, x, 4096);
+	r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	if (!r)
+		r = qgraph_wait(s, id, 10000, &res);
+	expect_quota(r == 0 ? res.status : r, qgraph_session_error(s), "quota max-nodes", "a graph of 21 tensors");
+	qgraph_graph_free(g);
+
+	/* client-memory 64K: an intermediate of 128K */
+	int64_t ne2[2] = { 1024, 32 };
+	g = qgraph_graph_new();
+	x = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, ne2, 0);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, qgraph_graph_op(g, QGRAPH_OP_SILU, x, -1, 0), -1, 2.0f),
+			    128 << 10);
+	r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	if (!r)
+		r = qgraph_wait(s, id, 10000, &res);
+	expect_quota(r == 0 ? res.status : r, qgraph_session_error(s), "quota client-memory",
+		     "intermediates past client-memory");
+	qgraph_graph_free(g);
+	tap_ok(tiny_graph(s) == 0, "the session itself works on after its refusals");
+}
+
+static void test_message(struct qgraph_session *s)
+{
+	char name[12000];
+	static float w[64 * 64];
+	uint64_t h;
+
+	/* max-message 8K: a request record of about 12K (a long weights name) */
+	memset(name, 'x', sizeof name - 1);
+	name[sizeof name - 1] = 0;
+	int r = qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 64, 64, w, &h, NULL);
+	expect_quota(r, qgraph_session_error(s), "quota max-message", "a 12K request past max-message");
+	tap_ok(tiny_graph(s) == 0, "the session works on after the long request");
+}
+
+static void test_pool(void)
+{
+	struct test_daemon p = { 0 };
+	static float w[512 * 4096];
+	char err[256];
+	uint64_t h1, h2;
+
+	/* a 1M pool is rounded up to one 2M hugepage */
+	if (!tap_ok(daemon_start(&p, "--pool-size 1M --client-weights 2M") == 0, "start a daemon with a 2M pool")) {
+		daemon_cleanup(&p);
+		return;
+	}
+	struct qgraph_session *s = open_session(&p, 1 << 20, err, sizeof err);
+	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+		w[i] = (float)(i % 7);
+	tap_ok(s && qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 4096, w, &h1, NULL) == 0,
+	       "1152K of weights fit the 2M pool");
+	/* another session (within its own client-weights) finds the pool full */
+	struct qgraph_session *t = open_session(&p, 1 << 20, err, sizeof err);
+	w[0] = 9.0f;
+	int r = t ? qgraph_weights_upload(t, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 4096, w, &h2, NULL) : -1;
+	tap_ok(r != 0 && t && strstr(qgraph_session_error(t), "quota pool-size") && tiny_graph(t) == 0 && tiny_graph(s) == 0,
+	       "a second session's matrix: refused naming the pool (\"%s\"), and graphs still run",
+	       t ? qgraph_session_error(t) : "");
+	qgraph_session_close(t);
+	qgraph_session_close(s);
+	daemon_stop(&p, SIGTERM);
+	daemon_cleanup(&p);
+}
+
+int main(void)
+{
+	char err[512];
+
+	signal(SIGPIPE, SIG_IGN);
+	int r = daemon_start(&d, "--max-sessions-per-user 4 --max-graphs 2 --max-message 8K --client-weights 300K "
+				 "--client-memory 64K --max-nodes 16 --max-arena 2M --total-arena 5M --arena-size 1M");
+	if (!tap_ok(r == 0, "start qgraphd with small quotas (%d)", r)) {
+		daemon_dump_log(&d);
+		daemon_cleanup(&d);
+		return tap_done();
+	}
+	bystander = open_session(&d, 1 << 20, err, sizeof err);
+	if (!tap_ok(bystander && tiny_graph(bystander) == 0, "a bystander session is served (%s)", err)) {
+		daemon_dump_log(&d);
+		daemon_cleanup(&d);
+		return tap_done();
+	}
+	test_sessions();
+	/* the sessions just closed are freed on the daemon's next pass: until then their arenas count */
+	struct qgraph_session *s = NULL;
+	for (int i = 0; i < 100 && !s; i++) {
+		s = open_session(&d, 1 << 20, err, sizeof err);
+		if (!s)
+			usleep(20000);
+	}
+	if (tap_ok(s != NULL, "a session for the request quotas (%s)", err)) {
+		test_weights(s);
+		test_graphs(s);
+		test_message(s);
+	}
+	qgraph_session_close(s);
+	qgraph_session_close(bystander);
+	if (tap_failed)
+		daemon_dump_log(&d);
+	daemon_stop(&d, SIGTERM);
+	daemon_cleanup(&d);
+	test_pool();
+	return tap_done();
+}
