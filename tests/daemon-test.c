@@ -427,6 +427,70 @@ static void test_cancel(struct qgraph_session *s)
 	qgraph_arena_free(s, yo);
 }
 
+/*
+ * A client SIGKILLed while its long graph runs on the executor: the graph
+ * is stopped, the session freed, and the daemon's accounting (sessions,
+ * pinned bytes, pool in use, plans) returns to where it was.
+ */
+static void test_killed_mid_graph(struct qgraph_session *s)
+{
+	long long sessions0 = daemon_stat(s, "sessions"), pinned0 = daemon_stat(s, "pinned_bytes");
+	long long used0 = daemon_stat(s, "pool_used"), plans0 = daemon_stat(s, "plans");
+	int p[2];
+
+	if (pipe(p))
+		return (void)tap_ok(0, "pipe");
+	pid_t kid = fork();
+	if (kid == 0) {
+		enum { D = 512, N = 64 };
+		static float w[D * D];
+		struct qgraph_session *c = connect_one("killed mid-graph");
+		uint64_t h, ka, id;
+		for (size_t i = 0; i < D * D; i++)
+			w[i] = 1.0f / D;
+		if (!c || qgraph_weights_upload(c, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, D, D, w, &h, NULL))
+			_exit(1);
+		int64_t xo = qgraph_arena_alloc(c, D * N * 4), yo = qgraph_arena_alloc(c, D * N * 4);
+		struct qgraph_graph *g = qgraph_graph_new();
+		int64_t xne[2] = { D, N };
+		int wi = qgraph_graph_weights(g, h, QGRAPH_TYPE_F32, D, D);
+		int x = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+		for (int i = 0; i < 2000; i++)
+			x = qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, x, 0);
+		qgraph_graph_output(g, x, yo);
+		struct qgraph_result res;
+		/* register it once (it runs to its end), then start it again and die in the middle */
+		qgraph_graph_record(g, 1, 1);
+		if (qgraph_submit(c, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &ka) || qgraph_wait(c, ka, 60000, &res))
+			_exit(2);
+		if (qgraph_run(c, res.handle, NULL, QGRAPH_SUBMIT_BLOCK, &id))
+			_exit(3);
+		(void)!write(p[1], "r", 1);
+		pause();
+		_exit(0);
+	}
+	char ch = 0;
+	(void)!read(p[0], &ch, 1);
+	usleep(100000);
+	long long running = daemon_stat(s, "plans");
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	long long sessions = -1, pinned = -1, used = -1, plans = -1;
+	for (int i = 0; i < 250 && (sessions != sessions0 || pinned != pinned0 || used != used0 || plans != plans0); i++) {
+		usleep(20000);
+		sessions = daemon_stat(s, "sessions");
+		pinned = daemon_stat(s, "pinned_bytes");
+		used = daemon_stat(s, "pool_used");
+		plans = daemon_stat(s, "plans");
+	}
+	tap_ok(ch == 'r' && running == plans0 + 1 && sessions == sessions0 && pinned == pinned0 && used == used0 &&
+		       plans == plans0,
+	       "killed while its graph ran: sessions %lld, pinned %lld, pool used %lld, plans %lld are back "
+	       "(%lld %lld %lld %lld)", sessions, pinned, used, plans, sessions0, pinned0, used0, plans0);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -449,6 +513,7 @@ int main(void)
 	test_cancel(s);
 	test_many_clients(s);
 	test_killed_client(s);
+	test_killed_mid_graph(s);
 
 	/* one daemon per socket */
 	struct test_daemon d2 = { 0 };
