@@ -188,6 +188,19 @@ void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, siz
 
 /* memory.c: the pool, mapped and locked before the privilege drop */
 int qgd_memory_init(struct qgd_server *srv);
+/*
+ * The NUMA nodes (bit i: node i) under SYSFS that the pool should spread
+ * over: those with memory that hold a CPU of CPUS (every memory node when
+ * CPUS is NULL or names none of them); 0 on a machine of one node (or
+ * when sysfs does not say).
+ */
+uint64_t qgd_hugepages_nodes(const char *sysfs, const char *cpus);
+/*
+ * Reserve hugepages under SYSFS so that PAGES 2 MiB pages are free: in the
+ * global count when NODES is 0, else each node of NODES its share.  Never
+ * lowers a count; logs what it added.
+ */
+void qgd_hugepages_reserve(const char *sysfs, long pages, uint64_t nodes);
 void qgd_memory_fini(struct qgd_server *srv);
 
 /* weights.c */

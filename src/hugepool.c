@@ -200,8 +200,13 @@ static void describe(struct qg_hugepool_info *in)
 		snprintf(lock, sizeof lock, "not locked (mlock: %s)", strerror(-in->lock_err));
 	else
 		snprintf(lock, sizeof lock, "not locked (not asked)");
-	snprintf(in->text, sizeof in->text, "hugepool: %zu MiB %s, %zu kB pages%s, %s", in->bytes >> 20,
-		 kind_name(in->kind), in->page_size >> 10, why, lock);
+	char numa[64] = "";
+	if (in->interleaved)
+		snprintf(numa, sizeof numa, ", on %d NUMA node%s", in->interleaved, in->interleaved > 1 ? "s" : "");
+	else if (in->interleave_err)
+		snprintf(numa, sizeof numa, ", not interleaved (mbind: %s)", strerror(-in->interleave_err));
+	snprintf(in->text, sizeof in->text, "hugepool: %zu MiB %s, %zu kB pages%s, %s%s", in->bytes >> 20,
+		 kind_name(in->kind), in->page_size >> 10, why, lock, numa);
 }
 
 /* The error of a pool that had to be hugetlb and is not. */
@@ -245,6 +250,18 @@ static int pool_map(struct qg_hugepool *pool, const struct qg_hugepool_opts *o, 
 	}
 	pool->base = p;
 	pool->bytes = in->bytes = bytes;
+	if (o->interleave_nodes) {
+		/*
+		 * Before the first touch (the lock below faults every page in):
+		 * pages go round-robin over the nodes, as the daemon reserved
+		 * hugepages on each of them.
+		 */
+		unsigned long mask = (unsigned long)o->interleave_nodes;
+		if (syscall(SYS_mbind, p, bytes, 3 /* MPOL_INTERLEAVE */, &mask, 65, 0) == 0)
+			in->interleaved = __builtin_popcountll(o->interleave_nodes);
+		else
+			in->interleave_err = -errno;
+	}
 	if (o->lock != QG_HUGEPOOL_LOCK_NO) {
 		/* the system call itself: sanitizers replace mlock() with one that locks nothing */
 		if (syscall(SYS_mlock, p, bytes) == 0) {

@@ -64,6 +64,12 @@ struct qg_hugepool_opts {
 	bool no_hugetlb;		/* skip hugetlb (tests, or a daemon told so) */
 	size_t align;			/* of every piece: a power of two >= 64; 0: 4096 */
 	size_t max_free_blocks;		/* the allocator's free-block table; 0: 4096 */
+	/*
+	 * NUMA nodes to place the region's pages on, round-robin (bit i: node
+	 * i), before any page is touched; 0: the kernel's default placement.
+	 * A failure is reported in the info, not fatal.
+	 */
+	uint64_t interleave_nodes;
 };
 
 struct qg_hugepool_info {
@@ -73,6 +79,8 @@ struct qg_hugepool_info {
 	bool locked;
 	int lock_err;			/* 0, or the -errno mlock failed with */
 	int hugetlb_err;		/* 0, or why hugetlb was not used (-errno) */
+	int interleave_err;		/* 0, or why the pages could not be spread over the nodes asked */
+	int interleaved;		/* nodes the pages are spread over (0: default placement) */
 	char text[200];			/* one line for the log, no newline */
 };
 

@@ -104,7 +104,7 @@ start --reserve-hugepages --require-hugepages
 ok $? "--reserve-hugepages: the daemon starts on hugetlb pages"
 after=$(cat "$nr")
 ok $([ "$after" -ge 16 ]; echo $?) "it raised vm.nr_hugepages from 3 to $after for 16 pages"
-grep -q "hugepages: added" "$T/log" && grep -q "hugepool: 32 MiB hugetlb" "$T/log"
+grep -q "hugepages: vm.nr_hugepages: added" "$T/log" && grep -q "hugepool: 32 MiB hugetlb" "$T/log"
 ok $? "it logs how many it added and that the pool is hugetlb"
 gemm
 ok $? "a GEMM runs in the hugetlb pool"
