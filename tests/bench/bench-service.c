@@ -10,7 +10,9 @@
  * and run with new inputs, and of a new graph sent each time (median and
  * p99), pipelined throughput from 1 and 8 clients, and a 4096 x 4096 x 32
  * Q4_0 GEMM through the daemon against the same call in this process
- * (interleaved runs, the ratio's median and interquartile range).
+ * (interleaved runs, the ratio's median and interquartile range), and the
+ * pinned memory of 8 processes loading the same 14336 x 4096 Q4_0 matrix
+ * against one copy of it.
  *
  *   bench-service [--json] [--quick]
  */
@@ -258,6 +260,54 @@ static void bench_gemm(void)
 	qgraph_session_close(s);
 }
 
+/*
+ * Weights shared across processes: 8 client processes load the same
+ * 14336 x 4096 Q4_0 matrix (a feed-forward projection of a 7B model); the
+ * daemon's own accounting of pinned bytes against one stored copy.
+ */
+static void bench_shared(struct qgraph_session *s)
+{
+	enum { CLIENTS = 8 };
+	const int64_t rows = quick ? 1792 : 14336, cols = 4096;
+	struct qg_block_q4_0 *q = bench_q4_0_blocks(rows * cols / 32, 42);
+	long long p0 = daemon_stat(s, "pinned_bytes");
+	int rep[2], go[2], ups = 0;
+
+	if (!q || pipe(rep) || pipe(go))
+		return;
+	for (int c = 0; c < CLIENTS; c++) {
+		if (fork() == 0) {
+			struct qgraph_session *cs = connect_one(16 << 20);
+			uint64_t h;
+			char ch = cs && qgraph_weights_upload(cs, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, rows, cols, q, &h,
+							      NULL) == 0 ? 'u' : 'x';
+			close(go[1]);
+			(void)!write(rep[1], &ch, 1);
+			(void)!read(go[0], &ch, 1);	/* EOF: the parent has counted */
+			qgraph_session_close(cs);
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	for (int c = 0; c < CLIENTS; c++) {
+		char ch = 0;
+		(void)!read(rep[0], &ch, 1);
+		ups += ch == 'u';
+	}
+	double pinned = (double)(daemon_stat(s, "pinned_bytes") - p0) / (1 << 20);
+	double one = (double)qgraph_matrix_size(QGRAPH_TYPE_Q4_0, rows, cols) / (1 << 20);
+	char mode[64], extra[64];
+	snprintf(mode, sizeof mode, "%d processes, %lldx%lld q4_0", ups, (long long)rows, (long long)cols);
+	snprintf(extra, sizeof extra, "\"clients\":%d", ups);
+	emit("shared_weights", mode, pinned, "MiB", "one_copy_MiB", one, extra);
+	close(go[1]);
+	for (int c = 0; c < CLIENTS; c++)
+		wait(NULL);
+	close(rep[0]);
+	close(rep[1]);
+	free(q);
+}
+
 int main(int argc, char **argv)
 {
 	static struct test_daemon d;
@@ -345,6 +395,10 @@ int main(int argc, char **argv)
 	qgraph_graph_free(g);
 	qgraph_session_close(s);
 	bench_gemm();
+	s = connect_one(1 << 20);
+	if (s)
+		bench_shared(s);
+	qgraph_session_close(s);
 	daemon_stop(&d, SIGTERM);
 	daemon_cleanup(&d);
 	return bad;
