@@ -329,7 +329,8 @@ int main(int argc, char **argv)
 
 	if (!getenv("QG_TOP_BUILDDIR"))
 		setenv("QG_TOP_BUILDDIR", ".", 1);
-	int r = daemon_start(&d, NULL);
+	/* one compute thread, so that the GEMM compares the daemon with the same one-thread call here */
+	int r = daemon_start(&d, "--threads 1");
 	if (r) {
 		fprintf(stderr, "bench-service: cannot start qgraphd (%d); run from the build directory\n", r);
 		return 1;
