@@ -124,7 +124,7 @@ struct qgd_session {
 	struct qg_region_header *hdr;
 	struct qg_ring submit, complete;
 	struct qg_event_slot *events;
-	uint32_t *event_seq;		/* what we published, per event */
+	struct qg_event *ev;		/* the trusted events, each mirrored to its slot in EVENTS */
 	unsigned char *arena;
 	unsigned char *rec;		/* the record being served, copied out */
 	struct qg_wire_arena decode;

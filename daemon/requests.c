@@ -232,7 +232,7 @@ static int events_ok(struct qgd_session *s, uint64_t rid, Qgraph__EventRef **ev,
 static int events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if ((int32_t)(s->event_seq[ev[i]->index] - (uint32_t)ev[i]->value) < 0)
+		if (!qg_seq_reached(qg_event_seq(&s->ev[ev[i]->index]), (uint32_t)ev[i]->value))
 			return 0;
 	return 1;
 }

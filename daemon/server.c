@@ -147,10 +147,12 @@ static void handshake(struct qgd_session *s)
 	qg_region_header_init(base, &s->layout);
 	s->events = (struct qg_event_slot *)(s->base + s->layout.events_offset);
 	s->arena = s->base + s->layout.arena_offset;
-	s->event_seq = calloc(s->layout.event_count, sizeof *s->event_seq);
+	s->ev = calloc(s->layout.event_count, sizeof *s->ev);
+	for (uint32_t i = 0; s->ev && i < s->layout.event_count; i++)
+		qg_event_init(&s->ev[i], 0, &s->events[i]);
 	s->rec = malloc(cfg->ring_bytes);
 	s->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!s->event_seq || !s->rec || s->bell < 0 ||
+	if (!s->ev || !s->rec || s->bell < 0 ||
 	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536) ||
 	    qg_ring_format(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes) ||
 	    qg_ring_format(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes))
