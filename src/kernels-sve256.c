@@ -57,8 +57,6 @@
 #include "kernels.h"
 #include "quant.h"
 
-#define INLINE static inline __attribute__((always_inline))
-
 #define VL_BYTES 32		/* the vector length these kernels are written for */
 #define W_BLOCK 144		/* bytes of a block_q4_0x8 */
 #define W_QS 16			/* offset of its weights */
