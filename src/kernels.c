@@ -11,8 +11,8 @@
  *	4x4:  dotprod > i8mm > sve256 > neon          avx512vnni > avx2
  *
  * with the portable kernel last everywhere.  sve256 is taken only at a
- * vector length of exactly 32 bytes: its kernels are written for 256-bit
- * vectors.  QGRAPH_KERNELS=FAMILY in the environment (read once, at the
+ * vector length of exactly 32 bytes (its kernels are written for 256-bit
+ * vectors) and with i8mm as well (its GEMM is smmla).  QGRAPH_KERNELS=FAMILY in the environment (read once, at the
  * first call) or qg_kernels_force() overrides the choice; a family the CPU
  * cannot run is refused and said so in the reason, never silently ignored.
  *
@@ -287,7 +287,8 @@ static int cpu_runs(const struct qg_cpu *c, enum qg_kfamily f, char *why, size_t
 			WHY("SVE-256 but %s", !c->i8mm ? "no HWCAP2_I8MM" : "no HWCAP_ASIMDDP");
 			return 0;
 		}
-		WHY("HWCAP_SVE, SVE vector 32 bytes");
+		/* its GEMM is smmla: i8mm is needed, not only allowed by the flags */
+		WHY("HWCAP_SVE, SVE vector 32 bytes, HWCAP2_I8MM (smmla GEMM)");
 		return 1;
 	case QG_KF_AVX2:
 		if (!c->avx2 || !c->fma || !c->f16c) {

@@ -6,7 +6,8 @@
  *     values, GEMM rows against GEMV, every layout against the others;
  *  3. every kernel family this CPU runs, for every layout, against the
  *     portable kernel through qg_mul_mat (many shapes), and its activation
- *     quantizers against the portable ones;
+ *     quantizers against the portable ones; sve256 against i8mm bit for
+ *     bit at 256-bit vectors, and refused at any other length;
  *  4. mul_mat for every weight type, split over 1, 2, 3 and 7 threads;
  *  5. qg_mul_mat_check's errors;
  *  6. dispatch: the CPU features, the choice per layout (per qemu CPU model
@@ -476,6 +477,98 @@ static void test_families(struct tap_rng *rng)
 		}
 	}
 }
+
+/*
+ * sve256 8x8, beyond the comparison with portable above.  At a vector
+ * length of 32 bytes its arithmetic is the i8mm kernels' (one fused
+ * multiply-add per block, scales multiplied first), so it must give their
+ * bits exactly, over row-group counts that exercise each of its paths
+ * (GEMV: 1 to 4 groups a pass and the rest; GEMM: 1 to 4 activation groups
+ * a tile, an odd or even number of blocks, K beyond one pass of its scale
+ * table), and it must leave Y's padding alone.  At any other length the
+ * dispatcher must not offer it, and its table entries, called directly,
+ * must give the portable kernel's bits (they hand such calls over).
+ */
+#if defined(__aarch64__) && defined(HAVE_SVE)
+static int sve256_matches(const struct qg_kernel *kn, const struct qg_kernel *ref, struct tap_rng *rng,
+			  int64_t k, int64_t m, int64_t nr, int *padding_ok)
+{
+	const int64_t nb = k / QG_QK, lds = m + 3;
+	struct wset ws;
+	float *x = xmalloc((size_t)(nr * k) * sizeof *x);
+	struct qg_block_q8_0 *a = xmalloc((size_t)nb * sizeof *a);
+	struct qg_block_q8_0x4 *a4 = xmalloc((size_t)(nr / 4 * nb) * sizeof *a4);
+	float *y1 = xmalloc((size_t)(nr * lds) * sizeof *y1), *y2 = xmalloc((size_t)(nr * lds) * sizeof *y2);
+	int ok;
+
+	wset_make(&ws, rng, m, k);
+	fill(rng, x, (size_t)(nr * k), -1.5f, 1.5f);
+	qg_quantize_row_q8_0(x, a, k);
+	for (int64_t g = 0; g < nr / 4; g++)
+		qg_quantize_rows_q8_0x4(x + g * 4 * k, (size_t)k, a4 + g * nb, k, kn->act_ileave);
+	memset(y1, 0xff, (size_t)(nr * lds) * sizeof *y1);
+	memset(y2, 0xff, (size_t)(nr * lds) * sizeof *y2);
+	kn->gemv((int)k, y1, ws.packed[QG_LAYOUT_8X8], a, (int)m);
+	ref->gemv((int)k, y2, ws.packed[QG_LAYOUT_8X8], a, (int)m);
+	ok = same_bits(y1, y2, (size_t)m);
+	kn->gemm((int)k, y1, (size_t)lds, ws.packed[QG_LAYOUT_8X8], a4, (int)nr, (int)m);
+	ref->gemm((int)k, y2, (size_t)lds, ws.packed[QG_LAYOUT_8X8], a4, (int)nr, (int)m);
+	ok &= same_bits(y1, y2, (size_t)(nr * lds));
+	for (int64_t r = 0; r < nr; r++)
+		for (int64_t j = m; j < lds; j++)
+			*padding_ok &= isnan(y1[r * lds + j]);
+	wset_free(&ws);
+	free(x);
+	free(a);
+	free(a4);
+	free(y1);
+	free(y2);
+	return ok;
+}
+
+static void test_sve256(struct tap_rng *rng)
+{
+	const struct qg_cpu *c = qg_cpu_features();
+	const struct qg_kernel *kn = &qg_kernels_sve256[QG_LAYOUT_8X8];
+
+	if (!c->sve) {
+		tap_skip("no SVE: the sve256 kernels cannot be called here");
+		return;
+	}
+	if (c->sve_bytes != 32) {
+		int none = 1;
+		for (int l = 0; l < QG_LAYOUT_COUNT; l++)
+			none &= qg_kernel_get(QG_KF_SVE256, l) == NULL;
+		tap_ok(none && strstr(qg_kernel_reason(QG_LAYOUT_8X8), "sve256: SVE vector") != NULL,
+		       "SVE vector %d bytes: no sve256 kernel offered, and the reason says why", c->sve_bytes);
+		int ok = 1, pad = 1;
+		ok &= sve256_matches(kn, &qg_kernels_portable[QG_LAYOUT_8X8], rng, 96, 24, 12, &pad);
+		ok &= sve256_matches(kn, &qg_kernels_portable[QG_LAYOUT_8X8], rng, 2080, 16, 8, &pad);
+		tap_ok(ok && pad, "SVE vector %d bytes: sve256's entries called directly give the portable bits",
+		       c->sve_bytes);
+		return;
+	}
+	const struct qg_kernel *ref = qg_kernel_get(QG_KF_I8MM, QG_LAYOUT_8X8);
+	tap_ok(qg_kernel_get(QG_KF_SVE256, QG_LAYOUT_8X8) == kn && strstr(qg_kernel_reason(QG_LAYOUT_8X8), "I8MM"),
+	       "SVE vector 32 bytes: sve256 8x8 offered, the reason names i8mm (%s)", qg_kernel_reason(QG_LAYOUT_8X8));
+	if (!ref) {
+		tap_skip("no i8mm 8x8 kernel in this build to compare sve256 with");
+		return;
+	}
+	/* M: 1, 3, 7, 8 row groups; NR: 1 to 7 activation groups; K: 1, 3, 8, 65, 129 blocks */
+	static const struct { int64_t k, m, nr; } shapes[] = {
+		{ 32, 8, 4 }, { 96, 24, 8 }, { 96, 56, 12 }, { 256, 64, 16 }, { 256, 8, 20 },
+		{ 2080, 24, 28 }, { 4128, 16, 16 }, { 4128, 8, 4 },
+	};
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+		int pad = 1;
+		int ok = sve256_matches(kn, ref, rng, shapes[i].k, shapes[i].m, shapes[i].nr, &pad);
+		tap_ok(ok && pad, "sve256 8x8 equals i8mm 8x8 bit for bit: K=%lld M=%lld, GEMV and GEMM of %lld rows%s",
+		       (long long)shapes[i].k, (long long)shapes[i].m, (long long)shapes[i].nr,
+		       pad ? "" : " (wrote Y's padding)");
+	}
+}
+#endif
 
 /* ------------------------------------------- 4. every type, thread splits */
 
@@ -977,6 +1070,9 @@ int main(void)
 	test_repack_agrees(&rng);
 	test_reference(&rng);
 	test_families(&rng);
+#if defined(__aarch64__) && defined(HAVE_SVE)
+	test_sve256(&rng);
+#endif
 	test_types_and_threads(&rng);
 	test_check();
 	test_cpu_and_choice();
