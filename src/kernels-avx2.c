@@ -445,17 +445,17 @@ static ALWAYS_INLINE void gemv_any(enum lay l, int k, float *restrict s, const v
 	}
 }
 
-static void gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+void qg_avx2_gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
 	gemv_any(LAY_4X4, k, s, w, a, nc);
 }
 
-static void gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+void qg_avx2_gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
 	gemv_any(LAY_4X8, k, s, w, a, nc);
 }
 
-static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
+void qg_avx2_gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
 	gemv_any(LAY_8X8, k, s, w, a, nc);
 }
@@ -603,17 +603,17 @@ static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int6
 const struct qg_kernel qg_kernels_avx2[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {
 		.name = "avx2 4x4", .family = QG_KF_AVX2,
-		.gemv = gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.gemv = qg_avx2_gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_4X8] = {
 		.name = "avx2 4x8", .family = QG_KF_AVX2,
-		.gemv = gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.gemv = qg_avx2_gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_8X8] = {
 		.name = "avx2 8x8", .family = QG_KF_AVX2,
-		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.gemv = qg_avx2_gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };

@@ -1,6 +1,7 @@
 /*
- * kernels-avx512vnni.c - GEMV/GEMM for the interleaved Q4_0 layouts with
+ * kernels-avx512vnni.c - GEMM for the interleaved Q4_0 layouts with
  * AVX-512 VNNI (vpdpbusd), and the activation quantizers with AVX-512.
+ * The family's GEMVs are the AVX2 ones (kernels-x86.h says why).
  *
  * One shape serves all three layouts: a weight tile is 16 weight rows (two
  * 8-row groups, or four 4-row groups), turned per block into eight zmm
@@ -296,97 +297,11 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
 	}
 }
 
-/* --- GEMV --------------------------------------------------------------- */
-
-/* Facts of KC blocks of one activation row (see pre_gemm). */
-static void pre_gemv(const struct qg_block_q8_0 *a, int kc, struct qg_x86_pre1 *pre)
-{
-	const __m256i ones = _mm256_set1_epi8(1);
-
-	for (int b = 0; b < kc; b++) {
-		__m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones,
-						_mm256_loadu_si256((const void *)a[b].qs));
-		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4e));
-		r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xb1));
-		pre[b].ns = -8 * _mm_cvtsi128_si32(r);
-		pre[b].d = _cvtsh_ss(a[b].d);
-	}
-}
-
 /*
- * Bytes ahead of the weight streams that the GEMV asks for: far enough to
- * cover the memory latency at full bandwidth, with one tile's two to four
- * streams in flight.
+ * GEMV: the family takes the AVX2 GEMVs (kernels-x86.h says why).  A zmm
+ * GEMV over 16-row tiles was here and measured at about half their speed
+ * on this project's machine; git history has it.
  */
-#define GEMV_PREFETCH 1024
-
-static ALWAYS_INLINE void gemv_any(enum lay l, int k, float *restrict s, const void *restrict w,
-				   const void *restrict a, int nc)
-{
-	const size_t nb = (size_t)(k / QG_QK);
-	const size_t rgb = nb * (size_t)lay_bytes(l);
-	const struct qg_block_q8_0 *act = a;
-	struct qg_x86_pre1 pre[QG_X86_KC_GEMV];
-	const int ngroups = 16 / lay_rows(l);
-
-	for (size_t b0 = 0; b0 < nb; b0 += QG_X86_KC_GEMV) {
-		const int kc = nb - b0 < QG_X86_KC_GEMV ? (int)(nb - b0) : QG_X86_KC_GEMV;
-
-		pre_gemv(act + b0, kc, pre);
-		for (int c0 = 0; c0 < nc; c0 += 16) {
-			const uint8_t *p[4];
-			const __mmask16 m = tile_mask(c0, nc);
-			size_t off = b0 * (size_t)lay_bytes(l);
-			__m512 acc = b0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, s + c0);
-
-			tile_ptrs(l, w, rgb, c0, nc, p);
-			for (int b = 0; b < kc; b++, off += (size_t)lay_bytes(l)) {
-				const int8_t *qa = act[b0 + b].qs;
-				__m512i wq[8];
-				__m512 dw;
-
-				/* a block is 144 bytes per 8-row group, 72 per 4-row one */
-				for (int i = 0; i < ngroups; i++) {
-					_mm_prefetch((const char *)p[i] + off + GEMV_PREFETCH, _MM_HINT_T0);
-					if (l == LAY_8X8)
-						_mm_prefetch((const char *)p[i] + off + GEMV_PREFETCH + 64, _MM_HINT_T0);
-				}
-				load_tile(l, p, off, wq, &dw);
-				/*
-				 * Two chains of four: one row's chain of eight
-				 * dependent vpdpbusd would be longer than the
-				 * out-of-order window hides at memory speed.
-				 */
-				__m512i t0 = _mm512_set1_epi32(pre[b].ns), t1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-				for (int q = 0; q < 4; q++) {
-					t0 = _mm512_dpbusd_epi32(t0, wq[q], _mm512_set1_epi32(load32(qa + 4 * q)));
-					t1 = _mm512_dpbusd_epi32(t1, wq[q + 4], _mm512_set1_epi32(load32(qa + 16 + 4 * q)));
-				}
-				__m512i t = _mm512_add_epi32(t0, t1);
-				acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
-						      _mm512_mul_ps(dw, _mm512_set1_ps(pre[b].d)), acc);
-			}
-			_mm512_mask_storeu_ps(s + c0, m, acc);
-		}
-	}
-}
-
-static void gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
-{
-	gemv_any(LAY_4X4, k, s, w, a, nc);
-}
-
-static void gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
-{
-	gemv_any(LAY_4X8, k, s, w, a, nc);
-}
-
-static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
-{
-	gemv_any(LAY_8X8, k, s, w, a, nc);
-}
 
 static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
 		     const void *restrict a, int nr, int nc)
@@ -506,18 +421,18 @@ static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int6
 
 const struct qg_kernel qg_kernels_avx512vnni[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {
-		.name = "avx512vnni 4x4", .family = QG_KF_AVX512VNNI,
-		.gemv = gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.name = "avx512vnni 4x4, avx2 gemv", .family = QG_KF_AVX512VNNI,
+		.gemv = qg_avx2_gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_4X8] = {
-		.name = "avx512vnni 4x8", .family = QG_KF_AVX512VNNI,
-		.gemv = gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.name = "avx512vnni 4x8, avx2 gemv", .family = QG_KF_AVX512VNNI,
+		.gemv = qg_avx2_gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_8X8] = {
-		.name = "avx512vnni 8x8", .family = QG_KF_AVX512VNNI,
-		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.name = "avx512vnni 8x8, avx2 gemv", .family = QG_KF_AVX512VNNI,
+		.gemv = qg_avx2_gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };
