@@ -61,6 +61,7 @@ struct qgd_job {
 	int err;
 	size_t bad;
 	uint64_t t_done;
+	int on_stack;			/* an inline job: nothing of it to free */
 	struct qgd_job *next;
 };
 
@@ -278,6 +279,8 @@ static void job_free(struct qgd_job *j)
 		return;
 	if (!j->registered)
 		graph_free(j->g);
+	if (j->on_stack)
+		return;
 	free(j->rec);
 	free(j->rec_ptrs);
 	free(j);
@@ -340,8 +343,25 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 			   size_t n_rec)
 {
 	struct qgd_exec *x = s->srv->exec;
-	struct qgd_job *j = calloc(1, sizeof *j);
+	uint32_t limit_ms = timeout_ms ? timeout_ms : s->srv->cfg.graph_timeout_ms;
 
+	if (g->work < QGD_INLINE_WORK || !x) {
+		/*
+		 * Small: run it here and now.  The job lives on this stack and
+		 * names the request's own event list, which stays put until the
+		 * answer is posted (the next record is decoded only after).
+		 */
+		struct qgd_job sj = { .s = s, .g = g, .registered = registered, .rid = rid, .t_decoded = t_decoded,
+				      .t_placed = t_placed, .limit_ms = limit_ms, .rec_ptrs = rec, .n_rec = n_rec,
+				      .on_stack = 1 };
+		sj.deadline_ns = t_placed + (uint64_t)limit_ms * 1000000u;
+		qg_run_init(&sj.run);
+		s->job = &sj;
+		sj.err = compute(&sj);
+		sj.t_done = qgd_now_ns();
+		return job_answer(&sj);
+	}
+	struct qgd_job *j = calloc(1, sizeof *j);
 	if (j && n_rec) {
 		j->rec = calloc(n_rec, sizeof *j->rec);
 		j->rec_ptrs = calloc(n_rec, sizeof *j->rec_ptrs);
@@ -368,14 +388,9 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 	j->rid = rid;
 	j->t_decoded = t_decoded;
 	j->t_placed = t_placed;
-	j->limit_ms = timeout_ms ? timeout_ms : s->srv->cfg.graph_timeout_ms;
-	j->deadline_ns = t_placed + (uint64_t)j->limit_ms * 1000000u;
+	j->limit_ms = limit_ms;
+	j->deadline_ns = t_placed + (uint64_t)limit_ms * 1000000u;
 	s->job = j;
-	if (g->work < QGD_INLINE_WORK || !x) {
-		j->err = compute(j);
-		j->t_done = qgd_now_ns();
-		return job_answer(j);
-	}
 	x->in_flight++;
 	pthread_mutex_lock(&x->lock);
 	*x->queue_tail = j;
