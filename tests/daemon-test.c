@@ -458,12 +458,9 @@ static void test_killed_mid_graph(struct qgraph_session *s)
 		for (int i = 0; i < 2000; i++)
 			x = qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, x, 0);
 		qgraph_graph_output(g, x, yo);
-		struct qgraph_result res;
-		/* register it once (it runs to its end), then start it again and die in the middle */
-		qgraph_graph_record(g, 1, 1);
-		if (qgraph_submit(c, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &ka) || qgraph_wait(c, ka, 60000, &res))
-			_exit(2);
-		if (qgraph_run(c, res.handle, NULL, QGRAPH_SUBMIT_BLOCK, &id))
+		/* start it and die in the middle (it would run for minutes, under qemu for hours) */
+		(void)ka;
+		if (qgraph_submit(c, g, QGRAPH_SUBMIT_BLOCK, &id))
 			_exit(3);
 		(void)!write(p[1], "r", 1);
 		pause();
@@ -472,7 +469,7 @@ static void test_killed_mid_graph(struct qgraph_session *s)
 	char ch = 0;
 	(void)!read(p[0], &ch, 1);
 	usleep(100000);
-	long long running = daemon_stat(s, "plans");
+	long long running = daemon_stat(s, "sessions");
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
 	long long sessions = -1, pinned = -1, used = -1, plans = -1;
@@ -483,7 +480,7 @@ static void test_killed_mid_graph(struct qgraph_session *s)
 		used = daemon_stat(s, "pool_used");
 		plans = daemon_stat(s, "plans");
 	}
-	tap_ok(ch == 'r' && running == plans0 + 1 && sessions == sessions0 && pinned == pinned0 && used == used0 &&
+	tap_ok(ch == 'r' && running == sessions0 + 1 && sessions == sessions0 && pinned == pinned0 && used == used0 &&
 		       plans == plans0,
 	       "killed while its graph ran: sessions %lld, pinned %lld, pool used %lld, plans %lld are back "
 	       "(%lld %lld %lld %lld)", sessions, pinned, used, plans, sessions0, pinned0, used0, plans0);
