@@ -436,12 +436,26 @@ static void test_cancel(int nth)
 		tap_ok(0, "a long chain built");
 		return;
 	}
-	qg_run_init(&run);
-	uint64_t t0 = qg_now_ns();
-	int r = qg_backend_graph_plan_compute(be, p, &run);
-	double full_ms = (double)(qg_now_ns() - t0) / 1e6;
-	tap_ok(r == 0 && run.nodes_done == c.g->n_nodes, "%d threads: a chain of %zu nodes runs in %.1f ms", nth,
-	       c.g->n_nodes, full_ms);
+	/*
+	 * The cancel and the deadline below land a tenth of the way into a run, timed from the fastest of
+	 * three whole runs after a warm-up: the first run on a cold, shared machine can be ten times slower
+	 * than the rest, and a time taken from it lands after the end.
+	 */
+	int r = 0;
+	uint64_t t0;
+	double full_ms = 1e30;
+	bool whole = true;
+	for (int i = 0; i < 4; i++) {
+		qg_run_init(&run);
+		t0 = qg_now_ns();
+		r = qg_backend_graph_plan_compute(be, p, &run);
+		double ms = (double)(qg_now_ns() - t0) / 1e6;
+		whole = whole && r == 0 && run.nodes_done == c.g->n_nodes;
+		if (i > 0 && ms < full_ms)
+			full_ms = ms;
+	}
+	tap_ok(whole, "%d threads: a chain of %zu nodes runs in %.1f ms (fastest of 3)", nth, c.g->n_nodes,
+	       full_ms);
 
 	/* cancelled from another thread a tenth of the way in */
 	qg_event_init(&ev, 0, NULL);
