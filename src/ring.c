@@ -12,6 +12,10 @@
  *    a release store.  The producer reads the head with an acquire load
  *    before it overwrites that room, so the consumer's reads of the old
  *    bytes happen before the producer's writes of new ones.
+ *  - The producer keeps the head it last read.  Room it showed free stays
+ *    free (the consumer only ever releases more), so a push that fits in
+ *    it needs no new read; the acquire that read it still orders the
+ *    consumer's reads of that room before our writes.
  * Positions are 32-bit counters that wrap; their difference (tail - head)
  * is what is checked, so wrap-around needs no special case.
  */
@@ -52,6 +56,7 @@ int qg_ring_format(struct qg_ring *r, void *mem, size_t bytes)
 	r->ctl = mem;
 	r->size = size;
 	r->pos = 0;
+	r->head_seen = 0;
 	atomic_store_explicit(&r->ctl->head, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->ctl->tail, 0, memory_order_release);
 	return 0;
@@ -69,6 +74,8 @@ int qg_ring_attach(struct qg_ring *r, void *mem, size_t bytes, int producer)
 	 * release, though a fresh ring holds nothing yet. */
 	r->pos = producer ? atomic_load_explicit(&r->ctl->tail, memory_order_acquire)
 			  : atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+	/* nothing known free yet: the first push reads the head */
+	r->head_seen = r->pos - r->size;
 	return 0;
 }
 
@@ -79,16 +86,24 @@ uint32_t qg_ring_max_record(const struct qg_ring *r)
 }
 
 /*
- * Producer: room from our tail to the end of the data, and in total, given
- * the consumer's published head (read once, checked here).
+ * Producer: the room in total, at least NEED bytes of it if it can: from
+ * the head last seen, and only if that falls short from the consumer's
+ * published head (read once, checked here).
  */
-static int ring_room(struct qg_ring *r, uint32_t *free_total)
+static int ring_room(struct qg_ring *r, uint32_t need, uint32_t *free_total)
 {
+	uint32_t used_seen = r->pos - r->head_seen;
+
+	if (used_seen <= r->size && r->size - used_seen >= need) {
+		*free_total = r->size - used_seen;
+		return 0;
+	}
 	uint32_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
 	uint32_t used = r->pos - head;
 
 	if (used > r->size)	/* the consumer claims to have read what we never wrote */
 		return -EPROTO;
+	r->head_seen = head;
 	*free_total = r->size - used;
 	return 0;
 }
@@ -100,12 +115,12 @@ int qg_ring_can_push(struct qg_ring *r, uint32_t len)
 
 	if (len > qg_ring_max_record(r))
 		return 0;
-	if ((err = ring_room(r, &free_total)))
-		return err;
 	need = QG_RING_HDR + pad8(len);
 	to_end = r->size - (r->pos & (r->size - 1));
 	if (to_end < need)
 		need += to_end;	/* a skip to the start, then the record */
+	if ((err = ring_room(r, need, &free_total)))
+		return err;
 	return free_total >= need;
 }
 
@@ -116,11 +131,11 @@ int qg_ring_push(struct qg_ring *r, const void *rec, uint32_t len)
 
 	if (len > qg_ring_max_record(r))
 		return -EMSGSIZE;
-	if ((err = ring_room(r, &free_total)))
-		return err;
 	need = QG_RING_HDR + pad8(len);
 	off = r->pos & (r->size - 1);
 	to_end = r->size - off;
+	if ((err = ring_room(r, to_end < need ? to_end + need : need, &free_total)))
+		return err;
 	if (to_end < need) {
 		if (free_total < to_end + need)
 			return -EAGAIN;

@@ -44,6 +44,13 @@ struct qg_ring {
 	struct qg_ring_ctl *ctl;
 	uint32_t size;		/* bytes of data, a power of two */
 	uint32_t pos;		/* producer: our tail; consumer: our head */
+	/*
+	 * Producer: the consumer's head as last read (and checked).  Room up to
+	 * it is known free, so the head, a line the consumer writes, is read
+	 * again only when that room runs short: most pushes touch no line of
+	 * the consumer's.
+	 */
+	uint32_t head_seen;
 };
 
 /* Bytes a ring with SIZE bytes of data takes in shared memory. */
