@@ -28,6 +28,7 @@
 
 #include "paths.h"
 #include "qgraph.h"
+#include "hotpath.h"
 #include "qgraph.pb-c.h"
 #include "region.h"
 #include "ring.h"
@@ -65,6 +66,10 @@ struct qgraph_session {
 	struct block *blocks;		/* arena allocations, sorted by offset */
 	size_t n_blocks, cap_blocks;
 	int dead;
+	uint64_t alive_at;		/* when the socket last showed the daemon there */
+	/* completions are decoded into this, freed all at once (a malloc'd answer only if it overflows) */
+	_Alignas(16) unsigned char unpack[16384];
+	size_t unpack_used;
 	char error[512];
 	char info[2048];
 };
@@ -322,7 +327,22 @@ static int daemon_alive(struct qgraph_session *s)
 		return 0;
 	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
 		s->dead = 1;	/* the daemon sends nothing after the welcome: any event is its end */
+	s->alive_at = now_ns();
 	return !s->dead;
+}
+
+/*
+ * The same, for the submit path: the socket is asked at most once per
+ * ALIVE_SUBMIT_NS, since a poll() costs more than the rest of a submit.  A
+ * request sent in that window to a daemon that has just died is answered by
+ * its wait, which asks the socket before it sleeps.
+ */
+#define ALIVE_SUBMIT_NS 1000000u
+static int daemon_alive_lately(struct qgraph_session *s)
+{
+	if (s->dead)
+		return 0;
+	return now_ns() - s->alive_at < ALIVE_SUBMIT_NS || daemon_alive(s);
 }
 
 static int futex_wait_shared(_Atomic uint32_t *word, uint32_t expect, int ms)
@@ -356,24 +376,29 @@ static int push_locked(struct qgraph_session *s, const uint8_t *buf, size_t len)
 /* Pack and push REQ, blocking for room if asked.  Sets REQ's id. */
 static int send_request(struct qgraph_session *s, Qgraph__Request *req, int block, uint64_t *id)
 {
-	size_t len = qgraph__request__get_packed_size(req);
+	/* a run is packed by hand (hotpath.h), and is never too large for the ring */
+	int hot = req->body_case == QGRAPH__REQUEST__BODY_RUN;
+	size_t len = hot ? 0 : qgraph__request__get_packed_size(req);
 	int r;
 
 	if (len > s->max_record)
 		return fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
-		if (!daemon_alive(s)) {
+		if (!daemon_alive_lately(s)) {
 			pthread_mutex_unlock(&s->lock);
 			return fail(s, -ENOTCONN, "qgraphd went away");
 		}
 		req->request_id = s->next_id;
-		len = qgraph__request__get_packed_size(req);	/* the id is part of it */
-		if (len > s->max_record) {
-			pthread_mutex_unlock(&s->lock);
-			return fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
+		len = hot ? qg_hot_pack_request(req, s->rec, s->max_record) : 0;
+		if (!len) {
+			len = qgraph__request__get_packed_size(req);	/* the id is part of it */
+			if (len > s->max_record) {
+				pthread_mutex_unlock(&s->lock);
+				return fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
+			}
+			qgraph__request__pack(req, s->rec);
 		}
-		qgraph__request__pack(req, s->rec);
 		r = push_locked(s, s->rec, len);
 		if (r == 0 && id)
 			*id = s->next_id;
@@ -441,9 +466,63 @@ static char *stats_text(const Qgraph__Stats *st)
 	return buf;
 }
 
+static void *unpack_alloc(void *ctx, size_t size)
+{
+	struct qgraph_session *s = ctx;
+	size_t at = (s->unpack_used + 15) & ~(size_t)15;
+
+	if (size > sizeof s->unpack || at > sizeof s->unpack - size)
+		return NULL;	/* the decode fails, and is done again with malloc */
+	s->unpack_used = at + size;
+	return s->unpack + at;
+}
+
+static void unpack_free(void *ctx, void *p)
+{
+	(void)ctx;
+	(void)p;	/* all at once, by the next decode */
+}
+
+/* A new entry at the end of S->done, zeroed; NULL without memory. */
+static struct done *done_new(struct qgraph_session *s)
+{
+	if (s->n_done == s->cap_done) {
+		size_t ncap = s->cap_done ? 2 * s->cap_done : 16;
+		void *p = realloc(s->done, ncap * sizeof *s->done);
+		if (!p)
+			return NULL;
+		s->done = p;
+		s->cap_done = ncap;
+	}
+	struct done *d = &s->done[s->n_done++];
+	memset(d, 0, sizeof *d);
+	return d;
+}
+
+static void done_fill(struct done *d, const struct qg_hot_completion *h)
+{
+	d->id = h->request_id;
+	d->res.status = status_errno((Qgraph__Status)h->status);
+	d->res.handle = h->handle;
+	d->res.stored_type = (int)h->stored_type;
+	d->res.rows = h->rows;
+	d->res.cols = h->cols;
+	d->res.decode_ns = h->decode_ns;
+	d->res.alloc_ns = h->alloc_ns;
+	d->res.compute_ns = h->compute_ns;
+	d->res.total_ns = h->total_ns;
+	/* up to its first NUL, as the C string protobuf-c would have made of it */
+	size_t n = h->error ? strnlen(h->error, h->error_len) : 0;
+	if (n)
+		snprintf(d->error, sizeof d->error, "%.*s", (int)(n < sizeof d->error ? n : sizeof d->error - 1),
+			 h->error);
+}
+
 /* Read every completion in the ring into S->done (lock held). */
 static int drain_locked(struct qgraph_session *s, uint8_t *buf, size_t cap)
 {
+	ProtobufCAllocator bump = { .alloc = unpack_alloc, .free = unpack_free, .allocator_data = s };
+
 	for (;;) {
 		ssize_t n = qg_ring_pop(&s->complete, buf, cap);
 		if (n == -EAGAIN)
@@ -452,37 +531,42 @@ static int drain_locked(struct qgraph_session *s, uint8_t *buf, size_t cap)
 			s->dead = 1;
 			return fail(s, -ENOTCONN, "the completion ring is corrupt");
 		}
-		Qgraph__Completion *c = qgraph__completion__unpack(NULL, (size_t)n, buf);
+		struct qg_hot_completion h;
+		if (qg_hot_unpack_completion(buf, (size_t)n, &h) == 0) {
+			struct done *d = done_new(s);
+			if (!d)
+				return -ENOMEM;
+			done_fill(d, &h);
+			continue;
+		}
+		/* stats, or a form the hand-written reader leaves to protobuf-c */
+		s->unpack_used = 0;
+		ProtobufCAllocator *al = &bump;
+		Qgraph__Completion *c = qgraph__completion__unpack(al, (size_t)n, buf);
+		if (!c)	/* a large answer (stats of many sessions) */
+			c = qgraph__completion__unpack(al = NULL, (size_t)n, buf);
 		if (!c)
 			continue;
-		if (s->n_done == s->cap_done) {
-			size_t ncap = s->cap_done ? 2 * s->cap_done : 16;
-			void *p = realloc(s->done, ncap * sizeof *s->done);
-			if (!p) {
-				qgraph__completion__free_unpacked(c, NULL);
-				return -ENOMEM;
-			}
-			s->done = p;
-			s->cap_done = ncap;
+		struct done *d = done_new(s);
+		if (!d) {
+			qgraph__completion__free_unpacked(c, al);
+			return -ENOMEM;
 		}
-		struct done *d = &s->done[s->n_done++];
-		memset(d, 0, sizeof *d);
-		d->id = c->request_id;
-		d->res.status = status_errno(c->status);
-		d->res.handle = c->handle;
-		d->res.stored_type = (int)c->stored_type;
-		d->res.rows = c->rows;
-		d->res.cols = c->cols;
+		h = (struct qg_hot_completion){ .request_id = c->request_id, .status = (int32_t)c->status,
+						 .error = c->error, .error_len = c->error ? strlen(c->error) : 0,
+						 .handle = c->handle, .stored_type = (int32_t)c->stored_type,
+						 .rows = c->rows, .cols = c->cols };
 		if (c->timings) {
-			d->res.decode_ns = c->timings->decode_ns;
-			d->res.alloc_ns = c->timings->alloc_ns;
-			d->res.compute_ns = c->timings->compute_ns;
-			d->res.total_ns = c->timings->total_ns;
+			h.has_timings = 1;
+			h.decode_ns = c->timings->decode_ns;
+			h.alloc_ns = c->timings->alloc_ns;
+			h.compute_ns = c->timings->compute_ns;
+			h.total_ns = c->timings->total_ns;
 		}
-		snprintf(d->error, sizeof d->error, "%s", c->error ? c->error : "");
+		done_fill(d, &h);
 		if (c->stats)
 			d->stats = stats_text(c->stats);
-		qgraph__completion__free_unpacked(c, NULL);
+		qgraph__completion__free_unpacked(c, al);
 	}
 }
 
@@ -520,7 +604,6 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 		pthread_mutex_lock(&s->lock);
 		int r = drain_locked(s, buf, sizeof buf);
 		int found = r == 0 && take_locked(s, id, res, stats);
-		uint32_t seen = atomic_load_explicit(&s->hdr->completions, memory_order_acquire);
 		pthread_mutex_unlock(&s->lock);
 		if (r)
 			return r;
@@ -531,10 +614,15 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 			return fail(s, -ETIMEDOUT, "request %llu: no completion in %d ms", (unsigned long long)id,
 				    timeout_ms);
 		if (waited < SPIN_NS)
-			continue;
+			continue;	/* spinning reads the ring alone: the count's line stays with the daemon */
 		if (!daemon_alive(s))
 			return fail(s, -ENOTCONN, "qgraphd went away");
-		/* announce, fence, look again, then sleep on the completion count */
+		/*
+		 * Read the count, announce, fence, look again, then sleep on the
+		 * count.  A completion posted after the drain above and before
+		 * this read is in the ring when it is looked at again.
+		 */
+		uint32_t seen = atomic_load_explicit(&s->hdr->completions, memory_order_acquire);
 		atomic_fetch_add_explicit(&s->hdr->client_waiting, 1, memory_order_relaxed);
 		atomic_thread_fence(memory_order_seq_cst);
 		if (qg_ring_pending(&s->complete) == 0 &&

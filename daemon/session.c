@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "hotpath.h"
 #include "qgraphd.h"
 #include "shm.h"
 #include "sock.h"
@@ -60,16 +61,20 @@ static void futex_wake_shared(_Atomic uint32_t *word)
 void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 {
 	uint8_t buf[QGD_MAX_COMPLETION];
-	size_t len = qgraph__completion__get_packed_size(c);
 
 	if (s->state != QGD_READY)
 		return;
-	if (len > sizeof buf) {
-		/* only stats can grow; cut them rather than post what cannot fit */
-		c->stats = NULL;
+	/* by hand unless it carries stats (the same bytes: hotpath.h) */
+	size_t len = qg_hot_pack_completion(c, buf, sizeof buf);
+	if (!len) {
 		len = qgraph__completion__get_packed_size(c);
+		if (len > sizeof buf) {
+			/* only stats can grow; cut them rather than post what cannot fit */
+			c->stats = NULL;
+			len = qgraph__completion__get_packed_size(c);
+		}
+		qgraph__completion__pack(c, buf);
 	}
-	qgraph__completion__pack(c, buf);
 	if (c->status == QGRAPH__STATUS__STATUS_OK)
 		s->completed++;
 	else
@@ -145,6 +150,14 @@ int qgd_session_step(struct qgd_session *s)
 	if (s->state != QGD_READY || (s->job && s->req))
 		return 0;	/* one request at a time, in the order submitted */
 	if (!s->req) {
+		/* the submit tail first: an idle poll reads nothing else of the session */
+		int pending = qg_ring_pending(&s->submit);
+		if (pending < 0) {
+			qgd_session_drop(s, "submit ring corrupt");
+			return 1;
+		}
+		if (pending == 0)
+			return 0;
 		/* never take a request whose completion could not be posted */
 		int room = qg_ring_can_push(&s->complete, room_needed(s));
 		if (room < 0) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "hotpath.h"
 #include "wire.h"
 
 int qg_wire_arena_init(struct qg_wire_arena *a, size_t cap)
@@ -51,6 +52,11 @@ Qgraph__Request *qg_wire_decode_request(struct qg_wire_arena *a, const void *buf
 
 	if (!a->buf || (!buf && len))
 		return NULL;
+	a->used = 0;
+	/* a run of a registered graph, in canonical form, by hand; everything else, or any doubt, by protobuf-c */
+	Qgraph__Request *r = qg_hot_unpack_request(&alloc, buf, len);
+	if (r)
+		return r;
 	a->used = 0;
 	return qgraph__request__unpack(&alloc, len, buf);
 }

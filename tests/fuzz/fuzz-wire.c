@@ -2,7 +2,9 @@
  * fuzz-wire.c - a record from a client, all the way to a checked graph:
  * decode with the bounded allocator, then qg_wire_graph_build against an
  * arena and one weight handle.  Whatever the bytes, this must return (an
- * error or a graph) without touching memory it does not own.
+ * error or a graph) without touching memory it does not own.  And the
+ * decoder's hand-written path (hotpath.h) must agree with protobuf-c: a
+ * record it takes, protobuf-c decodes to the same run.
  *
  * Built two ways: with --enable-fuzzing as a libFuzzer target
  * (tests/fuzz/fuzz-wire), and always as tests/fuzz-wire-test, whose main()
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hotpath.h"
 #include "quant.h"
 #include "wire.h"
 
@@ -31,7 +34,55 @@ static int lookup(void *ctx, uint64_t handle, struct qg_wire_weights *out)
 	return 0;
 }
 
-static long n_decoded, n_built;
+static long n_decoded, n_built, n_hot;
+
+static void *bump(void *ctx, size_t size)
+{
+	struct qg_wire_arena *a = ctx;
+	size_t at = (a->used + 15) & ~(size_t)15;
+
+	if (size > a->cap || at > a->cap - size)
+		return NULL;
+	a->used = at + size;
+	return a->buf + at;
+}
+
+static void unbump(void *ctx, void *p)
+{
+	(void)ctx;
+	(void)p;
+}
+
+static int same_events(Qgraph__EventRef **a, size_t na, Qgraph__EventRef **b, size_t nb)
+{
+	if (na != nb)
+		return 0;
+	for (size_t i = 0; i < na; i++)
+		if (a[i]->index != b[i]->index || a[i]->value != b[i]->value)
+			return 0;
+	return 1;
+}
+
+/* What the hand-written decoder takes, protobuf-c must read the same. */
+static void check_hot(const uint8_t *data, size_t size)
+{
+	static struct qg_wire_arena ha, pa;
+	if ((!ha.buf && qg_wire_arena_init(&ha, 1 << 18)) || (!pa.buf && qg_wire_arena_init(&pa, 1 << 18)))
+		return;
+	ProtobufCAllocator hal = { .alloc = bump, .free = unbump, .allocator_data = &ha };
+	ProtobufCAllocator pal = { .alloc = bump, .free = unbump, .allocator_data = &pa };
+	ha.used = pa.used = 0;
+	Qgraph__Request *h = qg_hot_unpack_request(&hal, data, size);
+	if (!h)
+		return;
+	n_hot++;
+	Qgraph__Request *p = qgraph__request__unpack(&pal, size, data);
+	if (!p || p->request_id != h->request_id || p->body_case != QGRAPH__REQUEST__BODY_RUN ||
+	    p->run->graph != h->run->graph || p->run->timeout_ms != h->run->timeout_ms ||
+	    !same_events(p->run->wait, p->run->n_wait, h->run->wait, h->run->n_wait) ||
+	    !same_events(p->run->record, p->run->n_record, h->run->record, h->run->n_record))
+		abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -44,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!a.buf && qg_wire_arena_init(&a, 1 << 20))
 		return 0;
+	check_hot(data, size);
 	Qgraph__Request *r = qg_wire_decode_request(&a, data, size);
 	n_decoded += r != NULL;
 	if (r && r->body_case == QGRAPH__REQUEST__BODY_SUBMIT &&
@@ -111,10 +163,34 @@ static size_t seed(uint8_t *buf, int variant)
 	return qgraph__request__pack(&req, buf);
 }
 
+/* A run of registered graph 3, waiting on two events and recording one: the decoder's hand-written path. */
+static size_t seed_run(uint8_t *buf)
+{
+	Qgraph__EventRef ev[3], *w[2] = { &ev[0], &ev[1] }, *rec[1] = { &ev[2] };
+	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+
+	for (int i = 0; i < 3; i++) {
+		qgraph__event_ref__init(&ev[i]);
+		ev[i].index = (uint32_t)i;
+		ev[i].value = 1000u * (uint64_t)(i + 1);
+	}
+	run.graph = 3;
+	run.n_wait = 2;
+	run.wait = w;
+	run.n_record = 1;
+	run.record = rec;
+	run.timeout_ms = 500;
+	req.request_id = 77;
+	req.body_case = QGRAPH__REQUEST__BODY_RUN;
+	req.run = &run;
+	return qgraph__request__pack(&req, buf);
+}
+
 int main(void)
 {
-	uint8_t base[2][1024], buf[2048];
-	size_t blen[2] = { seed(base[0], 0), seed(base[1], 1) };
+	uint8_t base[3][1024], buf[2048];
+	size_t blen[3] = { seed(base[0], 0), seed(base[1], 1), seed_run(base[2]) };
 	struct tap_rng rng = { 0x5eed };
 	long rounds = 20000 + 200000L * tap_scale();
 
@@ -138,7 +214,7 @@ int main(void)
 	tap_ok(ok, "the seed records decode and build");
 
 	for (long i = 0; i < rounds; i++) {
-		int v = (int)(tap_rand(&rng) % 2);
+		int v = (int)(tap_rand(&rng) % 3), o = (v + 1 + (int)(tap_rand(&rng) % 2)) % 3;
 		size_t len = blen[v];
 		memcpy(buf, base[v], len);
 		switch (tap_rand(&rng) % 4) {
@@ -154,9 +230,9 @@ int main(void)
 			len = tap_rand(&rng) % len;
 			break;
 		default: {	/* splice the other seed's tail in */
-			size_t cut = tap_rand(&rng) % len, from = tap_rand(&rng) % blen[1 - v];
-			size_t n = blen[1 - v] - from;
-			memcpy(buf + cut, base[1 - v] + from, n);
+			size_t cut = tap_rand(&rng) % len, from = tap_rand(&rng) % blen[o];
+			size_t n = blen[o] - from;
+			memcpy(buf + cut, base[o] + from, n);
 			len = cut + n;
 		}
 		}
@@ -164,6 +240,7 @@ int main(void)
 	}
 	tap_ok(n_built > 0 && n_decoded > n_built, "%ld mutated records went through decode (%ld) and build (%ld) without a fault",
 	       rounds, n_decoded, n_built);
+	tap_ok(n_hot > rounds / 100, "%ld of them taken by the hand-written decoder, each as protobuf-c reads it", n_hot);
 	return tap_done();
 }
 #endif
