@@ -91,6 +91,10 @@ static void *executor(void *arg)
 {
 	struct qgd_exec *x = arg;
 
+	/* thread 0 of every pooled run: on the first of the --cpus, as the workers are on theirs */
+	int r = qg_backend_cpu_pin_caller(x->pool);
+	if (r)
+		qgd_warn("the executor thread cannot be pinned: %s", strerror(-r));
 	pthread_mutex_lock(&x->lock);
 	for (;;) {
 		while (!x->queue && !x->stop)
@@ -497,8 +501,8 @@ void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__
 		struct qgd_graph *g = s->graphs[i];
 		if (g->handle != run->graph)
 			continue;
-		uint64_t t = qgd_now_ns();
-		/* the plan was checked when the graph was registered, and nothing in it has changed */
+		/* decoded just now, and nothing to place: the plan was checked when the graph was registered */
+		uint64_t t = s->req_started_ns;
 		run_and_answer(s, rid, g, 1, t, t, run->timeout_ms, run->record, run->n_record);
 		return;
 	}

@@ -705,6 +705,19 @@ int qg_backend_cpu_new(const struct qg_cpu_opts *opts, struct qg_backend **out)
 	return 0;
 }
 
+int qg_backend_cpu_pin_caller(const struct qg_backend *b)
+{
+	if (!qg_backend_is_cpu(b))
+		return -EINVAL;
+	const struct cpu_backend *cb = b->ctx;
+	if (!cb->pinned)
+		return 0;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cb->cpus[0], &set);
+	return -pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 bool qg_backend_is_cpu(const struct qg_backend *b)
 {
 	return b && b->iface == &cpu_backend_i;

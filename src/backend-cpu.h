@@ -60,6 +60,12 @@ struct qg_cpu_stats {
 int qg_backend_cpu_new(const struct qg_cpu_opts *opts, struct qg_backend **out);
 /* True if B is a CPU backend. */
 bool qg_backend_is_cpu(const struct qg_backend *b);
+/*
+ * Pin the calling thread, the one that will call B's computes (thread 0
+ * of its runs), to the first CPU of B's list, when B pins its workers.
+ * 0 (nothing to do when B does not pin), or -errno.
+ */
+int qg_backend_cpu_pin_caller(const struct qg_backend *b);
 /* B's counters.  0, or -EINVAL if B is not a CPU backend. */
 int qg_backend_cpu_stats(const struct qg_backend *b, struct qg_cpu_stats *st);
 
