@@ -258,7 +258,8 @@ static void test_completions(void)
 	Qgraph__Completion *p = qgraph__completion__unpack(NULL, sizeof swapped, swapped);
 	tap_ok(qg_hot_unpack_completion(swapped, sizeof swapped, &h) == -1 && p && p->request_id == 5,
 	       "fields out of order: left to protobuf-c");
-	qgraph__completion__free_unpacked(p, NULL);
+	if (p)
+		qgraph__completion__free_unpacked(p, NULL);
 }
 
 /* ------------------------------------------------------------ mutations */
