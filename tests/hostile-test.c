@@ -142,6 +142,77 @@ static size_t pack_submit(Qgraph__Tensor **t, size_t n, uint8_t *buf)
 	return qgraph__request__pack(&req, buf);
 }
 
+/*
+ * Views through the wire, which libqgraph's builder does not make: a
+ * reshape of an arena input (a graph with nothing for the allocator) and
+ * a reshape of an intermediate (placed by it), each feeding an ADD whose
+ * result is checked.
+ */
+static void test_views(struct raw *r)
+{
+	Qgraph__Tensor t[4], *tp[4] = { &t[0], &t[1], &t[2], &t[3] };
+	Qgraph__Span in = QGRAPH__SPAN__INIT, out = QGRAPH__SPAN__INIT;
+	int64_t flat[2] = { 64, 1 }, square[2] = { 8, 8 };
+	uint32_t s1[2] = { 0, 0 }, s2[2] = { 1, 1 }, s3[2] = { 2, 2 };
+	float *arena = (float *)(void *)(r->base + r->l.arena_offset);
+	uint8_t buf[4096];
+	char err[256];
+
+	for (int i = 0; i < 4; i++) {
+		qgraph__tensor__init(&t[i]);
+		t[i].n_ne = 2;
+	}
+	in.bytes = out.bytes = 256;
+	out.offset = 4096;
+	for (int i = 0; i < 64; i++)
+		arena[i] = (float)i;
+
+	/* x (64) -> reshape 8 x 8 -> y = that + that, in the arena */
+	t[0].ne = flat;
+	t[0].flags = 1;
+	t[0].arena = &in;
+	t[1].ne = square;
+	t[1].op = QGRAPH__OP__OP_RESHAPE;
+	t[1].n_src = 1;
+	t[1].src = s1;
+	t[2].ne = square;
+	t[2].op = QGRAPH__OP__OP_ADD;
+	t[2].n_src = 2;
+	t[2].src = s2;
+	t[2].flags = 2;
+	t[2].arena = &out;
+	memset(arena + 1024, 0, 256);
+	raw_push(r, buf, pack_submit(tp, 3, buf));
+	int st = raw_answer(r, err, sizeof err), ok = st == 0;
+	for (int i = 0; i < 64; i++)
+		ok &= arena[1024 + i] == 2.0f * (float)i;
+	tap_ok(ok, "a reshape of an arena input through the wire: right (%d %s)", st, err);
+
+	/* x -> x + x (an intermediate) -> reshape 8 x 8 -> y = that + that */
+	t[1].ne = flat;
+	t[1].op = QGRAPH__OP__OP_ADD;
+	t[1].n_src = 2;
+	t[1].src = s1;
+	t[2].op = QGRAPH__OP__OP_RESHAPE;
+	t[2].n_src = 1;
+	t[2].src = s2;
+	t[2].flags = 0;
+	t[2].arena = NULL;
+	t[3].ne = square;
+	t[3].op = QGRAPH__OP__OP_ADD;
+	t[3].n_src = 2;
+	t[3].src = s3;
+	t[3].flags = 2;
+	t[3].arena = &out;
+	memset(arena + 1024, 0, 256);
+	raw_push(r, buf, pack_submit(tp, 4, buf));
+	st = raw_answer(r, err, sizeof err);
+	ok = st == 0;
+	for (int i = 0; i < 64; i++)
+		ok &= arena[1024 + i] == 4.0f * (float)i;
+	tap_ok(ok, "a reshape of an intermediate through the wire: right (%d %s)", st, err);
+}
+
 /* The good client: a small graph, result checked. */
 static struct qgraph_session *good;
 static int good_works(void)
@@ -249,6 +320,7 @@ int main(void)
 	raw_push(&r, buf, len);
 	int st = raw_answer(&r, err, sizeof err);
 	tap_ok(st == 0, "the unbent hand-made graph runs (%d %s)", st, err);
+	test_views(&r);
 
 	const struct bad_case cases[] = {
 		{ "an input outside the arena", c_outside, 2 }, { "an output span that wraps", c_wrap, 2 },
