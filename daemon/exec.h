@@ -36,6 +36,12 @@ int qgd_exec_reap(struct qgd_server *srv);
 /* Jobs handed to the executor and not answered yet. */
 unsigned qgd_exec_in_flight(const struct qgd_server *srv);
 /*
+ * How long the loop may sleep, at most LONGEST ms: 0 when a graph on the
+ * executor is expected to end within a margin and the loop has a CPU of
+ * its own to poll for it (see exec.c), else until shortly before then.
+ */
+int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest);
+/*
  * Ask S's running graph to stop at its next node boundary, if it is request
  * TARGET (0: whatever runs); BY is the Cancel's id.  0, or -ENOENT.
  */

@@ -396,11 +396,17 @@ int qgd_server_run(struct qgd_server *srv)
 			continue;
 		}
 		polls = 0;
+		/* a graph on the executor about to end: poll on for it rather than sleep past its end */
+		int sleep_ms = qgd_exec_sleep_ms(srv, 100);
+		if (sleep_ms == 0) {
+			qg_loop_run_once(srv->loop, 0);
+			continue;
+		}
 		/* going to sleep: announce it, fence, and look once more */
 		set_sleeping(srv, 1);
 		atomic_thread_fence(memory_order_seq_cst);
 		if (!any_pending(srv) && !qgd_exec_reap(srv))
-			qg_loop_run_once(srv->loop, 100);	/* wakes for timers (handshakes) too */
+			qg_loop_run_once(srv->loop, sleep_ms);	/* wakes for timers (handshakes) too */
 		set_sleeping(srv, 0);
 	}
 	/* tell every client: their sockets close, their waits end with an error */

@@ -260,6 +260,56 @@ static void test_registered(struct qgraph_session *s)
 	qgraph_arena_free(s, yo);
 }
 
+/*
+ * A registered graph large enough for the executor, run again and again
+ * on new inputs: each result checked against the engine in this process.
+ * Its runs after the first have an expected end, which the loop polls for
+ * when the pool leaves it a CPU (daemon-epoll.sh runs one compute thread).
+ */
+static void test_registered_large(struct qgraph_session *s)
+{
+	enum { M = 256, K = 256, N = 32, RUNS = 6 };	/* 2 M multiply-accumulates: past the inline limit */
+	struct tap_rng rng = { 23 };
+	static float w[M * K], ref[N * M];
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, N * K * 4), yo = qgraph_arena_alloc(s, N * M * 4);
+	float *x = (float *)(arena + xo), *y = (float *)(arena + yo);
+	uint64_t h, handle = 0, id;
+	struct qgraph_result res;
+
+	fill(w, M * K, &rng);
+	if (!tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, M, K, w, &h, NULL) == 0,
+		    "upload weights for a large registered graph"))
+		return;
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t xne[2] = { K, N };
+	int wi = qgraph_graph_weights(g, h, QGRAPH_TYPE_F32, M, K);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo), 0),
+			    yo);
+	fill(x, N * K, &rng);
+	int ok = submit_wait(s, g, QGRAPH_SUBMIT_KEEP, &handle) == 0 && handle;
+	struct qg_mm mm = { .wtype = QG_TYPE_F32, .w = w, .m = M, .k = K, .x = x, .ldx = K, .n = N, .y = ref, .ldy = M };
+	void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
+	double worst = 0;
+	for (int k = 0; k < RUNS && ok; k++) {
+		fill(x, N * K, &rng);
+		ok = qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id) == 0 && qgraph_wait(s, id, 60000, &res) == 0 &&
+		     res.status == 0;
+		qg_mul_mat(&mm, scratch);
+		double e = max_rel(y, ref, N * M);
+		worst = e > worst ? e : worst;
+		ok &= e < 1e-5;
+	}
+	tap_ok(ok, "a registered %dx%dx%d mul_mat run %d times on new inputs: each equals the engine (err %.1e)", M, K,
+	       N, RUNS, worst);
+	qgraph_graph_unregister(s, handle);
+	qgraph_weights_free(s, h);
+	free(scratch);
+	qgraph_graph_free(g);
+	qgraph_arena_free(s, xo);
+	qgraph_arena_free(s, yo);
+}
+
 /* One client process: N graphs of its own, every result checked.  Exit 0 if all were right. */
 static int client_proc(int who, int n)
 {
@@ -507,6 +557,7 @@ int main(void)
 	test_ops(s);
 	test_mul_mat(s);
 	test_registered(s);
+	test_registered_large(s);
 	test_cancel(s);
 	test_many_clients(s);
 	test_killed_client(s);
