@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hotpath.h"
+#include "bump.h"
 #include "tap.h"
 
 static struct tap_rng rng = { 20261203 };
@@ -85,29 +86,7 @@ static int requests_equal(const Qgraph__Request *a, const Qgraph__Request *b)
 	       events_equal(x->record, x->n_record, y->record, y->n_record);
 }
 
-/* Bump allocators over fixed buffers, as the daemon decodes with: one per decoder, to compare their results. */
-struct bump {
-	unsigned char buf[1 << 16];
-	size_t used;
-};
-
-static void *bump_alloc(void *ctx, size_t size)
-{
-	struct bump *b = ctx;
-	size_t at = (b->used + 15) & ~(size_t)15;
-
-	if (size > sizeof b->buf || at > sizeof b->buf - size)
-		return NULL;
-	b->used = at + size;
-	return b->buf + at;
-}
-
-static void bump_free(void *ctx, void *p)
-{
-	(void)ctx;
-	(void)p;
-}
-
+/* one bump allocator per decoder, to compare their results */
 static struct bump bump_hot, bump_pbc;
 static ProtobufCAllocator alloc_hot = { .alloc = bump_alloc, .free = bump_free, .allocator_data = &bump_hot };
 static ProtobufCAllocator alloc_pbc = { .alloc = bump_alloc, .free = bump_free, .allocator_data = &bump_pbc };

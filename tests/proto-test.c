@@ -11,32 +11,9 @@
 #include <string.h>
 
 #include "qgraph.pb-c.h"
+#include "bump.h"
 #include "tap.h"
 
-/* A bump allocator over a fixed buffer: what the daemon's decoder will use. */
-struct bump {
-	unsigned char buf[1 << 16];
-	size_t used, failures;
-};
-
-static void *bump_alloc(void *ctx, size_t size)
-{
-	struct bump *b = ctx;
-	size_t at = (b->used + 15) & ~(size_t)15;
-
-	if (size > sizeof b->buf || at > sizeof b->buf - size) {
-		b->failures++;
-		return NULL;
-	}
-	b->used = at + size;
-	return b->buf + at;
-}
-
-static void bump_free(void *ctx, void *p)
-{
-	(void)ctx;
-	(void)p;	/* released all at once by resetting USED */
-}
 
 static size_t pack_sample(uint8_t **out)
 {
