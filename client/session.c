@@ -17,6 +17,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@
 #include "sock.h"
 
 #define SPIN_NS 20000u		/* spin this long before sleeping */
+#define SPIN_YIELD_NS 2000u	/* and after this long, yield the CPU between looks */
 #define ALIVE_CHECK_MS 100	/* how often a sleeper checks the daemon is there */
 
 struct done {
@@ -634,8 +636,17 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return fail(s, -ETIMEDOUT, "request %llu: no completion in %d ms", (unsigned long long)id,
 				    timeout_ms);
-		if (waited < SPIN_NS)
-			continue;	/* spinning reads the ring alone: the count's line stays with the daemon */
+		if (waited < SPIN_NS) {
+			/*
+			 * Spinning reads the ring alone: the count's line stays with
+			 * the daemon.  Past the first microseconds, let whatever else
+			 * waits for this CPU run between looks: with more spinning
+			 * clients than CPUs, that is the daemon itself.
+			 */
+			if (waited > SPIN_YIELD_NS)
+				sched_yield();
+			continue;
+		}
 		if (!daemon_alive(s))
 			return fail(s, -ENOTCONN, "qgraphd went away");
 		/*
