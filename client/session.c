@@ -693,8 +693,11 @@ QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint3
 		uint64_t waited = now_ns() - start;
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
-		if (waited < SPIN_NS)
+		if (waited < SPIN_NS) {
+			if (waited > SPIN_YIELD_NS)
+				sched_yield();	/* as in wait_for */
 			continue;
+		}
 		if (!daemon_alive(s))
 			return fail(s, -ENOTCONN, "qgraphd went away");
 		atomic_fetch_add_explicit(&e->waiters, 1, memory_order_relaxed);
