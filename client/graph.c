@@ -12,6 +12,7 @@
 
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
+#include "session-impl.h"
 
 struct gtensor {
 	enum qgraph_type type;
@@ -219,8 +220,6 @@ static size_t wire_events(const struct evref *src, size_t n, Qgraph__EventRef *e
 	return n;
 }
 
-/* Provided by session.c: publish REQ, give its id. */
-int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint64_t *id);
 
 /*
  * The wire form of G: fills SG (and the arrays it points into, freed by

@@ -1,0 +1,585 @@
+/*
+ * requests.c - libqgraph's requests to qgraphd and their completions (see
+ * qgraph.h, section 3): packing and publishing a request, ringing the
+ * doorbell, reading completions, waiting on them and on events, and the
+ * calls built on them (weights, stats).
+ *
+ * Memory ordering against the daemon (which may run on another core of a
+ * weakly ordered CPU): records are published by the ring's release store
+ * and read after its acquire load (ring.c).  The doorbell follows the
+ * Dekker pattern: we publish the record, issue a full fence, then read
+ * DAEMON_SLEEPING; the daemon sets DAEMON_SLEEPING, issues a full fence,
+ * then looks at the ring.  Sleeping on completions mirrors it with
+ * CLIENT_WAITING and the COMPLETIONS futex word.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "futex.h"
+#include "qgraph.h"
+#include "hotpath.h"
+#include "qgraph.pb-c.h"
+#include "region.h"
+#include "ring.h"
+
+#include "session-impl.h"
+
+#define SPIN_NS 20000u		/* spin this long before sleeping */
+#define SPIN_YIELD_NS 2000u	/* and after this long, yield the CPU between looks */
+#define ALIVE_CHECK_MS 100	/* how often a sleeper checks the daemon is there */
+
+/* The clock at its tick's resolution, for rate limits: a few nanoseconds to read, against 30 for the fine one. */
+static uint64_t coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* Is the daemon still there?  A hang-up (or EOF) on the socket says not. */
+static int daemon_alive(struct qgraph_session *s)
+{
+	struct pollfd p = { .fd = s->sock, .events = POLLIN };
+
+	if (s->dead)
+		return 0;
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
+		s->dead = 1;	/* the daemon sends nothing after the welcome: any event is its end */
+	s->alive_at = coarse_ns();
+	return !s->dead;
+}
+
+/*
+ * The same, for the submit path: the socket is asked at most once per
+ * ALIVE_SUBMIT_NS (on the coarse clock: in practice once per clock tick,
+ * 1 to 4 ms), since a poll() costs more than the rest of a submit.  A
+ * request sent in that window to a daemon that has just died is answered by
+ * its wait, which asks the socket before it sleeps.
+ */
+#define ALIVE_SUBMIT_NS 1000000u
+static int daemon_alive_lately(struct qgraph_session *s)
+{
+	if (s->dead)
+		return 0;
+	return coarse_ns() - s->alive_at < ALIVE_SUBMIT_NS || daemon_alive(s);
+}
+
+static int futex_wait_shared(_Atomic uint32_t *word, uint32_t expect, int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	return (int)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expect, &ts, NULL, 0);
+}
+
+/* Publish a packed request (lock held).  0, -EAGAIN, -EMSGSIZE, -ENOTCONN. */
+static int push_locked(struct qgraph_session *s, const uint8_t *buf, size_t len)
+{
+	if (len > s->max_record)
+		return qg_client_fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
+	int r = qg_ring_push(&s->submit, buf, (uint32_t)len);
+	if (r == -EPROTO) {
+		s->dead = 1;
+		return qg_client_fail(s, -ENOTCONN, "the submit ring is corrupt");
+	}
+	if (r)
+		return r;
+	/* publish, fence, then look: pairs with the daemon's fence before it sleeps */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->hdr->daemon_sleeping, memory_order_relaxed)) {
+		uint64_t one = 1;
+		(void)!write(s->bell, &one, sizeof one);
+	}
+	return 0;
+}
+
+/* Pack and push REQ, blocking for room if asked.  Sets REQ's id. */
+static int send_request(struct qgraph_session *s, Qgraph__Request *req, int block, uint64_t *id)
+{
+	/* a run is packed by hand (hotpath.h), and is never too large for the ring */
+	int hot = req->body_case == QGRAPH__REQUEST__BODY_RUN;
+	size_t len = hot ? 0 : qgraph__request__get_packed_size(req);
+	int r;
+
+	if (len > s->max_record)
+		return qg_client_fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		if (!daemon_alive_lately(s)) {
+			pthread_mutex_unlock(&s->lock);
+			return qg_client_fail(s, -ENOTCONN, "qgraphd went away");
+		}
+		req->request_id = s->next_id;
+		len = hot ? qg_hot_pack_request(req, s->rec, s->max_record) : 0;
+		if (!len) {
+			len = qgraph__request__get_packed_size(req);	/* the id is part of it */
+			if (len > s->max_record) {
+				pthread_mutex_unlock(&s->lock);
+				return qg_client_fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
+			}
+			qgraph__request__pack(req, s->rec);
+		}
+		r = push_locked(s, s->rec, len);
+		if (r == 0 && id)
+			*id = s->next_id;
+		if (r == 0)
+			s->next_id++;
+		pthread_mutex_unlock(&s->lock);
+		if (r != -EAGAIN || !block)
+			return r;
+		struct timespec ts = { 0, 20000 };
+		nanosleep(&ts, NULL);	/* the daemon drains the ring as fast as it serves */
+	}
+}
+
+int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint64_t *id)
+{
+	return send_request(s, req, block, id);
+}
+
+static int status_errno(Qgraph__Status st)
+{
+	switch (st) {
+	case QGRAPH__STATUS__STATUS_OK: return 0;
+	case QGRAPH__STATUS__STATUS_NO_MEMORY: return -ENOMEM;
+	case QGRAPH__STATUS__STATUS_QUOTA: return -EDQUOT;
+	case QGRAPH__STATUS__STATUS_CANCELLED: return -ECANCELED;
+	case QGRAPH__STATUS__STATUS_TIMED_OUT: return -ETIMEDOUT;
+	case QGRAPH__STATUS__STATUS_NOT_FOUND: return -ENOENT;
+	case QGRAPH__STATUS__STATUS_UNSUPPORTED: return -ENOTSUP;
+	case QGRAPH__STATUS__STATUS_SHUTTING_DOWN: return -ESHUTDOWN;
+	default: return -EINVAL;
+	}
+}
+
+/* STATS as "key value" lines, malloc'd (NULL without memory). */
+static char *stats_text(const Qgraph__Stats *st)
+{
+	size_t len = 1024 + 256 * (st->n_kernels + st->n_session), at = 0;
+	char *buf = malloc(len);
+
+	if (!buf)
+		return NULL;
+#define PUT(...)                                                                   \
+	do {                                                                       \
+		int k_ = snprintf(buf + at, at < len ? len - at : 0, __VA_ARGS__); \
+		if (k_ > 0)                                                        \
+			at += (size_t)k_;                                          \
+	} while (0)
+	PUT("sessions %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\npool %s\n"
+	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\n",
+	    st->sessions, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes,
+	    (unsigned long long)st->pool_used, st->plans,
+	    (unsigned long long)st->graphs_run, st->pool_kind, st->loop, st->threads, st->weights_stored,
+	    (unsigned long long)st->weights_referenced_bytes);
+	for (size_t k = 0; k < st->n_kernels; k++)
+		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
+	for (size_t k = 0; k < st->n_session; k++)
+		PUT("session %llu pid %u uid %u name \"%s\" arena %llu weights %llu graphs %u completed %llu\n",
+		    (unsigned long long)st->session[k]->session_id, st->session[k]->pid, st->session[k]->uid,
+		    st->session[k]->client_name, (unsigned long long)st->session[k]->arena_bytes,
+		    (unsigned long long)st->session[k]->weight_bytes, st->session[k]->graphs,
+		    (unsigned long long)st->session[k]->completed);
+#undef PUT
+	return buf;
+}
+
+static void *unpack_alloc(void *ctx, size_t size)
+{
+	struct qgraph_session *s = ctx;
+	size_t at = (s->unpack_used + 15) & ~(size_t)15;
+
+	if (size > sizeof s->unpack || at > sizeof s->unpack - size)
+		return NULL;	/* the decode fails, and is done again with malloc */
+	s->unpack_used = at + size;
+	return s->unpack + at;
+}
+
+static void unpack_free(void *ctx, void *p)
+{
+	(void)ctx;
+	(void)p;	/* all at once, by the next decode */
+}
+
+/* A new entry at the end of S->done, zeroed; NULL without memory. */
+static struct done *done_new(struct qgraph_session *s)
+{
+	if (s->n_done == s->cap_done) {
+		size_t ncap = s->cap_done ? 2 * s->cap_done : 16;
+		void *p = realloc(s->done, ncap * sizeof *s->done);
+		if (!p)
+			return NULL;
+		s->done = p;
+		s->cap_done = ncap;
+	}
+	struct done *d = &s->done[s->n_done++];
+	memset(d, 0, sizeof *d);
+	return d;
+}
+
+static void done_fill(struct done *d, const struct qg_hot_completion *h)
+{
+	d->id = h->request_id;
+	d->res.status = status_errno((Qgraph__Status)h->status);
+	d->res.handle = h->handle;
+	d->res.stored_type = (int)h->stored_type;
+	d->res.rows = h->rows;
+	d->res.cols = h->cols;
+	d->res.decode_ns = h->decode_ns;
+	d->res.alloc_ns = h->alloc_ns;
+	d->res.compute_ns = h->compute_ns;
+	d->res.total_ns = h->total_ns;
+	/* up to its first NUL, as the C string protobuf-c would have made of it */
+	size_t n = h->error ? strnlen(h->error, h->error_len) : 0;
+	if (n)
+		snprintf(d->error, sizeof d->error, "%.*s", (int)(n < sizeof d->error ? n : sizeof d->error - 1),
+			 h->error);
+}
+
+/* Read every completion in the ring into S->done (lock held). */
+static int drain_locked(struct qgraph_session *s, uint8_t *buf, size_t cap)
+{
+	ProtobufCAllocator bump = { .alloc = unpack_alloc, .free = unpack_free, .allocator_data = s };
+
+	for (;;) {
+		ssize_t n = qg_ring_pop(&s->complete, buf, cap);
+		if (n == -EAGAIN)
+			return 0;
+		if (n < 0) {
+			s->dead = 1;
+			return qg_client_fail(s, -ENOTCONN, "the completion ring is corrupt");
+		}
+		struct qg_hot_completion h;
+		if (qg_hot_unpack_completion(buf, (size_t)n, &h) == 0) {
+			struct done *d = done_new(s);
+			if (!d)
+				return -ENOMEM;
+			done_fill(d, &h);
+			continue;
+		}
+		/* stats, or a form the hand-written reader leaves to protobuf-c */
+		s->unpack_used = 0;
+		ProtobufCAllocator *al = &bump;
+		Qgraph__Completion *c = qgraph__completion__unpack(al, (size_t)n, buf);
+		if (!c)	/* a large answer (stats of many sessions) */
+			c = qgraph__completion__unpack(al = NULL, (size_t)n, buf);
+		if (!c)
+			continue;
+		struct done *d = done_new(s);
+		if (!d) {
+			qgraph__completion__free_unpacked(c, al);
+			return -ENOMEM;
+		}
+		h = (struct qg_hot_completion){ .request_id = c->request_id, .status = (int32_t)c->status,
+						 .error = c->error, .error_len = c->error ? strlen(c->error) : 0,
+						 .handle = c->handle, .stored_type = (int32_t)c->stored_type,
+						 .rows = c->rows, .cols = c->cols };
+		if (c->timings) {
+			h.has_timings = 1;
+			h.decode_ns = c->timings->decode_ns;
+			h.alloc_ns = c->timings->alloc_ns;
+			h.compute_ns = c->timings->compute_ns;
+			h.total_ns = c->timings->total_ns;
+		}
+		done_fill(d, &h);
+		if (c->stats)
+			d->stats = stats_text(c->stats);
+		qgraph__completion__free_unpacked(c, al);
+	}
+}
+
+/*
+ * Take request ID's completion out of S->done (lock held): 1 found, 0 not.
+ * A stats answer goes to *STATS if asked for, else is freed.
+ */
+static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_result *res, char **stats)
+{
+	for (size_t i = 0; i < s->n_done; i++) {
+		if (s->done[i].id != id)
+			continue;
+		if (res)
+			*res = s->done[i].res;
+		if (s->done[i].res.status)
+			snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
+		if (stats)
+			*stats = s->done[i].stats;
+		else
+			free(s->done[i].stats);
+		s->done[i] = s->done[--s->n_done];
+		return 1;
+	}
+	return 0;
+}
+
+static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
+{
+	uint8_t buf[4096];
+	uint64_t start = qg_now_ns();
+
+	if (!s)
+		return -EINVAL;
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		int r = drain_locked(s, buf, sizeof buf);
+		int found = r == 0 && take_locked(s, id, res, stats);
+		uint32_t read_to = s->complete.pos;	/* drained up to here */
+		pthread_mutex_unlock(&s->lock);
+		if (r)
+			return r;
+		if (found)
+			return 0;
+		/*
+		 * Watch the ring's tail alone, without the lock or the clock, until
+		 * it passes what was drained (or a while has passed: another thread
+		 * may have read our completion for us).  Only a hint: what is
+		 * there is read under the lock.
+		 */
+		for (unsigned k = 0;
+		     k < 64 && atomic_load_explicit(&s->complete.ctl->tail, memory_order_relaxed) == read_to; k++)
+			qg_cpu_relax();
+		uint64_t waited = qg_now_ns() - start;
+		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
+			return qg_client_fail(s, -ETIMEDOUT, "request %llu: no completion in %d ms", (unsigned long long)id,
+				    timeout_ms);
+		if (waited < SPIN_NS) {
+			/*
+			 * Spinning reads the ring alone: the count's line stays with
+			 * the daemon.  Past the first microseconds, let whatever else
+			 * waits for this CPU run between looks: with more spinning
+			 * clients than CPUs, that is the daemon itself.
+			 */
+			if (waited > SPIN_YIELD_NS)
+				sched_yield();
+			continue;
+		}
+		if (!daemon_alive(s))
+			return qg_client_fail(s, -ENOTCONN, "qgraphd went away");
+		/*
+		 * Read the count, announce, fence, look again, then sleep on the
+		 * count.  A completion posted after the drain above and before
+		 * this read is in the ring when it is looked at again.
+		 */
+		uint32_t seen = atomic_load_explicit(&s->hdr->completions, memory_order_acquire);
+		atomic_fetch_add_explicit(&s->hdr->client_waiting, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (qg_ring_pending(&s->complete) == 0 &&
+		    atomic_load_explicit(&s->hdr->completions, memory_order_relaxed) == seen)
+			futex_wait_shared(&s->hdr->completions, seen, ALIVE_CHECK_MS);
+		atomic_fetch_sub_explicit(&s->hdr->client_waiting, 1, memory_order_relaxed);
+	}
+}
+
+QGRAPH_API int qgraph_wait(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res)
+{
+	return wait_for(s, id, timeout_ms, res, NULL);
+}
+
+QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint32_t value)
+{
+	if (!s || event >= s->layout.event_count)
+		return -EINVAL;
+	uint32_t seq = atomic_load_explicit(&s->events[event].seq, memory_order_acquire);
+	return (int32_t)(seq - value) >= 0;
+}
+
+QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint32_t value, int timeout_ms)
+{
+	uint64_t start = qg_now_ns();
+
+	if (!s || event >= s->layout.event_count)
+		return -EINVAL;
+	struct qg_event_slot *e = &s->events[event];
+	for (;;) {
+		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+		if ((int32_t)(seq - value) >= 0) {
+			int32_t st = atomic_load_explicit(&e->status, memory_order_relaxed);
+			return st < 0 ? st : 0;
+		}
+		uint64_t waited = qg_now_ns() - start;
+		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
+			return -ETIMEDOUT;
+		if (waited < SPIN_NS) {
+			if (waited > SPIN_YIELD_NS)
+				sched_yield();	/* as in wait_for */
+			continue;
+		}
+		if (!daemon_alive(s))
+			return qg_client_fail(s, -ENOTCONN, "qgraphd went away");
+		atomic_fetch_add_explicit(&e->waiters, 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == seq)
+			futex_wait_shared(&e->seq, seq, ALIVE_CHECK_MS);
+		atomic_fetch_sub_explicit(&e->waiters, 1, memory_order_relaxed);
+	}
+}
+
+/* Send REQ and wait for its completion. */
+static int call(struct qgraph_session *s, Qgraph__Request *req, struct qgraph_result *res)
+{
+	uint64_t id;
+	struct qgraph_result local;
+	int r = send_request(s, req, 1, &id);
+
+	if (r)
+		return r;
+	if (!res)
+		res = &local;
+	r = qgraph_wait(s, id, -1, res);
+	return r ? r : res->status;
+}
+
+QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type src_type, enum qgraph_type target,
+				     int64_t rows, int64_t cols, const void *data, uint64_t *handle,
+				     enum qgraph_type *stored)
+{
+	return qgraph_weights_upload_named(s, NULL, src_type, target, rows, cols, data, handle, stored);
+}
+
+QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
+					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
+					   uint64_t *handle, enum qgraph_type *stored)
+{
+	ssize_t total = src_type == QGRAPH_TYPE_F32 ? qgraph_matrix_size(QGRAPH_TYPE_F32, rows, cols)
+						   : qgraph_matrix_size(src_type, rows, cols);
+	if (!s || !data || !handle)
+		return -EINVAL;
+	if (total < 0)
+		return qg_client_fail(s, (int)total, "%lld x %lld does not suit %s", (long long)rows, (long long)cols,
+			    qgraph_type_name(src_type) ?: "that type");
+	size_t chunk = (size_t)(s->layout.arena_bytes / 4) & ~(size_t)63;
+	if (chunk > (16u << 20))
+		chunk = 16u << 20;
+	int64_t off = qgraph_arena_alloc(s, chunk);
+	if (off < 0)
+		return qg_client_fail(s, -ENOMEM, "no room in the arena to stage weights");
+	uint64_t upload = 0;
+	int r = 0;
+	for (size_t done = 0; done < (size_t)total || total == 0;) {
+		size_t n = (size_t)total - done < chunk ? (size_t)total - done : chunk;
+		memcpy(s->arena + off, (const unsigned char *)data + done, n);
+		Qgraph__Request req = QGRAPH__REQUEST__INIT;
+		Qgraph__UploadWeights up = QGRAPH__UPLOAD_WEIGHTS__INIT;
+		Qgraph__Span span = QGRAPH__SPAN__INIT;
+		span.offset = (uint64_t)off;
+		span.bytes = n;
+		up.upload_id = upload;
+		up.src_type = (Qgraph__Type)src_type;
+		up.target_type = (Qgraph__Type)target;
+		up.rows = rows;
+		up.cols = cols;
+		up.chunk_offset = done;
+		up.data = &span;
+		if (upload == 0 && name)
+			up.name = (char *)name;	/* named when the upload opens */
+		up.last = done + n == (size_t)total;
+		req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
+		req.upload = &up;
+		struct qgraph_result res;
+		r = call(s, &req, &res);
+		if (r)
+			break;
+		upload = res.handle;
+		done += n;
+		if (up.last) {
+			*handle = res.handle;
+			if (stored)
+				*stored = (enum qgraph_type)res.stored_type;
+			break;
+		}
+	}
+	qgraph_arena_free(s, off);
+	return r;
+}
+
+QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, uint64_t *handle,
+				   enum qgraph_type *type, int64_t *rows, int64_t *cols)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__OpenWeights ow = QGRAPH__OPEN_WEIGHTS__INIT;
+	struct qgraph_result res;
+
+	if (!s || !name || !*name || !handle)
+		return -EINVAL;
+	ow.name = (char *)name;
+	req.body_case = QGRAPH__REQUEST__BODY_OPEN_WEIGHTS;
+	req.open_weights = &ow;
+	int r = call(s, &req, &res);
+	if (r)
+		return r;
+	*handle = res.handle;
+	if (type)
+		*type = (enum qgraph_type)res.stored_type;
+	if (rows)
+		*rows = res.rows;
+	if (cols)
+		*cols = res.cols;
+	return 0;
+}
+
+QGRAPH_API int qgraph_weights_free(struct qgraph_session *s, uint64_t handle)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__FreeWeights fw = QGRAPH__FREE_WEIGHTS__INIT;
+
+	if (!s)
+		return -EINVAL;
+	fw.handle = handle;
+	req.body_case = QGRAPH__REQUEST__BODY_FREE_WEIGHTS;
+	req.free_weights = &fw;
+	int r = call(s, &req, NULL);
+	return r == -EINVAL ? -EBUSY : r;
+}
+
+QGRAPH_API int qgraph_graph_unregister(struct qgraph_session *s, uint64_t handle)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__FreeGraph fg = QGRAPH__FREE_GRAPH__INIT;
+
+	if (!s)
+		return -EINVAL;
+	fg.graph = handle;
+	req.body_case = QGRAPH__REQUEST__BODY_FREE_GRAPH;
+	req.free_graph = &fg;
+	return call(s, &req, NULL);
+}
+
+QGRAPH_API ssize_t qgraph_stats(struct qgraph_session *s, char *buf, size_t len)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__StatsRequest sr = QGRAPH__STATS_REQUEST__INIT;
+	struct qgraph_result res;
+	char *text = NULL;
+	uint64_t id;
+	int r;
+
+	if (!s || !buf || !len)
+		return -EINVAL;
+	sr.all_sessions = 1;
+	req.body_case = QGRAPH__REQUEST__BODY_STATS;
+	req.stats = &sr;
+	if ((r = send_request(s, &req, 1, &id)) || (r = wait_for(s, id, -1, &res, &text)))
+		return r;
+	if (!text)
+		return res.status ? res.status : -ENOMEM;
+	size_t n = strlen(text);
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, text, n);
+	buf[n] = 0;
+	free(text);
+	return (ssize_t)n;
+}

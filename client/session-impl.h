@@ -1,0 +1,61 @@
+/*
+ * session-impl.h - what the files of libqgraph share about a session
+ * (not installed, not exported): session.c connects, maps the region and
+ * keeps the arena; requests.c sends requests and reads their completions;
+ * graph.c builds graphs.
+ */
+#ifndef QG_CLIENT_SESSION_IMPL_H
+#define QG_CLIENT_SESSION_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "event.h"
+#include "qgraph.h"
+#include "region.h"
+#include "ring.h"
+
+struct done {
+	uint64_t id;
+	struct qgraph_result res;
+	char error[256];
+	char *stats;		/* a stats request's answer, as text */
+};
+
+struct block {
+	int64_t off, size;
+};
+
+struct qgraph_session {
+	pthread_mutex_t lock;
+	int sock, bell;
+	struct qg_region_layout layout;
+	unsigned char *base;
+	struct qg_region_header *hdr;
+	struct qg_ring submit, complete;
+	struct qg_event_slot *events;
+	unsigned char *arena;
+	uint64_t next_id;
+	uint32_t max_record;
+	unsigned char *rec;
+	struct done *done;		/* completions read, not yet waited for */
+	size_t n_done, cap_done;
+	struct block *blocks;		/* arena allocations, sorted by offset */
+	size_t n_blocks, cap_blocks;
+	int dead;
+	uint64_t alive_at;		/* when the socket last showed the daemon there */
+	/* completions are decoded into this, freed all at once (a malloc'd answer only if it overflows) */
+	_Alignas(16) unsigned char unpack[16384];
+	size_t unpack_used;
+	char error[512];
+	char info[2048];
+};
+
+/* Set S's error text from FMT; returns ERR. */
+__attribute__((format(printf, 3, 4)))
+int qg_client_fail(struct qgraph_session *s, int err, const char *fmt, ...);
+
+/* Send REQ (a Qgraph__Request) without waiting for its completion, blocking for room if BLOCK.  Sets *ID. */
+int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint64_t *id);
+
+#endif /* QG_CLIENT_SESSION_IMPL_H */
