@@ -229,8 +229,8 @@ static int get_event(struct rd *r, uint32_t *index, uint64_t *value)
 	return r->p == r->end ? 0 : -1;
 }
 
-/* How many FIELD entries come next, each a well-formed EventRef. */
-static long count_events(struct rd r, unsigned field)
+/* How many FIELD entries come next, each a well-formed EventRef: R moves past them.  -1 if one is not. */
+static long count_events(struct rd *r, unsigned field)
 {
 	long n = 0;
 	struct rd e;
@@ -238,7 +238,7 @@ static long count_events(struct rd r, unsigned field)
 	uint32_t i;
 	uint64_t v;
 
-	while ((k = take_len(&r, field, &e)) == 1) {
+	while ((k = take_len(r, field, &e)) == 1) {
 		if (get_event(&e, &i, &v))
 			return -1;
 		n++;
@@ -280,28 +280,12 @@ Qgraph__Request *qg_hot_unpack_request(ProtobufCAllocator *alloc, const uint8_t 
 		return NULL;
 	if (take_varint(&g, 1, &graph) < 0)
 		return NULL;
-	long n_wait = count_events(g, 2);
-	if (n_wait < 0)
-		return NULL;
-	struct rd after_wait = g;
-	for (long k = 0; k < n_wait; k++) {
-		struct rd e;
-		take_len(&after_wait, 2, &e);
-	}
-	long n_record = count_events(after_wait, 3);
-	if (n_record < 0)
-		return NULL;
-	struct rd tail = after_wait;
-	for (long k = 0; k < n_record; k++) {
-		struct rd e;
-		take_len(&tail, 3, &e);
-	}
-	if (peek_tag(&tail) == TAG(4, WT_VARINT)) {
-		tail.p++;
-		if (get_varint(&tail, 10, &timeout))
-			return NULL;
-	}
-	if (tail.p != tail.end)
+	/* counted and checked first, read once the structures are allocated */
+	struct rd waits = g, records;
+	long n_wait = count_events(&g, 2);
+	records = g;
+	long n_record = n_wait < 0 ? -1 : count_events(&g, 3);
+	if (n_record < 0 || take_varint(&g, 4, &timeout) < 0 || g.p != g.end)
 		return NULL;	/* something protobuf-c must judge */
 
 	Qgraph__Request *req = alloc_of(alloc, sizeof *req);
@@ -315,7 +299,7 @@ Qgraph__Request *qg_hot_unpack_request(ProtobufCAllocator *alloc, const uint8_t 
 	req->run = run;
 	run->graph = graph;
 	run->timeout_ms = (uint32_t)timeout;
-	if (read_events(&g, 2, n_wait, alloc, &run->wait) || read_events(&g, 3, n_record, alloc, &run->record))
+	if (read_events(&waits, 2, n_wait, alloc, &run->wait) || read_events(&records, 3, n_record, alloc, &run->record))
 		return NULL;
 	run->n_wait = (size_t)n_wait;
 	run->n_record = (size_t)n_record;

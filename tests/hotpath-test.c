@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "hotpath.h"
-#include "bump.h"
+#include "wire-util.h"
 #include "tap.h"
 
 static struct tap_rng rng = { 20261203 };
@@ -64,16 +64,6 @@ static void run_random(struct run_sample *s)
 			s->run.record = s->evp[1];
 		}
 	}
-}
-
-static int events_equal(Qgraph__EventRef **a, size_t na, Qgraph__EventRef **b, size_t nb)
-{
-	if (na != nb)
-		return 0;
-	for (size_t i = 0; i < na; i++)
-		if (a[i]->index != b[i]->index || a[i]->value != b[i]->value)
-			return 0;
-	return 1;
 }
 
 static int requests_equal(const Qgraph__Request *a, const Qgraph__Request *b)

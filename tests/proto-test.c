@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "qgraph.pb-c.h"
-#include "bump.h"
+#include "wire-util.h"
 #include "tap.h"
 
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../wire-util.h"
 #include "hotpath.h"
 #include "quant.h"
 #include "wire.h"
@@ -36,41 +37,12 @@ static int lookup(void *ctx, uint64_t handle, struct qg_wire_weights *out)
 
 static long n_decoded, n_built, n_hot;
 
-static void *bump(void *ctx, size_t size)
-{
-	struct qg_wire_arena *a = ctx;
-	size_t at = (a->used + 15) & ~(size_t)15;
-
-	if (size > a->cap || at > a->cap - size)
-		return NULL;
-	a->used = at + size;
-	return a->buf + at;
-}
-
-static void unbump(void *ctx, void *p)
-{
-	(void)ctx;
-	(void)p;
-}
-
-static int same_events(Qgraph__EventRef **a, size_t na, Qgraph__EventRef **b, size_t nb)
-{
-	if (na != nb)
-		return 0;
-	for (size_t i = 0; i < na; i++)
-		if (a[i]->index != b[i]->index || a[i]->value != b[i]->value)
-			return 0;
-	return 1;
-}
-
 /* What the hand-written decoder takes, protobuf-c must read the same. */
 static void check_hot(const uint8_t *data, size_t size)
 {
-	static struct qg_wire_arena ha, pa;
-	if ((!ha.buf && qg_wire_arena_init(&ha, 1 << 18)) || (!pa.buf && qg_wire_arena_init(&pa, 1 << 18)))
-		return;
-	ProtobufCAllocator hal = { .alloc = bump, .free = unbump, .allocator_data = &ha };
-	ProtobufCAllocator pal = { .alloc = bump, .free = unbump, .allocator_data = &pa };
+	static struct bump ha, pa;
+	ProtobufCAllocator hal = { .alloc = bump_alloc, .free = bump_free, .allocator_data = &ha };
+	ProtobufCAllocator pal = { .alloc = bump_alloc, .free = bump_free, .allocator_data = &pa };
 	ha.used = pa.used = 0;
 	Qgraph__Request *h = qg_hot_unpack_request(&hal, data, size);
 	if (!h)
@@ -79,8 +51,8 @@ static void check_hot(const uint8_t *data, size_t size)
 	Qgraph__Request *p = qgraph__request__unpack(&pal, size, data);
 	if (!p || p->request_id != h->request_id || p->body_case != QGRAPH__REQUEST__BODY_RUN ||
 	    p->run->graph != h->run->graph || p->run->timeout_ms != h->run->timeout_ms ||
-	    !same_events(p->run->wait, p->run->n_wait, h->run->wait, h->run->n_wait) ||
-	    !same_events(p->run->record, p->run->n_record, h->run->record, h->run->n_record))
+	    !events_equal(p->run->wait, p->run->n_wait, h->run->wait, h->run->n_wait) ||
+	    !events_equal(p->run->record, p->run->n_record, h->run->record, h->run->n_record))
 		abort();
 }
 
