@@ -234,12 +234,6 @@ unsigned qgd_exec_in_flight(const struct qgd_server *srv)
 }
 
 /*
- * Place every tensor that has no data yet with the graph allocator:
- * intermediates share one buffer wherever their lifetimes allow, views
- * point into their sources.  Scratch is sized for the largest node.  0 or
- * -errno from the allocator (-ENOMEM, -ENOSPC, -EOVERFLOW).
- */
-/*
  * Whether some tensor of GR has no bytes yet.  The wire gives arena and
  * weight tensors theirs as it builds the graph, and a view of one of them
  * its root's; what is left (intermediates, views of them) is the graph
@@ -256,6 +250,12 @@ static bool has_intermediates(const struct qg_graph *gr)
 	return false;
 }
 
+/*
+ * Place every tensor that has no data yet with the graph allocator:
+ * intermediates share one buffer wherever their lifetimes allow, views
+ * point into their sources.  Scratch is sized for the largest node.  0 or
+ * -errno from the allocator (-ENOMEM, -ENOSPC, -EOVERFLOW).
+ */
 static int place(struct qgd_session *s, struct qgd_graph *g)
 {
 	struct qgd_server *srv = s->srv;
@@ -433,7 +433,7 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 	s->job = j;
 	/* alone on the executor, and run there before: when it should end */
 	x->expect_ns = x->in_flight == 0 ? g->last_compute_ns : 0;
-	x->expect_end_ns = x->expect_ns ? qgd_now_ns() + x->expect_ns : 0;
+	x->expect_end_ns = x->expect_ns ? t_placed + x->expect_ns : 0;
 	x->in_flight++;
 	pthread_mutex_lock(&x->lock);
 	*x->queue_tail = j;
