@@ -563,20 +563,43 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 	run_and_answer(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
 }
 
+static struct qgd_graph *registered(const struct qgd_session *s, uint64_t handle)
+{
+	for (size_t i = 0; i < s->n_graphs; i++)
+		if (s->graphs[i]->handle == handle)
+			return s->graphs[i];
+	return NULL;
+}
+
+/* Lines of a graph's leafs and nodes asked for ahead of a run: enough for a small graph's every tensor. */
+#define PREFETCH_TENSORS 8
+
+void qgd_exec_prefetch(const struct qgd_session *s, uint64_t handle)
+{
+	const struct qgd_graph *g = registered(s, handle);
+
+	if (!g || g->work >= QGD_INLINE_WORK)
+		return;	/* a large graph's first lines are nothing beside its run */
+	const struct qg_graph *gr = g->wg.graph;
+	for (size_t i = 0; i < gr->n_leafs && i < PREFETCH_TENSORS; i++)
+		if (gr->leafs[i]->data)
+			__builtin_prefetch(gr->leafs[i]->data, 0);
+	for (size_t i = 0; i < gr->n_nodes && i < PREFETCH_TENSORS; i++)
+		if (gr->nodes[i]->data)
+			__builtin_prefetch(gr->nodes[i]->data, 1);
+}
+
 void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run)
 {
+	struct qgd_graph *g = registered(s, run->graph);
+
 	s->req = NULL;
-	for (size_t i = 0; i < s->n_graphs; i++) {
-		struct qgd_graph *g = s->graphs[i];
-		if (g->handle != run->graph)
-			continue;
-		/* decoded just now, and nothing to place: the plan was checked when the graph was registered */
-		uint64_t t = s->req_started_ns;
-		run_and_answer(s, rid, g, 1, t, t, run->timeout_ms, run->record, run->n_record);
-		return;
-	}
-	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
-			 (unsigned long long)run->graph);
+	if (!g)
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
+					(unsigned long long)run->graph);
+	/* decoded just now, and nothing to place: the plan was checked when the graph was registered */
+	uint64_t t = s->req_started_ns;
+	run_and_answer(s, rid, g, 1, t, t, run->timeout_ms, run->record, run->n_record);
 }
 
 void qgd_exec_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle)

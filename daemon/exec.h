@@ -17,6 +17,12 @@ void qgd_exec_fini(struct qgd_server *srv);
 /* Build, check and run SG (registering it if SG->keep); answers the request. */
 void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGraph *sg,
 		     const struct qg_wire_env *env);
+/*
+ * Ask for the first lines of registered graph HANDLE's tensors (if S has
+ * it, and it is small), so that they travel from the client's cache while
+ * its request is checked: a hint, nothing more.
+ */
+void qgd_exec_prefetch(const struct qgd_session *s, uint64_t handle);
 /* Run a registered graph again with the inputs now in the arena; answers. */
 void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run);
 /* Forget a registered graph; answers. */

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "exec.h"
 #include "hotpath.h"
 #include "qgraphd.h"
 #include "shm.h"
@@ -183,6 +184,8 @@ int qgd_session_step(struct qgd_session *s)
 					 "a %zd-byte record that is not a request (or too large to decode)", n);
 			return 1;
 		}
+		if (s->req->body_case == QGRAPH__REQUEST__BODY_RUN)
+			qgd_exec_prefetch(s, s->req->run->graph);
 		s->req_started_ns = qgd_now_ns();
 		if ((uint64_t)n > s->srv->cfg.max_message) {
 			/* refused after decoding, so that the answer carries the request's id */

@@ -15,19 +15,18 @@ enum { WT_VARINT = 0, WT_LEN = 2 };
 
 /* ------------------------------------------------------------ writing */
 
-static size_t varint_size(uint64_t v)
+/* Bytes of V as a varint: seven bits a byte. */
+static inline size_t varint_size(uint64_t v)
 {
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
+	return (size_t)(64 - __builtin_clzll(v | 1) + 6) / 7;
 }
 
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
+	if (v < 0x80) {	/* most of what a round trip sends: ids, small counts */
+		*p = (uint8_t)v;
+		return p + 1;
+	}
 	while (v >= 0x80) {
 		*p++ = (uint8_t)(v | 0x80);
 		v >>= 7;
@@ -167,9 +166,20 @@ struct rd {
  * 64 dropped; a 32-bit field keeps the low 32 of them).  0, or -1 when it
  * runs past the end or past MAX bytes.
  */
-static int get_varint(struct rd *r, unsigned max, uint64_t *v)
+static inline int get_varint(struct rd *r, unsigned max, uint64_t *v)
 {
 	uint64_t x = 0;
+
+	/* one and two bytes first: ids, lengths and most timings */
+	if (r->p < r->end && r->p[0] < 0x80) {
+		*v = *r->p++;
+		return 0;
+	}
+	if (max >= 2 && r->end - r->p >= 2 && r->p[1] < 0x80) {
+		*v = (uint64_t)(r->p[0] & 0x7f) | (uint64_t)r->p[1] << 7;
+		r->p += 2;
+		return 0;
+	}
 
 	for (unsigned i = 0; i < max && r->p + i < r->end; i++) {
 		uint8_t b = r->p[i];
@@ -184,13 +194,13 @@ static int get_varint(struct rd *r, unsigned max, uint64_t *v)
 }
 
 /* The next field's tag (one byte: field numbers here are below 16), without taking it; 0 at the end. */
-static unsigned peek_tag(const struct rd *r)
+static inline unsigned peek_tag(const struct rd *r)
 {
 	return r->p < r->end ? r->p[0] : 0;
 }
 
 /* Take a varint field FIELD if it comes next: 1 taken, 0 not there, -1 malformed. */
-static int take_varint(struct rd *r, unsigned field, uint64_t *v)
+static inline int take_varint(struct rd *r, unsigned field, uint64_t *v)
 {
 	if (peek_tag(r) != TAG(field, WT_VARINT))
 		return 0;
@@ -199,7 +209,7 @@ static int take_varint(struct rd *r, unsigned field, uint64_t *v)
 }
 
 /* Take a length-delimited field FIELD if it comes next, as a sub-cursor. */
-static int take_len(struct rd *r, unsigned field, struct rd *sub)
+static inline int take_len(struct rd *r, unsigned field, struct rd *sub)
 {
 	uint64_t n;
 

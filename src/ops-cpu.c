@@ -27,12 +27,45 @@ static inline char *row_at(const struct qg_tensor *t, int64_t i1, int64_t i2, in
 	return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }
 
-/* Row number R of T as its indices. */
-static inline void row_index(const struct qg_tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3)
+/*
+ * The rows of T that thread ITH of NTH owns, walked in order: R counts
+ * them up to END, and (I1, I2, I3) are row R's indices.  The divisions
+ * that find the first row's indices are done once, not once a row.
+ */
+struct rows {
+	int64_t r, end, i1, i2, i3;
+};
+
+static inline struct rows rows_of(const struct qg_tensor *t, int ith, int nth)
 {
-	*i1 = r % t->ne[1];
-	*i2 = r / t->ne[1] % t->ne[2];
-	*i3 = r / (t->ne[1] * t->ne[2]);
+	struct rows it;
+
+	qg_op_split(qg_tensor_nrows(t), ith, nth, &it.r, &it.end);
+	it.i1 = it.i2 = it.i3 = 0;
+	if (it.r < it.end) {	/* an empty share may belong to an empty tensor */
+		it.i1 = it.r % t->ne[1];
+		it.i2 = it.r / t->ne[1] % t->ne[2];
+		it.i3 = it.r / (t->ne[1] * t->ne[2]);
+	}
+	return it;
+}
+
+static inline void rows_step(struct rows *it, const struct qg_tensor *t)
+{
+	it->r++;
+	if (++it->i1 < t->ne[1])
+		return;
+	it->i1 = 0;
+	if (++it->i2 < t->ne[2])
+		return;
+	it->i2 = 0;
+	it->i3++;
+}
+
+/* Index I of a dimension broadcast from N to a multiple of N. */
+static inline int64_t bcast(int64_t i, int64_t n)
+{
+	return n == 1 ? 0 : i < n ? i : i % n;
 }
 
 #define F32_AT(row, t, i0) (*(float *)((row) + (i0) * (t)->nb[0]))
@@ -95,15 +128,27 @@ static int compute_binary(const struct qg_tensor *t, int ith, int nth)
 {
 	const struct qg_tensor *a = t->src[0], *b = t->src[1];
 	const bool add = t->op == QG_OP_ADD;
-	int64_t r0, r1, i1, i2, i3;
+	const int64_t ne0 = t->ne[0];
+	/* rows of packed floats, B's as long as T's: the loop the compiler can make fast */
+	const bool packed = t->nb[0] == sizeof(float) && a->nb[0] == sizeof(float) && b->nb[0] == sizeof(float) &&
+			    b->ne[0] == ne0;
 
-	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
-	for (int64_t r = r0; r < r1; r++) {
-		row_index(t, r, &i1, &i2, &i3);
-		char *y = row_at(t, i1, i2, i3);
-		const char *x = row_at(a, i1, i2, i3);
-		const char *z = row_at(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
-		for (int64_t i0 = 0, j = 0; i0 < t->ne[0]; i0++) {
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		char *y = row_at(t, it.i1, it.i2, it.i3);
+		const char *x = row_at(a, it.i1, it.i2, it.i3);
+		const char *z = row_at(b, bcast(it.i1, b->ne[1]), bcast(it.i2, b->ne[2]), bcast(it.i3, b->ne[3]));
+		if (packed) {
+			float *yf = (float *)y;
+			const float *xf = (const float *)x, *zf = (const float *)z;
+			if (add)
+				for (int64_t i0 = 0; i0 < ne0; i0++)
+					yf[i0] = xf[i0] + zf[i0];
+			else
+				for (int64_t i0 = 0; i0 < ne0; i0++)
+					yf[i0] = xf[i0] * zf[i0];
+			continue;
+		}
+		for (int64_t i0 = 0, j = 0; i0 < ne0; i0++) {
 			float u = F32_AT(x, a, i0), v = F32_AT(z, b, j);
 			F32_AT(y, t, i0) = add ? u + v : u * v;
 			if (++j == b->ne[0])
@@ -124,13 +169,10 @@ static int compute_unary(const struct qg_tensor *t, int ith, int nth)
 {
 	const struct qg_tensor *a = t->src[0];
 	const float p = qg_op_param_f32(t, 0);
-	int64_t r0, r1, i1, i2, i3;
 
-	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
-	for (int64_t r = r0; r < r1; r++) {
-		row_index(t, r, &i1, &i2, &i3);
-		char *y = row_at(t, i1, i2, i3);
-		const char *x = row_at(a, i1, i2, i3);
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		char *y = row_at(t, it.i1, it.i2, it.i3);
+		const char *x = row_at(a, it.i1, it.i2, it.i3);
 		switch (t->op) {
 		case QG_OP_SCALE:
 			for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
@@ -166,14 +208,12 @@ static int compute_soft_max(const struct qg_tensor *t, int ith, int nth)
 {
 	const struct qg_tensor *a = t->src[0], *m = t->src[1];
 	const float scale = qg_op_param_f32(t, 0);
-	int64_t r0, r1, i1, i2, i3;
 
-	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
-	for (int64_t r = r0; r < r1; r++) {
-		row_index(t, r, &i1, &i2, &i3);
-		char *y = row_at(t, i1, i2, i3);
-		const char *x = row_at(a, i1, i2, i3);
-		const char *mk = m ? row_at(m, i1 % m->ne[1], i2 % m->ne[2], i3 % m->ne[3]) : NULL;
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		char *y = row_at(t, it.i1, it.i2, it.i3);
+		const char *x = row_at(a, it.i1, it.i2, it.i3);
+		const char *mk =
+			m ? row_at(m, bcast(it.i1, m->ne[1]), bcast(it.i2, m->ne[2]), bcast(it.i3, m->ne[3])) : NULL;
 		float max = -INFINITY;
 		for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
 			float v = F32_AT(x, a, i0) * scale + (mk ? F32_AT(mk, m, i0) : 0.0f);
@@ -253,13 +293,10 @@ static int compute_cpy(const struct qg_tensor *t, int ith, int nth, void *scratc
 	const struct qg_tensor *a = t->src[0];
 	const int64_t ne0 = t->ne[0];
 	float *tmp = thread_tmp(scratch, ne0, ith);
-	int64_t r0, r1, i1, i2, i3;
 
-	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
-	for (int64_t r = r0; r < r1; r++) {
-		row_index(t, r, &i1, &i2, &i3);
-		char *y = row_at(t, i1, i2, i3);
-		const char *x = row_at(a, i1, i2, i3);
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		char *y = row_at(t, it.i1, it.i2, it.i3);
+		const char *x = row_at(a, it.i1, it.i2, it.i3);
 		if (a->type == t->type && a->nb[0] == t->nb[0] &&
 		    (a->type == QG_TYPE_Q8_0 || a->nb[0] == qg_type_elem_size(a->type))) {
 			memmove(y, x, (size_t)qg_type_row_bytes(t->type, ne0));
@@ -276,12 +313,10 @@ static int compute_get_rows(const struct qg_tensor *t, int ith, int nth, void *s
 	const struct qg_tensor *a = t->src[0], *idx = t->src[1];
 	const int64_t ne0 = t->ne[0];
 	float *tmp = thread_tmp(scratch, ne0, ith);
-	int64_t r0, r1, i1, i2, i3;
 	int err = 0;
 
-	qg_op_split(qg_tensor_nrows(t), ith, nth, &r0, &r1);
-	for (int64_t r = r0; r < r1; r++) {
-		row_index(t, r, &i1, &i2, &i3);
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		const int64_t i1 = it.i1, i2 = it.i2, i3 = it.i3;
 		int32_t k;
 		memcpy(&k, (const char *)idx->data + i1 * idx->nb[0] + i2 * idx->nb[1] + i3 * idx->nb[2], sizeof k);
 		if (k < 0 || k >= a->ne[1]) {

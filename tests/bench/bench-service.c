@@ -1,11 +1,18 @@
 /*
  * bench-service.c - what the service costs, beside what it could cost.
  *
- * Limits, measured in the same run between two processes of this machine:
- * a pure spin ping-pong on a shared cache line, and a spin-then-futex
- * ping-pong (spin briefly, then sleep on a shared futex; the other side
- * wakes only a sleeper), which is what a submit-to-completion round trip
- * must at least pay.  Then, through a qgraphd of this build started on a
+ * Limits, measured in the same run between two processes of this machine,
+ * each side waiting for the other's word to change:
+ *  - spin: a pure spin ping-pong on shared cache lines, the floor of any
+ *    hand-off between two cores;
+ *  - spin_then_futex: the raw primitive a round trip is compared with:
+ *    the waiter spins 20 us, then sleeps on a shared futex; the poster
+ *    stores and always calls FUTEX_WAKE, knowing nothing of the waiter;
+ *  - spin_then_futex_wake_sleepers: the same with the protocol qgraphd and
+ *    libqgraph use, where a waiter announces its sleep and the poster
+ *    calls FUTEX_WAKE only then (so while both spin it is a spin
+ *    ping-pong plus a full fence a side).
+ * The round trip's ratio is printed against each.  Then, through a qgraphd of this build started on a
  * socket of its own: the round trip of a one-node graph registered once
  * and run with new inputs, and of a new graph sent each time (median and
  * p99), pipelined throughput from 1 and 8 clients, and a 4096 x 4096 x 32
@@ -61,7 +68,7 @@ static void emit(const char *bench, const char *mode, double value, const char *
 			printf(",\"limit_name\":null,\"limit_value\":null,\"ratio\":null");
 		printf("%s%s}\n", extra ? "," : "", extra ? extra : "");
 	} else {
-		printf("%-22s %-26s %10.3f %-9s", bench, mode, value, unit);
+		printf("%-22s %-30s %10.3f %-9s", bench, mode, value, unit);
 		if (limit_name)
 			printf("  %s %.3f -> ratio %.2f", limit_name, limit, value / limit);
 		printf("\n");
@@ -88,7 +95,14 @@ static void futex_wake(_Atomic uint32_t *w)
 	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Wait for *W to become V: spin (SPIN_NS, 0 = forever), then sleep announcing it in *SLEEPING. */
+/* How the poster of a ping-pong wakes the other side. */
+enum pp_kind {
+	PP_SPIN,		/* never: the waiter spins for ever */
+	PP_WAKE_ALWAYS,		/* FUTEX_WAKE after every store */
+	PP_WAKE_SLEEPERS,	/* FUTEX_WAKE when the waiter said it sleeps */
+};
+
+/* Wait for *W to become V: spin (SPIN_S, 0 = forever), then sleep announcing it in *SLEEPING. */
 static void await(_Atomic uint32_t *w, uint32_t v, _Atomic uint32_t *sleeping, double spin_s)
 {
 	double t0 = spin_s > 0 ? bench_now() : 0;
@@ -110,40 +124,41 @@ static void await(_Atomic uint32_t *w, uint32_t v, _Atomic uint32_t *sleeping, d
 	}
 }
 
-static void post(_Atomic uint32_t *w, uint32_t v, _Atomic uint32_t *sleeping)
+static void post(_Atomic uint32_t *w, uint32_t v, _Atomic uint32_t *sleeping, enum pp_kind kind)
 {
 	atomic_store_explicit(w, v, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(sleeping, memory_order_relaxed))
+	if (kind == PP_WAKE_ALWAYS) {
 		futex_wake(w);
+	} else if (kind == PP_WAKE_SLEEPERS) {
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(sleeping, memory_order_relaxed))
+			futex_wake(w);
+	}
 }
 
-/* Median round trip of N ping-pongs between two processes, in seconds. */
-static double ping_pong(int n, double spin_s)
+/* N ping-pongs of KIND between two processes: each round trip's time in T[0..N), in seconds. */
+static void ping_pong(int n, enum pp_kind kind, double *t)
 {
+	const double spin_s = kind == PP_SPIN ? 0 : 20e-6;
 	struct pp *p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	double *t = calloc((size_t)n, sizeof *t);
 
 	memset(p, 0, sizeof *p);
 	pid_t kid = fork();
 	if (kid == 0) {
 		for (uint32_t i = 1; i <= (uint32_t)n; i++) {
 			await(&p->ping, i, &p->pong_sleeping, spin_s);
-			post(&p->pong, i, &p->ping_sleeping);
+			post(&p->pong, i, &p->ping_sleeping, kind);
 		}
 		_exit(0);
 	}
 	for (uint32_t i = 1; i <= (uint32_t)n; i++) {
 		double a = bench_now();
-		post(&p->ping, i, &p->pong_sleeping);
+		post(&p->ping, i, &p->pong_sleeping, kind);
 		await(&p->pong, i, &p->ping_sleeping, spin_s);
 		t[i - 1] = bench_now() - a;
 	}
 	waitpid(kid, NULL, 0);
-	double med = bench_median(t, n);
-	free(t);
 	munmap(p, sizeof *p);
-	return med;
 }
 
 /* ---------------------------------------------------------------- through the daemon */
@@ -201,6 +216,38 @@ static uint64_t tiny_graph(struct qgraph_session *s, struct qgraph_graph **gp)
 		return 0;
 	*gp = g;
 	return res.handle;
+}
+
+/*
+ * M round trips of the tiny graph through S: run registered graph HANDLE
+ * with a new input (MODE 0), or send G anew each time (MODE 1).  Each
+ * one's time in T, the daemon's own account of it in TIN; 0, or -1 on a
+ * wrong answer.
+ */
+static int round_trips(struct qgraph_session *s, struct qgraph_graph *g, uint64_t handle, int mode, int m, double *t,
+		       double *tin)
+{
+	float *a = qgraph_arena(s, NULL), *y = (float *)((char *)a + 4096);
+
+	for (int i = 0; i < m; i++) {
+		uint64_t id;
+		struct qgraph_result res;
+		float v = (float)(i % 4096);
+		a[0] = v;
+		double t0 = bench_now();
+		if (mode)
+			qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+		else
+			qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id);
+		qgraph_wait(s, id, -1, &res);
+		t[i] = bench_now() - t0;
+		tin[i] = (double)res.total_ns * 1e-9;
+		if (res.status || y[0] != 2.0f * v) {
+			fprintf(stderr, "bench-service: a wrong result\n");
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static void bench_gemm(void)
@@ -267,7 +314,7 @@ static void bench_gemm(void)
 		 qgraph_type_name(st), runs, q1, q3, gemm_cpu);
 	emit("gemm_overhead", "daemon/in-process", med, "ratio", NULL, 0, extra);
 	if (!json)
-		printf("%-22s %-26s daemon %.2f ms (of which computing %.2f), in-process %.2f ms (medians), ratio IQR "
+		printf("%-22s %-30s daemon %.2f ms (of which computing %.2f), in-process %.2f ms (medians), ratio IQR "
 		       "[%.3f, %.3f], %d runs\n",
 		       "", "", bench_median(td, runs) * 1e3, bench_median(tc, runs) * 1e3, bench_median(tl, runs) * 1e3,
 		       q1, q3, runs);
@@ -352,12 +399,6 @@ int main(int argc, char **argv)
 	int n = quick ? 5000 : 50000;
 	/* two processes spinning on one CPU measure the scheduler's time slice, for minutes */
 	int ncpu = sched_getaffinity(0, sizeof all_cpus, &all_cpus) == 0 ? CPU_COUNT(&all_cpus) : 2;
-	double spin = ncpu > 1 ? ping_pong(n, 0) : 0, futex = ping_pong(n, 20e-6);
-	if (ncpu > 1)
-		emit("ping_pong", "spin", spin * 1e6, "us", NULL, 0, NULL);
-	else if (!json)
-		printf("ping_pong              spin: not measured on one CPU\n");
-	emit("ping_pong", "spin_then_futex", futex * 1e6, "us", NULL, 0, NULL);
 
 	if (!getenv("QG_TOP_BUILDDIR"))
 		setenv("QG_TOP_BUILDDIR", ".", 1);
@@ -383,37 +424,60 @@ int main(int argc, char **argv)
 		daemon_cleanup(&d);
 		return 1;
 	}
-	float *a = qgraph_arena(s, NULL), *y = (float *)((char *)a + 4096);
-	double *t = calloc((size_t)n, sizeof *t), *tin = calloc((size_t)n, sizeof *tin);
+
+	/*
+	 * The limits and the registered round trip in turns, a fifth of each at
+	 * a time: a shared machine's CPUs change speed and neighbours from one
+	 * second to the next, and a ratio means something only between figures
+	 * taken under the same conditions.
+	 */
+	enum { ROUNDS = 5 };
+	const int chunk = n / ROUNDS;
+	double *pp[3], *t = calloc((size_t)n, sizeof *t), *tin = calloc((size_t)n, sizeof *tin);
+	for (int k = 0; k < 3; k++)
+		pp[k] = calloc((size_t)n, sizeof *pp[k]);
+	for (int round = 0; round < ROUNDS; round++) {
+		if (ncpu > 1)
+			ping_pong(chunk, PP_SPIN, pp[PP_SPIN] + round * chunk);
+		ping_pong(chunk, PP_WAKE_ALWAYS, pp[PP_WAKE_ALWAYS] + round * chunk);
+		ping_pong(chunk, PP_WAKE_SLEEPERS, pp[PP_WAKE_SLEEPERS] + round * chunk);
+		if (part("round_trip") &&
+		    round_trips(s, g, handle, 0, chunk, t + round * chunk, tin + round * chunk))
+			return 1;
+	}
+	const int total = chunk * ROUNDS;
+	double spin = ncpu > 1 ? bench_median(pp[PP_SPIN], total) : 0, futex = bench_median(pp[PP_WAKE_ALWAYS], total),
+	       flagged = bench_median(pp[PP_WAKE_SLEEPERS], total);
+	if (ncpu > 1)
+		emit("ping_pong", "spin", spin * 1e6, "us", NULL, 0, NULL);
+	else if (!json)
+		printf("ping_pong              spin: not measured on one CPU\n");
+	emit("ping_pong", "spin_then_futex", futex * 1e6, "us", NULL, 0, NULL);
+	emit("ping_pong", "spin_then_futex_wake_sleepers", flagged * 1e6, "us", NULL, 0, NULL);
+
 	for (int mode = 0; mode < 2 && part("round_trip"); mode++) {
-		int m = mode ? n / 4 : n;
-		for (int i = 0; i < m; i++) {
-			uint64_t id;
-			struct qgraph_result res;
-			a[0] = (float)i;
-			double t0 = bench_now();
-			if (mode)
-				qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
-			else
-				qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id);
-			qgraph_wait(s, id, -1, &res);
-			t[i] = bench_now() - t0;
-			tin[i] = (double)res.total_ns * 1e-9;
-			if (res.status || y[0] != 2.0f * (float)i) {
-				fprintf(stderr, "bench-service: a wrong result\n");
-				return 1;
-			}
-		}
+		int m = mode ? n / 4 : total;
+		if (mode && round_trips(s, g, handle, 1, m, t, tin))
+			return 1;
 		double p99 = percentile(t, m, 0.99), med = percentile(t, m, 0.5), inside = percentile(tin, m, 0.5);
-		char extra[96];
-		snprintf(extra, sizeof extra, "\"p99_us\":%.3f,\"daemon_us\":%.3f,\"runs\":%d", p99 * 1e6,
-			 inside * 1e6, m);
+		char extra[192];
+		snprintf(extra, sizeof extra,
+			 "\"p99_us\":%.3f,\"daemon_us\":%.3f,\"runs\":%d,\"ratio_wake_sleepers\":%.3f,"
+			 "\"ratio_spin\":%.3f",
+			 p99 * 1e6, inside * 1e6, m, med / flagged, spin > 0 ? med / spin : 0.0);
 		emit("round_trip", mode ? "new graph each time" : "registered, new inputs", med * 1e6, "us",
 		     "spin_then_futex_us", futex * 1e6, extra);
-		if (!json)
-			printf("%-22s %-26s p99 %.2f us; inside the daemon (request decoded to answer ready) %.2f us\n",
+		if (!json) {
+			printf("%-22s %-30s p99 %.2f us; inside the daemon (request decoded to answer ready) %.2f us\n",
 			       "", "", p99 * 1e6, inside * 1e6);
+			printf("%-22s %-30s ratio %.2f to spin_then_futex_wake_sleepers", "", "", med / flagged);
+			if (spin > 0)
+				printf(", %.2f to spin", med / spin);
+			printf("\n");
+		}
 	}
+	for (int k = 0; k < 3; k++)
+		free(pp[k]);
 	int bad = 0;
 	if (part("pipelined")) {
 		double one = pipelined(s, handle, n);
