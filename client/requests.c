@@ -215,7 +215,7 @@ static void unpack_free(void *ctx, void *p)
 	(void)p;	/* all at once, by the next decode */
 }
 
-/* A new entry at the end of S->done, zeroed; NULL without memory. */
+/* A new entry at the end of S->done, for done_fill to fill; NULL without memory. */
 static struct done *done_new(struct qgraph_session *s)
 {
 	if (s->n_done == s->cap_done) {
@@ -226,14 +226,15 @@ static struct done *done_new(struct qgraph_session *s)
 		s->done = p;
 		s->cap_done = ncap;
 	}
-	struct done *d = &s->done[s->n_done++];
-	memset(d, 0, sizeof *d);
-	return d;
+	return &s->done[s->n_done++];
 }
 
+/* Every field of D from H (the error text is most of D: it is written only when there is one). */
 static void done_fill(struct done *d, const struct qg_hot_completion *h)
 {
 	d->id = h->request_id;
+	d->stats = NULL;
+	d->error[0] = 0;
 	d->res.status = status_errno((Qgraph__Status)h->status);
 	d->res.handle = h->handle;
 	d->res.stored_type = (int)h->stored_type;
@@ -319,7 +320,8 @@ static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_resu
 			*stats = s->done[i].stats;
 		else
 			free(s->done[i].stats);
-		s->done[i] = s->done[--s->n_done];
+		if (i != --s->n_done)
+			s->done[i] = s->done[s->n_done];
 		return 1;
 	}
 	return 0;
@@ -350,8 +352,11 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 		 * there is read under the lock.
 		 */
 		unsigned k = 0;
-		while (atomic_load_explicit(&s->complete.ctl->tail, memory_order_relaxed) == read_to && k++ < 64)
+		const uint8_t *next = s->complete.ctl->data + (read_to & (s->complete.size - 1));
+		while (atomic_load_explicit(&s->complete.ctl->tail, memory_order_relaxed) == read_to && k++ < 64) {
+			__builtin_prefetch(next, 0);	/* the record travels with the tail (qg_ring_warm) */
 			qg_cpu_relax();
+		}
 		if (k <= 64 && ++moved % 32)
 			continue;	/* something came: read it first, the clock only every 32nd time */
 		uint64_t waited = qg_now_ns() - start;

@@ -396,6 +396,7 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 				      .on_stack = 1 };
 		sj.deadline_ns = t_placed + (uint64_t)limit_ms * 1000000u;
 		qg_run_init(&sj.run);
+		sj.run.start_ns = t_placed;	/* read just now: the backend need not read it again */
 		s->job = &sj;
 		sj.err = compute(&sj);
 		sj.t_done = qgd_now_ns();

@@ -130,6 +130,7 @@ struct qgd_session {
 	struct qg_wire_arena decode;
 	Qgraph__Request *req;		/* decoded from REC, not yet answered */
 	uint64_t req_started_ns;
+	uint64_t last_run;		/* the registered graph its last Run named: likely the next one's too */
 	struct qgd_job *job;		/* in the executor, at most one */
 	struct qgd_weights *weights;
 	size_t n_weights, cap_weights;

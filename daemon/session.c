@@ -151,7 +151,8 @@ int qgd_session_step(struct qgd_session *s)
 	if (s->state != QGD_READY || (s->job && s->req))
 		return 0;	/* one request at a time, in the order submitted */
 	if (!s->req) {
-		/* the submit tail first: an idle poll reads nothing else of the session */
+		/* the submit tail first: an idle poll reads nothing else of the session (the record's line is only asked for) */
+		qg_ring_warm(&s->submit);
 		int pending = qg_ring_pending(&s->submit);
 		if (pending < 0) {
 			qgd_session_drop(s, "submit ring corrupt");
@@ -159,6 +160,8 @@ int qgd_session_step(struct qgd_session *s)
 		}
 		if (pending == 0)
 			return 0;
+		if (s->last_run)	/* its inputs travel from the client while the record is read */
+			qgd_exec_prefetch(s, s->last_run);
 		/* never take a request whose completion could not be posted */
 		int room = qg_ring_can_push(&s->complete, room_needed(s));
 		if (room < 0) {
@@ -184,8 +187,10 @@ int qgd_session_step(struct qgd_session *s)
 					 "a %zd-byte record that is not a request (or too large to decode)", n);
 			return 1;
 		}
-		if (s->req->body_case == QGRAPH__REQUEST__BODY_RUN)
-			qgd_exec_prefetch(s, s->req->run->graph);
+		if (s->req->body_case == QGRAPH__REQUEST__BODY_RUN && s->req->run->graph != s->last_run) {
+			s->last_run = s->req->run->graph;
+			qgd_exec_prefetch(s, s->last_run);
+		}
 		s->req_started_ns = qgd_now_ns();
 		if ((uint64_t)n > s->srv->cfg.max_message) {
 			/* refused after decoding, so that the answer carries the request's id */

@@ -40,12 +40,12 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
  * Signed 32-bit values (enums) are sign-extended to 64 bits, as the
  * protobuf encoding of int32 says: a negative one takes ten bytes.
  */
-static size_t field_size(uint64_t v)
+static inline size_t field_size(uint64_t v)
 {
 	return v ? 1 + varint_size(v) : 0;
 }
 
-static uint8_t *put_field(uint8_t *p, unsigned field, uint64_t v)
+static inline uint8_t *put_field(uint8_t *p, unsigned field, uint64_t v)
 {
 	if (!v)
 		return p;
@@ -53,17 +53,17 @@ static uint8_t *put_field(uint8_t *p, unsigned field, uint64_t v)
 	return put_varint(p, v);
 }
 
-static uint64_t enum_bits(int32_t v)
+static inline uint64_t enum_bits(int32_t v)
 {
 	return (uint64_t)(int64_t)v;
 }
 
-static size_t event_size(const Qgraph__EventRef *e)
+static inline size_t event_size(const Qgraph__EventRef *e)
 {
 	return field_size(e->index) + field_size(e->value);
 }
 
-static size_t events_size(Qgraph__EventRef *const *ev, size_t n, int *ok)
+static inline size_t events_size(Qgraph__EventRef *const *ev, size_t n, int *ok)
 {
 	size_t sz = 0;
 
@@ -78,7 +78,7 @@ static size_t events_size(Qgraph__EventRef *const *ev, size_t n, int *ok)
 	return sz;
 }
 
-static uint8_t *put_events(uint8_t *p, unsigned field, Qgraph__EventRef *const *ev, size_t n)
+static inline uint8_t *put_events(uint8_t *p, unsigned field, Qgraph__EventRef *const *ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		*p++ = TAG(field, WT_LEN);
@@ -111,7 +111,7 @@ size_t qg_hot_pack_request(const Qgraph__Request *r, uint8_t *buf, size_t cap)
 	return (size_t)(p - buf);
 }
 
-static size_t timings_size(const Qgraph__Timings *t)
+static inline size_t timings_size(const Qgraph__Timings *t)
 {
 	return field_size(t->queued_ns) + field_size(t->decode_ns) + field_size(t->alloc_ns) +
 	       field_size(t->compute_ns) + field_size(t->total_ns);
@@ -225,7 +225,7 @@ static inline int take_len(struct rd *r, unsigned field, struct rd *sub)
 }
 
 /* The fields of an EventRef, in order; 0, or -1 for anything else. */
-static int get_event(struct rd *r, uint32_t *index, uint64_t *value)
+static inline int get_event(struct rd *r, uint32_t *index, uint64_t *value)
 {
 	uint64_t v = 0;
 
@@ -240,10 +240,10 @@ static int get_event(struct rd *r, uint32_t *index, uint64_t *value)
 }
 
 /* How many FIELD entries come next, each a well-formed EventRef: R moves past them.  -1 if one is not. */
-static long count_events(struct rd *r, unsigned field)
+static inline long count_events(struct rd *r, unsigned field)
 {
 	long n = 0;
-	struct rd e;
+	struct rd e = { NULL, NULL };
 	int k;
 	uint32_t i;
 	uint64_t v;
@@ -256,13 +256,13 @@ static long count_events(struct rd *r, unsigned field)
 	return k < 0 ? -1 : n;
 }
 
-static void *alloc_of(ProtobufCAllocator *a, size_t n)
+static inline void *alloc_of(ProtobufCAllocator *a, size_t n)
 {
 	return a->alloc(a->allocator_data, n);
 }
 
 /* Read the next N entries of FIELD into *OUT, allocated from A.  0 or -1. */
-static int read_events(struct rd *r, unsigned field, long n, ProtobufCAllocator *a, Qgraph__EventRef ***out)
+static inline int read_events(struct rd *r, unsigned field, long n, ProtobufCAllocator *a, Qgraph__EventRef ***out)
 {
 	if (n == 0)
 		return 0;
@@ -271,7 +271,7 @@ static int read_events(struct rd *r, unsigned field, long n, ProtobufCAllocator 
 	if (!ptrs || !ev)
 		return -1;
 	for (long k = 0; k < n; k++) {
-		struct rd e;
+		struct rd e = { NULL, NULL };
 		qgraph__event_ref__init(&ev[k]);
 		take_len(r, field, &e);	/* counted and checked above */
 		get_event(&e, &ev[k].index, &ev[k].value);

@@ -514,7 +514,7 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 	}
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
 		return -ECANCELED;
-	if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+	if (run->deadline_ns && (run->start_ns ? run->start_ns : qg_now_ns()) > run->deadline_ns)
 		return -ETIMEDOUT;
 	if (cb->n_started == 0 || p->n == 0 || p->work < cb->small_work) {
 		cb->runs_caller++;

@@ -124,12 +124,36 @@ static int compute_mul_mat(const struct qg_tensor *t, int phase, int ith, int nt
 
 /* --- elementwise and row ops -------------------------------------------- */
 
+/*
+ * Y = X + Z (or X * Z) over N packed floats, eight at a time through a
+ * block on the stack: a fixed count with nothing aliased, which compilers
+ * turn into vector code at -O2, and an output that is one of the inputs
+ * (in place) comes out right, each block read whole before it is written.
+ */
+static void binary_row(float *y, const float *x, const float *z, int64_t n, bool add)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		float b[8];
+		if (add)
+			for (int k = 0; k < 8; k++)
+				b[k] = x[i + k] + z[i + k];
+		else
+			for (int k = 0; k < 8; k++)
+				b[k] = x[i + k] * z[i + k];
+		memcpy(y + i, b, sizeof b);
+	}
+	for (; i < n; i++)
+		y[i] = add ? x[i] + z[i] : x[i] * z[i];
+}
+
 static int compute_binary(const struct qg_tensor *t, int ith, int nth)
 {
 	const struct qg_tensor *a = t->src[0], *b = t->src[1];
 	const bool add = t->op == QG_OP_ADD;
 	const int64_t ne0 = t->ne[0];
-	/* rows of packed floats, B's as long as T's: the loop the compiler can make fast */
+	/* rows of packed floats, B's as long as T's: binary_row's vector code */
 	const bool packed = t->nb[0] == sizeof(float) && a->nb[0] == sizeof(float) && b->nb[0] == sizeof(float) &&
 			    b->ne[0] == ne0;
 
@@ -138,14 +162,7 @@ static int compute_binary(const struct qg_tensor *t, int ith, int nth)
 		const char *x = row_at(a, it.i1, it.i2, it.i3);
 		const char *z = row_at(b, bcast(it.i1, b->ne[1]), bcast(it.i2, b->ne[2]), bcast(it.i3, b->ne[3]));
 		if (packed) {
-			float *yf = (float *)y;
-			const float *xf = (const float *)x, *zf = (const float *)z;
-			if (add)
-				for (int64_t i0 = 0; i0 < ne0; i0++)
-					yf[i0] = xf[i0] + zf[i0];
-			else
-				for (int64_t i0 = 0; i0 < ne0; i0++)
-					yf[i0] = xf[i0] * zf[i0];
+			binary_row((float *)y, (const float *)x, (const float *)z, ne0, add);
 			continue;
 		}
 		for (int64_t i0 = 0, j = 0; i0 < ne0; i0++) {

@@ -53,6 +53,18 @@ struct qg_ring {
 	uint32_t head_seen;
 };
 
+/*
+ * Consumer, while it waits: ask for the line where the next record will
+ * be, so that when the producer publishes it the record travels with the
+ * tail instead of after it (a line transfer saved per record: 10-20 ns
+ * between nearby cores here, 50-100 between distant ones).  A hint: no
+ * load, nothing it could read is trusted.
+ */
+static inline void qg_ring_warm(const struct qg_ring *r)
+{
+	__builtin_prefetch(r->ctl->data + (r->pos & (r->size - 1)), 0);
+}
+
 /* Bytes a ring with SIZE bytes of data takes in shared memory. */
 size_t qg_ring_bytes(uint32_t size);
 

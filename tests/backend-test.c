@@ -493,6 +493,16 @@ static void test_cancel(int nth)
 	r = qg_backend_graph_plan_compute(be, p, &run);
 	tap_ok(r == -ETIMEDOUT && run.nodes_done == 0, "a deadline already past: no node runs");
 	qg_run_init(&run);
+	run.deadline_ns = qg_now_ns() + 60000000000u;
+	run.start_ns = run.deadline_ns + 1;	/* the caller's clock, read "just now", is what counts */
+	r = qg_backend_graph_plan_compute(be, p, &run);
+	tap_ok(r == -ETIMEDOUT && run.nodes_done == 0, "handed over past its deadline (the caller's clock): no node runs");
+	qg_run_init(&run);
+	run.deadline_ns = qg_now_ns() - 1;
+	run.start_ns = run.deadline_ns - 1;
+	r = qg_backend_graph_plan_compute(be, p, &run);
+	tap_ok(r == -ETIMEDOUT && run.nodes_done > 0, "handed over in time: it runs, and stops at the next node boundary");
+	qg_run_init(&run);
 	qg_run_cancel(&run);
 	r = qg_backend_graph_plan_compute(be, p, &run);
 	tap_ok(r == -ECANCELED && run.nodes_done == 0, "cancelled before the start: no node runs");
