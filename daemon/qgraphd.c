@@ -22,6 +22,7 @@
 #include "priv.h"
 #include "qgraphd.h"
 #include "sock.h"
+#include "stamp.h"
 
 static void usage(FILE *f)
 {
@@ -194,6 +195,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	qgd_info("event loop: %s%s%s%s", qg_loop_kind_name(srv.loop), why ? " (" : "", why ? why : "", why ? ")" : "");
+	if (strcmp(qg_stamp_source(), "none"))
+		qgd_debug("timestamps: CLOCK_MONOTONIC extrapolated from the %s counter", qg_stamp_source());
+	else
+		qgd_debug("timestamps: clock_gettime (no counter the kernel keeps time with)");
 	const char *what;
 	int restricted = qg_loop_restricted(srv.loop, &what);
 	if (restricted > 0)
