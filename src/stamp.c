@@ -3,7 +3,7 @@
  *
  * A thread's state: an anchor (NS0 read from the clock at counter value T0)
  * and the clock's rate in nanoseconds per tick as a 32.32 fixed-point
- * MULT, measured between the last two anchors.  A stamp is
+ * MULT, measured from a baseline anchor up to the last.  A stamp is
  * NS0 + (T - T0) * MULT, or a new anchor when the last is SPAN old.
  */
 #include "config.h"
@@ -20,11 +20,13 @@
 #include <x86intrin.h>
 #endif
 
-#define ANCHOR_NS 10000000u	/* a new anchor this often: the error of a rate measured over it stays small */
+#define ANCHOR_NS 10000000u	/* a new anchor at least this often */
 #define FIRST_NS 1000000u	/* the first rate is measured over this, with plain clock reads meanwhile */
-#define PAIR_TRIES 3		/* an anchor is the tightest of a few (counter, clock, counter) readings */
+#define BASELINE_NS 10000000000u	/* the rate is measured over at most this (and at least a tenth of it) */
+#define PAIR_TRIES 3		/* tries at a narrow (counter, clock, counter) reading */
+#define PAIR_SLACK 16		/* ticks a reading may be wider than twice the narrowest: a counter's resolution */
 
-enum { SOURCE_UNKNOWN = -1, SOURCE_NONE, SOURCE_TSC, SOURCE_CNTVCT };
+enum { SOURCE_UNKNOWN = -1, SOURCE_NONE, SOURCE_TSC };
 
 static _Atomic int source = SOURCE_UNKNOWN;
 
@@ -40,12 +42,8 @@ static inline uint64_t counter(void)
 {
 #if defined(__x86_64__)
 	return __rdtsc();
-#elif defined(__aarch64__)
-	uint64_t v;
-	__asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
-	return v;
 #else
-	return 0;
+	return 0;	/* never read: no source (find_source) */
 #endif
 }
 
@@ -61,9 +59,13 @@ static int find_source(void)
 		fclose(f);
 	}
 	return strcmp(buf, "tsc\n") == 0 ? SOURCE_TSC : SOURCE_NONE;
-#elif defined(__aarch64__)
-	return SOURCE_CNTVCT;	/* architected, and what the vDSO itself reads */
 #else
+	/*
+	 * aarch64's CNTVCT_EL0 is what the vDSO reads too, but some cores need
+	 * workarounds to read it right (errata the kernel knows of, and we
+	 * would not), and under qemu-user it follows the host's realtime clock
+	 * in microsecond steps: clock_gettime is the safe choice there.
+	 */
 	return SOURCE_NONE;
 #endif
 }
@@ -83,37 +85,46 @@ const char *qg_stamp_source(void)
 {
 	switch (the_source()) {
 	case SOURCE_TSC: return "tsc";
-	case SOURCE_CNTVCT: return "cntvct";
 	default: return "none";
 	}
 }
 
 struct stamp_state {
-	uint64_t ns0, t0;	/* the anchor; T0 == 0: none yet */
-	uint64_t mult;		/* ns per tick, 32.32; 0 while the first rate is measured */
+	uint64_t ns0, t0;	/* the anchor stamps extrapolate from; T0 == 0: none yet */
+	uint64_t nsb, tb;	/* the baseline the rate is measured from: an earlier anchor */
+	uint64_t mult;		/* ns per tick, 32.32; 0 until the baseline is FIRST_NS old */
 	uint64_t span;		/* ticks from T0 to the next anchor */
+	uint64_t pair_min;	/* the narrowest (counter, clock, counter) reading seen, in ticks */
+	bool have_pair;		/* PAIR_MIN is set */
 	uint64_t last;		/* the last value given: none smaller follows */
 };
 
 static _Thread_local struct stamp_state st;
 
-/* A (clock, counter) pair read as close together as a few tries allow. */
-static void read_pair(uint64_t *ns, uint64_t *t)
+/*
+ * A (clock, counter) pair: the clock read between two counter readings,
+ * taken at their midpoint.  A reading much wider than the narrowest seen
+ * (the thread lost its CPU between them) is no anchor: false if none of a
+ * few tries was narrow, and *NS is a plain clock reading then.
+ */
+static bool read_pair(uint64_t *ns, uint64_t *t)
 {
-	uint64_t best = UINT64_MAX;
-
 	for (int i = 0; i < PAIR_TRIES; i++) {
 		uint64_t a = counter(), n = clock_ns(), b = counter();
-		if (b >= a && b - a < best) {
-			best = b - a;
-			*ns = n;
-			*t = a + (b - a) / 2;
+		*ns = n;
+		if (b < a)
+			continue;
+		uint64_t w = b - a;
+		if (!st.have_pair || w < st.pair_min) {
+			st.pair_min = w;
+			st.have_pair = true;
+		}
+		if (w <= 2 * st.pair_min + PAIR_SLACK) {
+			*t = a + w / 2;
+			return true;
 		}
 	}
-	if (best == UINT64_MAX) {	/* the counter went back every time: anchor on the clock alone */
-		*ns = clock_ns();
-		*t = counter();
-	}
+	return false;
 }
 
 static uint64_t give(uint64_t ns)
@@ -124,22 +135,43 @@ static uint64_t give(uint64_t ns)
 	return ns;
 }
 
-/* A new anchor (and, from the time since the last, a new rate). */
+/*
+ * A new anchor, and the rate from the baseline to it.  The error of the
+ * rate is a pair's width over the baseline's age, and an anchor is used
+ * for no longer than that age (the span doubles from FIRST_NS up to
+ * ANCHOR_NS as the baseline ages): what a stamp is off by stays about
+ * one pair's width.  The baseline moves on every BASELINE_NS, so the rate
+ * follows what NTP does to the clock's.
+ */
 static uint64_t anchor(void)
 {
 	uint64_t ns, t;
 
-	read_pair(&ns, &t);
-	if (st.t0 && t > st.t0 && ns > st.ns0) {
-		uint64_t dns = ns - st.ns0, dt = t - st.t0;
-		if (st.mult == 0 && dns < FIRST_NS)
-			return give(ns);	/* still measuring the first rate: keep the first anchor */
-		unsigned __int128 m = ((unsigned __int128)dns << 32) / dt;
-		st.mult = m > UINT64_MAX ? 0 : (uint64_t)m;
+	if (!read_pair(&ns, &t))
+		return give(ns);	/* no good pair now: the clock itself, and try again next time */
+	if (!st.tb || t <= st.tb || ns <= st.nsb) {
+		/* the first anchor, or the counter went back (another CPU's, a restore): start over */
+		st = (struct stamp_state){ .nsb = ns, .tb = t, .pair_min = st.pair_min, .have_pair = st.have_pair,
+					   .last = st.last };
+		return give(ns);
 	}
+	uint64_t age = ns - st.nsb;
+	if (age < FIRST_NS)
+		return give(ns);	/* too young a baseline for a rate: plain clock reads meanwhile */
+	unsigned __int128 m = ((unsigned __int128)age << 32) / (t - st.tb);
+	if (m == 0 || m > UINT64_MAX) {
+		st.mult = 0;
+		return give(ns);
+	}
+	st.mult = (uint64_t)m;
 	st.ns0 = ns;
 	st.t0 = t;
-	st.span = st.mult ? (uint64_t)(((unsigned __int128)ANCHOR_NS << 32) / st.mult) : 0;
+	uint64_t span_ns = age < ANCHOR_NS ? age : ANCHOR_NS;
+	st.span = (uint64_t)(((unsigned __int128)span_ns << 32) / st.mult);
+	if (age > BASELINE_NS) {
+		st.nsb = ns;
+		st.tb = t;
+	}
 	return give(ns);
 }
 

@@ -4,14 +4,16 @@
  *
  * clock_gettime costs 25 to 50 ns in a virtual machine, and a tiny graph's
  * round trip through qgraphd reads it twice: a tenth of the whole.  The
- * CPU's own counter costs a few: x86-64's TSC (used only when the kernel's
- * clocksource is the TSC, so it is known to be stable and synchronised)
- * and aarch64's virtual counter CNTVCT_EL0 (the one the kernel's vDSO reads).
+ * CPU's own counter costs a few: x86-64's TSC, used only when the kernel's
+ * clocksource is the TSC, so that it is known to be stable and the same on
+ * every CPU.  (aarch64's CNTVCT_EL0 is left alone: see find_source.)
  *
  * qg_stamp_ns() extrapolates from an anchor, a clock_gettime reading taken
- * with the counter, at a rate measured between anchors; each thread keeps
- * its own (no sharing, no locks) and takes a new one every 10 ms, so the
- * error stays below a microsecond or so whatever NTP does to the clock's
+ * between two counter readings, at a rate measured from an earlier anchor;
+ * each thread keeps its own (no sharing, no locks), takes a new anchor
+ * every 10 ms (sooner while its baseline is young) and refuses readings
+ * in which it lost the CPU, so a stamp is off by about the width of one
+ * reading (well under a microsecond) whatever NTP does to the clock's
  * rate.  A thread's first millisecond of stamps are plain clock reads,
  * while it measures the rate.  Values never go back within a thread.
  * Without a usable counter it is clock_gettime.
@@ -24,7 +26,7 @@
 /* CLOCK_MONOTONIC in nanoseconds, to within a microsecond or so. */
 uint64_t qg_stamp_ns(void);
 
-/* The counter qg_stamp_ns extrapolates from: "tsc", "cntvct", or "none" (clock_gettime alone). */
+/* The counter qg_stamp_ns extrapolates from: "tsc", or "none" (clock_gettime alone). */
 const char *qg_stamp_source(void);
 
 #endif
