@@ -18,14 +18,69 @@ struct gtensor {
 	enum qgraph_type type;
 	int ndims;
 	int64_t ne[4];
+	uint64_t nb[4];		/* byte strides, as the daemon will have them (views need them) */
 	int op;			/* 0: a leaf */
 	int src[2];
 	float param;
 	int has_param;
+	int32_t axes[4];	/* PERMUTE's */
+	uint64_t view_offset;	/* VIEW's, in bytes from its source's first */
 	int64_t offset;		/* arena offset, or -1 */
 	uint64_t weights;
 	unsigned flags;		/* 1 input, 2 output */
 };
+
+static int is_view(int op)
+{
+	return op >= QGRAPH_OP_RESHAPE && op <= QGRAPH_OP_PERMUTE;
+}
+
+static int is_block_type(enum qgraph_type type)
+{
+	return type != QGRAPH_TYPE_F32 && type != QGRAPH_TYPE_F16 && type != QGRAPH_TYPE_I32;
+}
+
+/* Bytes of one element (of one block, for a block type) of TYPE. */
+static int64_t elem_bytes(enum qgraph_type type)
+{
+	switch ((int)type) {
+	case QGRAPH_TYPE_F32:
+	case (int)QGRAPH_TYPE_I32: return 4;
+	case QGRAPH_TYPE_F16: return 2;
+	default: return qgraph_row_size(type, 32);	/* the block types hold 32 values a block */
+	}
+}
+
+/* Bytes of a row of T, or -errno. */
+static int64_t row_bytes(const struct gtensor *t)
+{
+	return t->type == QGRAPH_TYPE_I32 ? 4 * t->ne[0] : qgraph_row_size(t->type, t->ne[0]);
+}
+
+/* T's strides for its shape, packed: rows one after another. */
+static void set_contiguous(struct gtensor *t)
+{
+	int64_t row = row_bytes(t), eb = elem_bytes(t->type);
+
+	t->nb[0] = eb > 0 ? (uint64_t)eb : 0;
+	t->nb[1] = row > 0 ? (uint64_t)row : 0;
+	for (int d = 2; d < 4; d++)
+		t->nb[d] = t->nb[d - 1] * (uint64_t)t->ne[d - 1];
+}
+
+/* Whether T's strides are the packed ones (a dimension of one has no stride that matters). */
+static int is_contiguous(const struct gtensor *t)
+{
+	struct gtensor packed = *t;
+
+	set_contiguous(&packed);
+	if (t->nb[0] != packed.nb[0])
+		return 0;
+	for (int d = 1; d < 4; d++)
+		if (t->ne[d] != 1 && t->nb[d] != packed.nb[d])
+			return 0;
+	return 1;
+}
 
 struct evref {
 	unsigned index;
@@ -79,7 +134,7 @@ QGRAPH_API int64_t qgraph_graph_tensor_bytes(const struct qgraph_graph *g, int i
 	if (!g || i < 0 || (size_t)i >= g->n)
 		return -EINVAL;
 	const struct gtensor *t = &g->t[i];
-	int64_t row = t->type == QGRAPH_TYPE_I32 ? 4 * t->ne[0] : qgraph_row_size(t->type, t->ne[0]);
+	int64_t row = row_bytes(t);
 	if (row < 0)
 		return row;
 	int64_t n = row;
@@ -103,6 +158,7 @@ QGRAPH_API int qgraph_graph_input(struct qgraph_graph *g, enum qgraph_type type,
 			return graph_fail(g, -EINVAL);
 		t.ne[d] = ne[d];
 	}
+	set_contiguous(&t);
 	return add(g, &t);
 }
 
@@ -170,8 +226,120 @@ QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a,
 			return graph_fail(g, -EINVAL);
 		break;
 	default:
-		return graph_fail(g, -EINVAL);
+		return graph_fail(g, -EINVAL);	/* views have builders of their own */
 	}
+	set_contiguous(&t);
+	return add(g, &t);
+}
+
+/* Source A of a view: *SRC, or -errno (weights are not viewed). */
+static int view_source(struct qgraph_graph *g, int a, const struct gtensor **src)
+{
+	if (!g)
+		return -EINVAL;
+	if (a < 0)
+		return graph_fail(g, a);
+	if ((size_t)a >= g->n || g->t[a].weights)
+		return graph_fail(g, -EINVAL);
+	*src = &g->t[a];
+	return 0;
+}
+
+/* A view T of A: its type, source and place are A's. */
+static struct gtensor view_base(const struct gtensor *A, int a, int op)
+{
+	struct gtensor t = *A;
+
+	t.op = op;
+	t.src[0] = a;
+	t.src[1] = -1;
+	t.has_param = 0;
+	t.offset = -1;
+	t.flags = 0;
+	t.view_offset = 0;
+	return t;
+}
+
+QGRAPH_API int qgraph_graph_reshape(struct qgraph_graph *g, int a, int ndims, const int64_t *ne)
+{
+	const struct gtensor *A;
+	int r = view_source(g, a, &A);
+
+	if (r)
+		return r;
+	if (ndims < 1 || ndims > 4 || !ne || !is_contiguous(A))
+		return graph_fail(g, -EINVAL);
+	struct gtensor t = view_base(A, a, QGRAPH_OP_RESHAPE);
+	int64_t n = 1, m = 1;
+	for (int d = 0; d < 4; d++) {
+		t.ne[d] = d < ndims ? ne[d] : 1;
+		if (t.ne[d] < 1 || __builtin_mul_overflow(n, t.ne[d], &n) || __builtin_mul_overflow(m, A->ne[d], &m))
+			return graph_fail(g, -EINVAL);
+	}
+	if (n != m)
+		return graph_fail(g, -EINVAL);	/* the same elements, or it is no reshape */
+	t.ndims = ndims;
+	set_contiguous(&t);
+	return add(g, &t);
+}
+
+QGRAPH_API int qgraph_graph_permute(struct qgraph_graph *g, int a, const int axes[4])
+{
+	const struct gtensor *A;
+	int r = view_source(g, a, &A), seen = 0;
+
+	if (r)
+		return r;
+	if (!axes)
+		return graph_fail(g, -EINVAL);
+	struct gtensor t = view_base(A, a, QGRAPH_OP_PERMUTE);
+	for (int d = 0; d < 4; d++) {
+		if (axes[d] < 0 || axes[d] > 3 || (seen & (1 << axes[d])))
+			return graph_fail(g, -EINVAL);
+		seen |= 1 << axes[d];
+		t.ne[axes[d]] = A->ne[d];
+		t.nb[axes[d]] = A->nb[d];
+		t.axes[d] = axes[d];
+	}
+	if (is_block_type(A->type) && axes[0] != 0)
+		return graph_fail(g, -EINVAL);	/* a block type's rows hold blocks: they cannot move */
+	t.ndims = 4;
+	return add(g, &t);
+}
+
+QGRAPH_API int qgraph_graph_transpose(struct qgraph_graph *g, int a)
+{
+	static const int swap[4] = { 1, 0, 2, 3 };
+	int t = qgraph_graph_permute(g, a, swap);
+
+	if (t >= 0)
+		g->t[t].op = QGRAPH_OP_TRANSPOSE;
+	return t;
+}
+
+QGRAPH_API int qgraph_graph_view(struct qgraph_graph *g, int a, int ndims, const int64_t *ne, const uint64_t *nb,
+				 uint64_t offset)
+{
+	const struct gtensor *A;
+	int r = view_source(g, a, &A);
+
+	if (r)
+		return r;
+	if (ndims < 1 || ndims > 4 || !ne || (ndims > 1 && !nb))
+		return graph_fail(g, -EINVAL);
+	struct gtensor t = view_base(A, a, QGRAPH_OP_VIEW);
+	for (int d = 0; d < 4; d++) {
+		t.ne[d] = d < ndims ? ne[d] : 1;
+		if (t.ne[d] < 1)
+			return graph_fail(g, -EINVAL);
+	}
+	/* the row as A's; the dimensions given their strides, those past them packed after them */
+	t.nb[0] = A->nb[0];
+	int64_t row = row_bytes(&t);
+	for (int d = 1; d < 4; d++)
+		t.nb[d] = d < ndims ? nb[d - 1] : d == 1 ? (uint64_t)(row > 0 ? row : 0) : t.nb[d - 1] * (uint64_t)t.ne[d - 1];
+	t.ndims = ndims;
+	t.view_offset = offset;
 	return add(g, &t);
 }
 
@@ -181,7 +349,7 @@ QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int i, int64_t offset
 		return -EINVAL;
 	if (i < 0)
 		return graph_fail(g, i);
-	if ((size_t)i >= g->n || !g->t[i].op || offset < 0 || offset % 64)
+	if ((size_t)i >= g->n || !g->t[i].op || is_view(g->t[i].op) || offset < 0 || offset % 64)
 		return graph_fail(g, -EINVAL);
 	g->t[i].offset = offset;
 	g->t[i].flags |= 2;
@@ -282,6 +450,15 @@ static int wire_make(const struct qgraph_graph *g, int flags, struct wire_graph 
 		if (x->has_param) {
 			t->n_fparams = 1;
 			t->fparams = (float *)&x->param;
+		}
+		if (x->op == QGRAPH_OP_PERMUTE) {
+			t->n_iparams = 4;
+			t->iparams = (int32_t *)x->axes;
+		}
+		if (x->op == QGRAPH_OP_VIEW) {
+			t->n_nb = (size_t)x->ndims;	/* one stride a dimension, the row's first */
+			t->nb = (uint64_t *)x->nb;
+			t->view_offset = x->view_offset;
 		}
 		if (x->offset >= 0) {
 			int64_t bytes = qgraph_graph_tensor_bytes(g, (int)i);

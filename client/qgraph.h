@@ -239,6 +239,11 @@ enum qgraph_op {
 	QGRAPH_OP_SOFT_MAX = 8,
 	QGRAPH_OP_CPY = 9,
 	QGRAPH_OP_GET_ROWS = 10,
+	/* views (qgraph_graph_reshape and the others below, not qgraph_graph_op) */
+	QGRAPH_OP_RESHAPE = 11,
+	QGRAPH_OP_VIEW = 12,
+	QGRAPH_OP_TRANSPOSE = 13,
+	QGRAPH_OP_PERMUTE = 14,
 };
 
 #define QGRAPH_TYPE_I32 ((enum qgraph_type)32)	/* int32 GET_ROWS indices, in graphs only */
@@ -270,6 +275,28 @@ QGRAPH_API int qgraph_graph_weights(struct qgraph_graph *g, uint64_t handle, enu
 				    int64_t cols);
 QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a, int b, float param);
 QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset);
+/*
+ * Views: tensors with no bytes of their own, read through A's.  An op
+ * takes them as sources like any tensor; to put a view's values in the
+ * arena, make an op of it the output (SCALE by 1, or an ADD).  Weights
+ * are not viewed: their bytes are in the layout the daemon chose.
+ *
+ * reshape:   A, which must be contiguous (an input, an op's result, or a
+ *            reshape or contiguous view of one), as NDIMS dimensions NE
+ *            holding the same number of elements
+ * transpose: A with its first two dimensions swapped
+ * permute:   A with its dimension i moved to position AXES[i] (AXES a
+ *            permutation of 0..3; a dimension beyond A's is of size 1)
+ * view:      NDIMS dimensions NE of A's bytes from byte OFFSET on, its
+ *            dimension d (1 <= d < NDIMS) NB[d - 1] bytes apart and the
+ *            elements of a row as A's; the daemon refuses one that reaches
+ *            past A's bytes
+ */
+QGRAPH_API int qgraph_graph_reshape(struct qgraph_graph *g, int a, int ndims, const int64_t *ne);
+QGRAPH_API int qgraph_graph_transpose(struct qgraph_graph *g, int a);
+QGRAPH_API int qgraph_graph_permute(struct qgraph_graph *g, int a, const int axes[4]);
+QGRAPH_API int qgraph_graph_view(struct qgraph_graph *g, int a, int ndims, const int64_t *ne, const uint64_t *nb,
+				 uint64_t offset);
 /* Bytes tensor T of G takes (for sizing its arena room), or -errno. */
 QGRAPH_API int64_t qgraph_graph_tensor_bytes(const struct qgraph_graph *g, int t);
 /* Before the graph runs, wait until EVENT reaches VALUE; after, record VALUE on EVENT. */

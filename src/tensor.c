@@ -231,18 +231,18 @@ size_t qg_tensor_nbytes(const struct qg_tensor *t)
 	int bv = t->type == QG_TYPE_I32 ? 1 : qg_type_block_values(t->type);
 	size_t n;
 
+	size_t step;
+
 	if (bv <= 0)
 		return 0;
-	if (bv == 1) {
-		/* one element, then every dimension's strides beyond it */
+	/* one element (or a row's blocks), then every dimension's strides beyond it; SIZE_MAX if that overflows */
+	if (bv == 1)
 		n = qg_type_elem_size(t->type);
-		for (int i = 0; i < QG_MAX_DIMS; i++)
-			n += (size_t)(t->ne[i] - 1) * t->nb[i];
-		return n;
-	}
-	n = (size_t)(t->ne[0] / bv) * t->nb[0];
-	for (int i = 1; i < QG_MAX_DIMS; i++)
-		n += (size_t)(t->ne[i] - 1) * t->nb[i];
+	else if (__builtin_mul_overflow((size_t)(t->ne[0] / bv), t->nb[0], &n))
+		return SIZE_MAX;
+	for (int i = bv == 1 ? 0 : 1; i < QG_MAX_DIMS; i++)
+		if (__builtin_mul_overflow((size_t)(t->ne[i] - 1), t->nb[i], &step) || __builtin_add_overflow(n, step, &n))
+			return SIZE_MAX;
 	return n;
 }
 

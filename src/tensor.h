@@ -114,7 +114,7 @@ struct qg_tensor *qg_tensor_dup(struct qg_ctx *ctx, const struct qg_tensor *a);
 /* Set T's name (truncated to QG_MAX_NAME - 1 bytes).  Returns T. */
 struct qg_tensor *qg_tensor_set_name(struct qg_tensor *t, const char *name);
 
-/* Elements, rows (ne1*ne2*ne3) and bytes spanned (highest byte touched + 1). */
+/* Elements, rows (ne1*ne2*ne3) and bytes spanned (highest byte touched + 1; SIZE_MAX past what a size_t holds). */
 int64_t qg_tensor_nelements(const struct qg_tensor *t);
 int64_t qg_tensor_nrows(const struct qg_tensor *t);
 size_t qg_tensor_nbytes(const struct qg_tensor *t);

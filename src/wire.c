@@ -230,11 +230,15 @@ static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_t
 		t = qg_tensor_permute(ctx, a, wt->iparams[0], wt->iparams[1], wt->iparams[2], wt->iparams[3]);
 		break;
 	case QGRAPH__OP__OP_VIEW: {
+		/* one stride a dimension: NB[0] between a row's elements (its source's), NB[d] between its rows of dim d */
 		size_t nb[QG_MAX_DIMS] = { 0 };
 		if (wt->n_nb != wt->n_ne)
 			return fail(b, -EINVAL, i, "a view needs one stride per dimension");
-		for (size_t d = 0; d < wt->n_nb; d++)
-			nb[d] = (size_t)wt->nb[d];
+		if (wt->nb[0] != a->nb[0])
+			return fail(b, -EINVAL, i, "a view's elements are %llu bytes apart, as its source's, not %llu",
+				    (unsigned long long)a->nb[0], (unsigned long long)wt->nb[0]);
+		for (size_t d = 1; d < wt->n_nb; d++)
+			nb[d - 1] = (size_t)wt->nb[d];	/* make_view bounds what they reach */
 		t = qg_tensor_view(ctx, a, (int)wt->n_ne, wt->ne, nb, (size_t)wt->view_offset);
 		break;
 	}

@@ -160,6 +160,111 @@ static void test_ops(struct qgraph_session *s)
 	qgraph_arena_free(s, yo);
 }
 
+/*
+ * The builder's views through the daemon: x is 6 x 4 floats, x[r][c] = 6r + c.
+ * Each view feeds an op whose result is checked element by element against
+ * where the view says its values come from; then what the builder refuses.
+ */
+static void test_views(struct qgraph_session *s)
+{
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, 24 * 4), zo = qgraph_arena_alloc(s, 64), yo = qgraph_arena_alloc(s, 24 * 4);
+	float *x = (float *)(arena + xo), *z = (float *)(arena + zo), *y = (float *)(arena + yo);
+	int64_t xne[2] = { 6, 4 }, zne[1] = { 4 };
+
+	for (int i = 0; i < 24; i++)
+		x[i] = (float)i;
+	memset(z, 0, 64);
+
+	/* reshape to 4 x 6, added to itself: the same order, doubled */
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t rne[2] = { 4, 6 };
+	int xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	int ri = qgraph_graph_reshape(g, xi, 2, rne);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, ri, ri, 0), yo);
+	memset(y, 0, 24 * 4);
+	int r = submit_wait(s, g, 0, NULL), ok = r == 0;
+	for (int i = 0; i < 24; i++)
+		ok &= y[i] == 2.0f * (float)i;
+	tap_ok(ok, "reshape 6 x 4 -> 4 x 6 through the daemon%s%s", r ? ": " : "", r ? qgraph_session_error(s) : "");
+	qgraph_graph_free(g);
+
+	/* transpose, plus a row of zeros broadcast: y is x's transpose, packed (4 x 6: y[j][i] = x[i][j]) */
+	g = qgraph_graph_new();
+	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	int zi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, zne, zo);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, qgraph_graph_transpose(g, xi), zi, 0), yo);
+	memset(y, 0, 24 * 4);
+	r = submit_wait(s, g, 0, NULL);
+	ok = r == 0;
+	for (int j = 0; j < 6; j++)
+		for (int i = 0; i < 4; i++)
+			ok &= y[j * 4 + i] == x[i * 6 + j];
+	tap_ok(ok, "transpose through the daemon%s%s", r ? ": " : "", r ? qgraph_session_error(s) : "");
+	qgraph_graph_free(g);
+
+	/*
+	 * x as 2 x 3 x 4, permuted (1, 2, 0, 3): dimension 0 to 1, 1 to 2, 2 to 0, giving 4 x 2 x 3;
+	 * y[c][b][a] (a fastest) is x3[a][c][b] (b fastest), x3 at (b, c, a) = b + 2c + 6a
+	 */
+	g = qgraph_graph_new();
+	int64_t x3ne[3] = { 2, 3, 4 };
+	static const int axes[4] = { 1, 2, 0, 3 };
+	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	int pi = qgraph_graph_permute(g, qgraph_graph_reshape(g, xi, 3, x3ne), axes);
+	zi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, zne, zo);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, pi, zi, 0), yo);
+	memset(y, 0, 24 * 4);
+	r = submit_wait(s, g, 0, NULL);
+	ok = r == 0;
+	for (int i2 = 0; i2 < 3; i2++)
+		for (int i1 = 0; i1 < 2; i1++)
+			for (int i0 = 0; i0 < 4; i0++)
+				ok &= y[i0 + 4 * (i1 + 2 * i2)] == x[i1 + 2 * i2 + 6 * i0];
+	tap_ok(ok, "reshape then permute through the daemon%s%s", r ? ": " : "", r ? qgraph_session_error(s) : "");
+	qgraph_graph_free(g);
+
+	/* a view of rows 1 and 3 (every other row from the second), scaled by 3 */
+	g = qgraph_graph_new();
+	int64_t vne[2] = { 6, 2 };
+	uint64_t vnb[1] = { 2 * 6 * 4 };
+	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	int vi = qgraph_graph_view(g, xi, 2, vne, vnb, 6 * 4);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, vi, -1, 3.0f), yo);
+	memset(y, 0, 24 * 4);
+	r = submit_wait(s, g, 0, NULL);
+	ok = r == 0;
+	for (int row = 0; row < 2; row++)
+		for (int c = 0; c < 6; c++)
+			ok &= y[row * 6 + c] == 3.0f * x[(1 + 2 * row) * 6 + c];
+	tap_ok(ok, "a strided view through the daemon%s%s", r ? ": " : "", r ? qgraph_session_error(s) : "");
+
+	/* and one reaching past x: built, then refused by the daemon with the node named */
+	int far = qgraph_graph_view(g, xi, 2, vne, vnb, 12 * 4);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, far, -1, 1.0f), yo + 64);
+	r = submit_wait(s, g, 0, NULL);
+	tap_ok(r != 0 && strstr(qgraph_session_error(s), "view"), "a view past its source is refused: %s",
+	       qgraph_session_error(s));
+	qgraph_graph_free(g);
+
+	/* what the builder refuses at once */
+	g = qgraph_graph_new();
+	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	int ti = qgraph_graph_transpose(g, xi);
+	static const int twice[4] = { 0, 0, 2, 3 };
+	int64_t seven[1] = { 7 };
+	tap_ok(qgraph_graph_reshape(g, ti, 2, rne) == -EINVAL, "reshape of a transposed (strided) tensor: -EINVAL");
+	tap_ok(qgraph_graph_reshape(g, xi, 1, seven) == -EINVAL, "reshape to another number of elements: -EINVAL");
+	tap_ok(qgraph_graph_permute(g, xi, twice) == -EINVAL, "permute with an axis twice: -EINVAL");
+	tap_ok(qgraph_graph_output(g, ti, yo) == -EINVAL, "a view as an output: -EINVAL");
+	int wi = qgraph_graph_weights(g, 1, QGRAPH_TYPE_Q4_0, 32, 32);
+	tap_ok(qgraph_graph_transpose(g, wi) == -EINVAL, "a view of weights: -EINVAL");
+	qgraph_graph_free(g);
+	qgraph_arena_free(s, xo);
+	qgraph_arena_free(s, zo);
+	qgraph_arena_free(s, yo);
+}
+
 /* MUL_MAT for each weight type against the in-process engine on the same bytes. */
 static void test_mul_mat(struct qgraph_session *s)
 {
@@ -555,6 +660,7 @@ int main(void)
 	}
 	tap_ok(strstr(qgraph_session_info(s), "kernel q4_0_8x8") != NULL, "the welcome names the kernels");
 	test_ops(s);
+	test_views(s);
 	test_mul_mat(s);
 	test_registered(s);
 	test_registered_large(s);

@@ -143,11 +143,25 @@ static size_t pack_submit(Qgraph__Tensor **t, size_t n, uint8_t *buf)
 }
 
 /*
- * Views through the wire, which libqgraph's builder does not make: a
- * reshape of an arena input (a graph with nothing for the allocator) and
- * a reshape of an intermediate (placed by it), each feeding an ADD whose
- * result is checked.
+ * Views sent by hand: a reshape of an arena input (a graph with nothing
+ * for the allocator) and of an intermediate (placed by it), a strided
+ * VIEW, each feeding an ADD whose result is checked; and VIEWs a client
+ * should not be able to send: strides whose reach overflows, a row whose
+ * elements are spaced unlike its source's, a view past its source.
  */
+static int good_works(void);
+
+/* Make T node OP of shape NE on sources SRC (N_SRC of them), an output to OUT if OUT is set. */
+static void set_node(Qgraph__Tensor *t, int64_t *ne, Qgraph__Op op, uint32_t *src, size_t n_src, Qgraph__Span *out)
+{
+	t->ne = ne;
+	t->op = op;
+	t->src = src;
+	t->n_src = n_src;
+	t->flags = out ? 2 : 0;
+	t->arena = out;
+}
+
 static void test_views(struct raw *r)
 {
 	Qgraph__Tensor t[4], *tp[4] = { &t[0], &t[1], &t[2], &t[3] };
@@ -171,16 +185,8 @@ static void test_views(struct raw *r)
 	t[0].ne = flat;
 	t[0].flags = 1;
 	t[0].arena = &in;
-	t[1].ne = square;
-	t[1].op = QGRAPH__OP__OP_RESHAPE;
-	t[1].n_src = 1;
-	t[1].src = s1;
-	t[2].ne = square;
-	t[2].op = QGRAPH__OP__OP_ADD;
-	t[2].n_src = 2;
-	t[2].src = s2;
-	t[2].flags = 2;
-	t[2].arena = &out;
+	set_node(&t[1], square, QGRAPH__OP__OP_RESHAPE, s1, 1, NULL);
+	set_node(&t[2], square, QGRAPH__OP__OP_ADD, s2, 2, &out);
 	memset(arena + 1024, 0, 256);
 	raw_push(r, buf, pack_submit(tp, 3, buf));
 	int st = raw_answer(r, err, sizeof err), ok = st == 0;
@@ -189,21 +195,9 @@ static void test_views(struct raw *r)
 	tap_ok(ok, "a reshape of an arena input through the wire: right (%d %s)", st, err);
 
 	/* x -> x + x (an intermediate) -> reshape 8 x 8 -> y = that + that */
-	t[1].ne = flat;
-	t[1].op = QGRAPH__OP__OP_ADD;
-	t[1].n_src = 2;
-	t[1].src = s1;
-	t[2].op = QGRAPH__OP__OP_RESHAPE;
-	t[2].n_src = 1;
-	t[2].src = s2;
-	t[2].flags = 0;
-	t[2].arena = NULL;
-	t[3].ne = square;
-	t[3].op = QGRAPH__OP__OP_ADD;
-	t[3].n_src = 2;
-	t[3].src = s3;
-	t[3].flags = 2;
-	t[3].arena = &out;
+	set_node(&t[1], flat, QGRAPH__OP__OP_ADD, s1, 2, NULL);
+	set_node(&t[2], square, QGRAPH__OP__OP_RESHAPE, s2, 1, NULL);
+	set_node(&t[3], square, QGRAPH__OP__OP_ADD, s3, 2, &out);
 	memset(arena + 1024, 0, 256);
 	raw_push(r, buf, pack_submit(tp, 4, buf));
 	st = raw_answer(r, err, sizeof err);
@@ -211,6 +205,46 @@ static void test_views(struct raw *r)
 	for (int i = 0; i < 64; i++)
 		ok &= arena[1024 + i] == 4.0f * (float)i;
 	tap_ok(ok, "a reshape of an intermediate through the wire: right (%d %s)", st, err);
+
+	/* x (64) -> a VIEW of 4 rows of 8, 16 floats apart -> y = that + that (8 x 4) */
+	int64_t four[2] = { 8, 4 };
+	uint64_t nb[2] = { 4, 64 };
+	Qgraph__Span out4 = QGRAPH__SPAN__INIT;
+	out4.offset = 4096;
+	out4.bytes = 128;
+	set_node(&t[1], four, QGRAPH__OP__OP_VIEW, s1, 1, NULL);
+	t[1].n_nb = 2;
+	t[1].nb = nb;
+	set_node(&t[2], four, QGRAPH__OP__OP_ADD, s2, 2, &out4);
+	memset(arena + 1024, 0, 256);
+	raw_push(r, buf, pack_submit(tp, 3, buf));
+	st = raw_answer(r, err, sizeof err);
+	ok = st == 0;
+	for (int row = 0; row < 4; row++)
+		for (int c = 0; c < 8; c++)
+			ok &= arena[1024 + row * 8 + c] == 2.0f * (float)(row * 16 + c);
+	tap_ok(ok, "a strided VIEW through the wire: right (%d %s)", st, err);
+
+	static const struct {
+		const char *what;
+		uint64_t nb0, nb1, offset;
+	} bad[] = {
+		{ "a VIEW whose strides reach past 2^64", 4, UINT64_C(1) << 63, 0 },
+		{ "a VIEW whose reach wraps around 2^64 to 34 bytes", 4, UINT64_C(0x5555555555555556), 0 },
+		{ "a VIEW whose row elements are spaced unlike its source's", 8, 64, 0 },
+		{ "a VIEW past the end of its source", 4, 64, 64 },
+		{ "a VIEW starting past the end of its source", 4, 64, UINT64_MAX - 8 },
+	};
+	for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+		nb[0] = bad[k].nb0;
+		nb[1] = bad[k].nb1;
+		t[1].view_offset = bad[k].offset;
+		raw_push(r, buf, pack_submit(tp, 3, buf));
+		st = raw_answer(r, err, sizeof err);
+		tap_ok(st > 0 && strstr(err, "view") && good_works(), "%s: refused as a view (%s), others unaffected",
+		       bad[k].what, err);
+	}
+	t[1].view_offset = 0;
 }
 
 /* The good client: a small graph, result checked. */
