@@ -180,9 +180,9 @@ static char *stats_text(const Qgraph__Stats *st)
 		if (k_ > 0)                                                        \
 			at += (size_t)k_;                                          \
 	} while (0)
-	PUT("sessions %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\npool %s\n"
+	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\npool %s\n"
 	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\n",
-	    st->sessions, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes,
+	    st->sessions, st->handshaking, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes,
 	    (unsigned long long)st->pool_used, st->plans,
 	    (unsigned long long)st->graphs_run, st->pool_kind, st->loop, st->threads, st->weights_stored,
 	    (unsigned long long)st->weights_referenced_bytes);

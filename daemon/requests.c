@@ -258,7 +258,10 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 	Qgraph__SessionStats ss[16], *ssp[16];
 	size_t n = 0;
 
-	st.sessions = srv->n_sessions;
+	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
+		st.sessions += t->state == QGD_READY;
+		st.handshaking += t->state == QGD_HANDSHAKE;
+	}
 	st.pinned_bytes = srv->pinned_bytes;
 	st.pool_bytes = qg_hugepool_info(srv->pool)->bytes;
 	st.pool_used = qg_hugepool_in_use_total(srv->pool);

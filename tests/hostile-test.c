@@ -475,11 +475,19 @@ int main(void)
 	close(pfd[1]);
 	raw_close(&r);
 
-	/* a handshake abandoned half-way is dropped in time */
+	/* a handshake abandoned half-way is dropped in time, and counted apart from the sessions meanwhile */
+	long long serving = daemon_stat(good, "sessions");
 	int s = qg_sock_connect(d.sock);
+	long long shaking = -1;
+	for (int k = 0; k < 100 && shaking < 1; k++, usleep(1000))
+		shaking = daemon_stat(good, "handshaking");
+	tap_ok(shaking == 1 && daemon_stat(good, "sessions") == serving,
+	       "a connection in its handshake counts as handshaking (%lld), not as a session (%lld)", shaking,
+	       daemon_stat(good, "sessions"));
 	p.fd = s;
 	dropped = poll(&p, 1, 5000) == 1 && recv(s, buf, 1, 0) == 0;
 	tap_ok(dropped && good_works(), "a client that never says hello is dropped");
+	tap_ok(daemon_stat(good, "handshaking") == 0, "and is no longer counted");
 	close(s);
 
 	qgraph_session_close(good);
