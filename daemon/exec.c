@@ -79,6 +79,14 @@ struct qgd_exec {
 	int done_fd;				/* eventfd the executor rings after each job */
 	struct qg_watch *done_watch;
 	_Atomic unsigned n_done;		/* jobs on DONE: the loop polls this, not the lock */
+	/*
+	 * The loop is blocked in its event loop, or about to be: only then
+	 * does the executor ring DONE_FD (a syscall of 10 us or more in a VM,
+	 * which the loop would wait out on LOCK).  The Dekker pattern: the
+	 * loop sets it, fences and looks at N_DONE before it blocks; the
+	 * executor adds to N_DONE, fences and reads it.
+	 */
+	_Atomic bool loop_asleep;
 	unsigned in_flight;			/* loop thread only */
 	/*
 	 * Loop thread only.  When the one job in flight is a registered graph
@@ -125,8 +133,13 @@ static void *executor(void *arg)
 		j->next = x->done;
 		x->done = j;
 		atomic_fetch_add_explicit(&x->n_done, 1, memory_order_release);
-		uint64_t one = 1;
-		(void)!write(x->done_fd, &one, sizeof one);
+		pthread_mutex_unlock(&x->lock);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&x->loop_asleep, memory_order_relaxed)) {
+			uint64_t one = 1;
+			(void)!write(x->done_fd, &one, sizeof one);
+		}
+		pthread_mutex_lock(&x->lock);
 	}
 	pthread_mutex_unlock(&x->lock);
 	return NULL;
@@ -141,6 +154,29 @@ static void on_done_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	(void)arg;
 	/* only wakes the loop: qgd_exec_reap() collects the jobs */
 	(void)!read(fd, &v, sizeof v);
+}
+
+/*
+ * The loop polls for a graph's end beside the compute threads only when
+ * they leave it a CPU: keep the loop's thread on the CPUs they leave, so
+ * that the scheduler never puts the poll on a compute thread's CPU.
+ */
+static void keep_loop_off(const struct qg_backend *pool, const cpu_set_t *usable)
+{
+	cpu_set_t busy, rest;
+
+	if (qg_backend_cpu_set(pool, &busy) || CPU_COUNT(&busy) == 0)
+		return;	/* the compute threads are not pinned: nothing to keep off */
+	CPU_ZERO(&rest);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, usable) && !CPU_ISSET(c, &busy))
+			CPU_SET(c, &rest);
+	if (CPU_COUNT(&rest) == 0)
+		return;
+	if (sched_setaffinity(0, sizeof rest, &rest))
+		qgd_warn("the loop cannot be kept off the compute threads' CPUs: %s", strerror(errno));
+	else
+		qgd_debug("the loop runs on the %d CPU(s) the compute threads leave", CPU_COUNT(&rest));
 }
 
 int qgd_exec_init(struct qgd_server *srv)
@@ -163,6 +199,8 @@ int qgd_exec_init(struct qgd_server *srv)
 	cpu_set_t usable;
 	if (qg_backend_cpu_stats(x->pool, &cs) == 0 && sched_getaffinity(0, sizeof usable, &usable) == 0)
 		x->may_poll = cs.threads < CPU_COUNT(&usable);
+	if (x->may_poll)
+		keep_loop_off(x->pool, &usable);
 	x->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (x->done_fd < 0) {
 		r = -errno;
@@ -441,6 +479,12 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 	x->queue_tail = &j->next;
 	pthread_cond_signal(&x->cond);
 	pthread_mutex_unlock(&x->lock);
+}
+
+void qgd_exec_loop_asleep(struct qgd_server *srv, bool asleep)
+{
+	if (srv->exec)
+		atomic_store_explicit(&srv->exec->loop_asleep, asleep, memory_order_relaxed);
 }
 
 int qgd_exec_reap(struct qgd_server *srv)

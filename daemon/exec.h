@@ -35,6 +35,13 @@ int qgd_exec_waited_too_long(struct qgd_session *s, uint32_t timeout_ms);
 void qgd_exec_release_session(struct qgd_session *s);
 
 /*
+ * The loop thread is about to block in its event loop (ASLEEP), or is back:
+ * the executor wakes it through an eventfd only while it is blocked.  Set
+ * before the fence and the last look at qgd_exec_reap that precede the
+ * block.
+ */
+void qgd_exec_loop_asleep(struct qgd_server *srv, bool asleep);
+/*
  * Answer the jobs the executor has finished (loop thread; cheap when there
  * are none, so the loop calls it every pass).  Returns how many.
  */

@@ -322,8 +322,10 @@ static int scan(struct qgd_server *srv)
 	return did;
 }
 
+/* Announce (V = 1) or withdraw that the loop is about to block: to the clients, and to the executor. */
 static void set_sleeping(struct qgd_server *srv, uint32_t v)
 {
+	qgd_exec_loop_asleep(srv, v != 0);
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
 		if (s->state == QGD_READY)
 			atomic_store_explicit(&s->hdr->daemon_sleeping, v, memory_order_relaxed);
