@@ -160,8 +160,6 @@ int qgd_session_step(struct qgd_session *s)
 		}
 		if (pending == 0)
 			return 0;
-		if (s->last_run)	/* its inputs travel from the client while the record is read */
-			qgd_exec_prefetch(s, s->last_run);
 		/* never take a request whose completion could not be posted */
 		int room = qg_ring_can_push(&s->complete, room_needed(s));
 		if (room < 0) {
@@ -170,6 +168,8 @@ int qgd_session_step(struct qgd_session *s)
 		}
 		if (room == 0)
 			return 0;	/* the client must read its completions first */
+		if (s->last_run)	/* its inputs travel from the client while the record is read */
+			qgd_exec_prefetch(s, s->last_run);
 		ssize_t n = qg_ring_pop(&s->submit, s->rec, qg_ring_max_record(&s->submit));
 		if (n == -EAGAIN)
 			return 0;

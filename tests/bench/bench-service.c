@@ -201,16 +201,20 @@ static double pipelined(struct qgraph_session *s, uint64_t handle, int n)
 	return n / (bench_now() - t);
 }
 
-/* A tiny registered graph in S: y = a + a over 16 floats.  Its handle, 0 on error. */
+/*
+ * A tiny registered graph in S: y = a + b over 16 floats each (the graph
+ * ggml's rpc-server is timed with: two 16-float inputs, one add), a at
+ * arena offset 0, b at 64, y at 4096.  Its handle, 0 on error.
+ */
 static uint64_t tiny_graph(struct qgraph_session *s, struct qgraph_graph **gp)
 {
 	int64_t ne[1] = { 16 };
 	struct qgraph_graph *g = qgraph_graph_new();
 	uint64_t id;
 	struct qgraph_result res;
-	int a = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0);
+	int a = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), b = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 64);
 
-	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, a, a, 0), 4096);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, a, b, 0), 4096);
 	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, -1, &res) ||
 	    res.status)
 		return 0;
@@ -220,20 +224,21 @@ static uint64_t tiny_graph(struct qgraph_session *s, struct qgraph_graph **gp)
 
 /*
  * M round trips of the tiny graph through S: run registered graph HANDLE
- * with a new input (MODE 0), or send G anew each time (MODE 1).  Each
+ * with new inputs (MODE 0), or send G anew each time (MODE 1).  Each
  * one's time in T, the daemon's own account of it in TIN; 0, or -1 on a
  * wrong answer.
  */
 static int round_trips(struct qgraph_session *s, struct qgraph_graph *g, uint64_t handle, int mode, int m, double *t,
 		       double *tin)
 {
-	float *a = qgraph_arena(s, NULL), *y = (float *)((char *)a + 4096);
+	float *a = qgraph_arena(s, NULL), *b = a + 16, *y = (float *)((char *)a + 4096);
 
 	for (int i = 0; i < m; i++) {
 		uint64_t id;
 		struct qgraph_result res;
 		float v = (float)(i % 4096);
 		a[0] = v;
+		b[0] = v;
 		double t0 = bench_now();
 		if (mode)
 			qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
