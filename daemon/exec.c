@@ -162,33 +162,6 @@ static void on_done_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	(void)!read(fd, &v, sizeof v);
 }
 
-/*
- * The loop polls for a graph's end beside the compute threads only when
- * they leave it a CPU: keep the loop's thread on the CPUs they leave, so
- * that the scheduler never puts the poll on a compute thread's CPU.  (The
- * clients may share those CPUs with it: its idle poll yields now and
- * then, qgd_server_run.  Pinning it only while a graph is on the executor
- * measured worse on both counts: round trips 0.45-0.49 us against
- * 0.36-0.47, GEMMs 1.02-1.08 against 1.02-1.05.)
- */
-static void keep_loop_off(const struct qg_backend *pool, const cpu_set_t *usable)
-{
-	cpu_set_t busy, rest;
-
-	if (qg_backend_cpu_set(pool, &busy) || CPU_COUNT(&busy) == 0)
-		return;	/* the compute threads are not pinned: nothing to keep off */
-	CPU_ZERO(&rest);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, usable) && !CPU_ISSET(c, &busy))
-			CPU_SET(c, &rest);
-	if (CPU_COUNT(&rest) == 0)
-		return;
-	if (sched_setaffinity(0, sizeof rest, &rest))
-		qgd_warn("the loop cannot be kept off the compute threads' CPUs: %s", strerror(errno));
-	else
-		qgd_debug("the loop runs on the %d CPU(s) the compute threads leave", CPU_COUNT(&rest));
-}
-
 int qgd_exec_init(struct qgd_server *srv)
 {
 	struct qgd_exec *x = calloc(1, sizeof *x);
@@ -209,8 +182,6 @@ int qgd_exec_init(struct qgd_server *srv)
 	cpu_set_t usable;
 	if (qg_backend_cpu_stats(x->pool, &cs) == 0 && sched_getaffinity(0, sizeof usable, &usable) == 0)
 		x->may_poll = cs.threads < CPU_COUNT(&usable);
-	if (x->may_poll)
-		keep_loop_off(x->pool, &usable);
 	x->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (x->done_fd < 0) {
 		r = -errno;

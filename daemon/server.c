@@ -402,13 +402,11 @@ int qgd_server_run(struct qgd_server *srv)
 			for (int k = 0; k < 16; k++)
 				qg_cpu_relax();
 		/*
-		 * Let a client that shares this CPU run now and then (the loop may
-		 * keep to the CPUs the compute threads leave, one on a small
-		 * machine): it yields to us while it waits, and without our yield
-		 * it waited for the scheduler to take the CPU from a loop that does
-		 * not sleep while it polls, 60 us for 5% of round trips on 2 CPUs.
-		 * Every 64 polls: a few microseconds at most, a syscall a tenth
-		 * of the time.
+		 * Let a client that shares this CPU run now and then: it yields to
+		 * us while it waits, and without our yield it waits for the
+		 * scheduler to take the CPU from a loop that does not sleep while
+		 * it polls (60 us, for 5% of round trips, when the loop was kept
+		 * to one of 2 CPUs).  Every 64 polls: a few microseconds at most.
 		 */
 		if (polls % 64 == 63)
 			sched_yield();

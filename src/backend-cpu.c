@@ -718,18 +718,6 @@ int qg_backend_cpu_pin_caller(const struct qg_backend *b)
 	return -pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
-int qg_backend_cpu_set(const struct qg_backend *b, cpu_set_t *set)
-{
-	if (!qg_backend_is_cpu(b) || !set)
-		return -EINVAL;
-	const struct cpu_backend *cb = b->ctx;
-	CPU_ZERO(set);
-	if (cb->pinned)
-		for (int i = 0; i < cb->nth; i++)
-			CPU_SET(cb->cpus[i % cb->ncpus], set);
-	return 0;
-}
-
 bool qg_backend_is_cpu(const struct qg_backend *b)
 {
 	return b && b->iface == &cpu_backend_i;

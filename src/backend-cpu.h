@@ -20,7 +20,6 @@
 #ifndef QG_BACKEND_CPU_H
 #define QG_BACKEND_CPU_H
 
-#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -69,7 +68,5 @@ bool qg_backend_is_cpu(const struct qg_backend *b);
 int qg_backend_cpu_pin_caller(const struct qg_backend *b);
 /* B's counters.  0, or -EINVAL if B is not a CPU backend. */
 int qg_backend_cpu_stats(const struct qg_backend *b, struct qg_cpu_stats *st);
-/* The CPUs B's threads (the caller's place included) are pinned to, in *SET: empty when they are not.  0 or -EINVAL. */
-int qg_backend_cpu_set(const struct qg_backend *b, cpu_set_t *set);
 
 #endif /* QG_BACKEND_CPU_H */
