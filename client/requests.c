@@ -327,7 +327,22 @@ static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_resu
 	return 0;
 }
 
-static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
+/*
+ * Whether this thread shares its CPU with the daemon's loop (region.h:
+ * loop_cpu), telling the daemon where it spins: spinning there would only
+ * keep the loop from posting what we wait for.
+ */
+static bool beside_loop(struct qgraph_session *s)
+{
+	int c = sched_getcpu();
+
+	if (c < 0)
+		return false;
+	atomic_store_explicit(&s->hdr->waiter_cpu, (uint32_t)c + 1, memory_order_relaxed);
+	return atomic_load_explicit(&s->hdr->loop_cpu, memory_order_relaxed) == (uint32_t)c + 1;
+}
+
+static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
 {
 	uint8_t buf[4096];
 	uint64_t start = qg_now_ns();
@@ -335,7 +350,7 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 
 	if (!s)
 		return -EINVAL;
-	for (;;) {
+	for (bool beside = beside_loop(s);; beside = moved % 32 ? beside : beside_loop(s)) {
 		pthread_mutex_lock(&s->lock);
 		int r = drain_locked(s, buf, sizeof buf);
 		int found = r == 0 && take_locked(s, id, res, stats);
@@ -353,6 +368,8 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 		 */
 		unsigned k = 0;
 		const uint8_t *next = s->complete.ctl->data + (read_to & (s->complete.size - 1));
+		if (beside)
+			sched_yield();	/* the loop runs on this CPU: let it, then look */
 		while (atomic_load_explicit(&s->complete.ctl->tail, memory_order_relaxed) == read_to && k++ < 64) {
 			__builtin_prefetch(next, 0);	/* the record travels with the tail (qg_ring_warm) */
 			qg_cpu_relax();
@@ -391,6 +408,15 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 	}
 }
 
+static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
+{
+	if (!s)
+		return -EINVAL;
+	int r = wait_spin(s, id, timeout_ms, res, stats);
+	atomic_store_explicit(&s->hdr->waiter_cpu, 0, memory_order_relaxed);	/* no one spins here now */
+	return r;
+}
+
 QGRAPH_API int qgraph_wait(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res)
 {
 	return wait_for(s, id, timeout_ms, res, NULL);
@@ -404,13 +430,11 @@ QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint
 	return (int32_t)(seq - value) >= 0;
 }
 
-QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint32_t value, int timeout_ms)
+static int event_spin(struct qgraph_session *s, struct qg_event_slot *e, uint32_t value, int timeout_ms)
 {
 	uint64_t start = qg_now_ns();
+	bool beside = beside_loop(s);
 
-	if (!s || event >= s->layout.event_count)
-		return -EINVAL;
-	struct qg_event_slot *e = &s->events[event];
 	for (;;) {
 		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
 		if ((int32_t)(seq - value) >= 0) {
@@ -421,7 +445,7 @@ QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint3
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 		if (waited < SPIN_NS) {
-			if (waited > SPIN_YIELD_NS)
+			if (beside || waited > SPIN_YIELD_NS)
 				sched_yield();	/* as in wait_for */
 			continue;
 		}
@@ -433,6 +457,15 @@ QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint3
 			futex_wait_shared(&e->seq, seq, ALIVE_CHECK_MS);
 		atomic_fetch_sub_explicit(&e->waiters, 1, memory_order_relaxed);
 	}
+}
+
+QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint32_t value, int timeout_ms)
+{
+	if (!s || event >= s->layout.event_count)
+		return -EINVAL;
+	int r = event_spin(s, &s->events[event], value, timeout_ms);
+	atomic_store_explicit(&s->hdr->waiter_cpu, 0, memory_order_relaxed);
+	return r;
 }
 
 /* Send REQ and wait for its completion. */

@@ -154,6 +154,8 @@ struct qgd_server {
 	struct qgd_session *sessions;
 	struct qgd_session *rr;		/* where the fair scan starts next */
 	uint32_t n_sessions;
+	int loop_cpu;			/* the CPU the loop last found itself on (-1: not known); told to every session */
+	unsigned beside;		/* answers in a row to a client on the loop's CPU */
 	uint64_t next_session_id;
 	int stopping;
 	uint64_t stop_deadline_ms;
@@ -173,6 +175,13 @@ int qgd_server_listen(struct qgd_server *srv);
 /* Watch the socket and the signals in the loop.  0 or -1 (logged). */
 int qgd_server_start(struct qgd_server *srv);
 int qgd_server_run(struct qgd_server *srv);
+/*
+ * The loop has just answered a client that spins on its CPU: yield to it,
+ * and if that keeps happening, move to another CPU (the scheduler keeps two
+ * threads that yield to each other together, at a context switch a round
+ * trip).
+ */
+void qgd_server_beside_client(struct qgd_server *srv);
 uint64_t qgd_now_ms(void);
 uint64_t qgd_now_ns(void);
 

@@ -200,6 +200,7 @@ static void handshake(struct qgd_session *s)
 	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch)))
 		return qgd_session_drop(s, "cannot watch the doorbell");
 	s->state = QGD_READY;
+	atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(srv->loop_cpu + 1), memory_order_relaxed);
 	qgd_info("session %llu (%s, uid %u): ready, arena %llu MiB", (unsigned long long)s->id, s->name,
 		 (unsigned)s->uid, (unsigned long long)(s->layout.arena_bytes >> 20));
 }
@@ -368,8 +369,42 @@ int qgd_server_start(struct qgd_server *srv)
 	return 0;
 }
 
+/* Look where the loop runs now, and tell every session if that changed (region.h: loop_cpu). */
+static void note_cpu(struct qgd_server *srv)
+{
+	int c = sched_getcpu();
+
+	if (c == srv->loop_cpu)
+		return;
+	srv->loop_cpu = c;
+	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+		if (s->state == QGD_READY)
+			atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(c + 1), memory_order_relaxed);
+}
+
+void qgd_server_beside_client(struct qgd_server *srv)
+{
+	cpu_set_t all, others;
+
+	sched_yield();
+	if (++srv->beside < 16)
+		return;
+	srv->beside = 0;
+	/* away from this CPU, then free again: the scheduler keeps us where we went until it has a reason not to */
+	if (sched_getaffinity(0, sizeof all, &all) || CPU_COUNT(&all) < 2)
+		return;
+	others = all;
+	CPU_CLR(srv->loop_cpu, &others);
+	if (CPU_COUNT(&others) && sched_setaffinity(0, sizeof others, &others) == 0) {
+		sched_setaffinity(0, sizeof all, &all);
+		note_cpu(srv);
+	}
+}
+
 int qgd_server_run(struct qgd_server *srv)
 {
+	srv->loop_cpu = -2;	/* nothing yet: the first look tells */
+	note_cpu(srv);
 	uint64_t idle_since = qgd_now_ns();
 	unsigned polls = 0;
 	bool awaiting_exec = false;	/* polling for the end of a graph on the executor */
@@ -408,8 +443,10 @@ int qgd_server_run(struct qgd_server *srv)
 		 * it polls (60 us, for 5% of round trips, when the loop was kept
 		 * to one of 2 CPUs).  Every 64 polls: a few microseconds at most.
 		 */
-		if (polls % 64 == 63)
+		if (polls % 64 == 63) {
 			sched_yield();
+			note_cpu(srv);	/* a yield is where the scheduler may have moved us */
+		}
 		/* poll on; read the clock only now and then, it is not free in a VM */
 		if (polls++ == 0)
 			idle_since = qgd_now_ns();
@@ -431,6 +468,7 @@ int qgd_server_run(struct qgd_server *srv)
 		if (!any_pending(srv) && !qgd_exec_reap(srv))
 			qg_loop_run_once(srv->loop, sleep_ms);	/* wakes for timers (handshakes) too */
 		set_sleeping(srv, 0);
+		note_cpu(srv);
 	}
 	/* tell every client: their sockets close, their waits end with an error */
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +98,12 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&s->hdr->client_waiting, memory_order_relaxed))
 		futex_wake_shared(&s->hdr->completions);
+	/* a client spinning for it on this CPU cannot see it until we let it run */
+	else if (s->srv->loop_cpu >= 0 &&
+		 atomic_load_explicit(&s->hdr->waiter_cpu, memory_order_relaxed) == (uint32_t)s->srv->loop_cpu + 1)
+		qgd_server_beside_client(s->srv);
+	else
+		s->srv->beside = 0;
 }
 
 void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)

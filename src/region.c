@@ -90,5 +90,7 @@ void qg_region_header_init(void *base, const struct qg_region_layout *l)
 	h->region_bytes = l->region_bytes;
 	atomic_store_explicit(&h->daemon_sleeping, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->completions, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->loop_cpu, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->waiter_cpu, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->client_waiting, 0, memory_order_release);
 }

@@ -23,7 +23,7 @@
 #include "event.h"
 
 #define QG_REGION_MAGIC 0x31524751u	/* "QGR1" little-endian */
-#define QG_REGION_LAYOUT_VERSION 1u
+#define QG_REGION_LAYOUT_VERSION 2u
 #define QG_REGION_HEADER_BYTES 4096u
 #define QG_REGION_ALIGN 4096u		/* every part starts on a page */
 #define QG_REGION_MAX_EVENTS 4096u
@@ -52,11 +52,24 @@ struct qg_region_header {
 	_Alignas(64) _Atomic uint32_t completions;
 	/* client -> daemon: non-zero while the client sleeps on COMPLETIONS */
 	_Alignas(64) _Atomic uint32_t client_waiting;
+	/*
+	 * Where each side runs, plus one (0: not known), so that two that share
+	 * a CPU yield to each other instead of spinning against each other:
+	 * the daemon's loop thread (daemon -> client; a client thread waiting
+	 * on that CPU yields at once), and a client thread spinning for a
+	 * completion (client -> daemon; the loop yields after posting one to a
+	 * client on its CPU).  Hints only: what they say is never trusted
+	 * beyond choosing to yield.
+	 */
+	_Alignas(64) _Atomic uint32_t loop_cpu;
+	_Alignas(64) _Atomic uint32_t waiter_cpu;
 };
 
 _Static_assert(offsetof(struct qg_region_header, daemon_sleeping) == 64, "header layout");
 _Static_assert(offsetof(struct qg_region_header, completions) == 128, "header layout");
 _Static_assert(offsetof(struct qg_region_header, client_waiting) == 192, "header layout");
+_Static_assert(offsetof(struct qg_region_header, loop_cpu) == 256, "header layout");
+_Static_assert(offsetof(struct qg_region_header, waiter_cpu) == 320, "header layout");
 _Static_assert(sizeof(struct qg_region_header) <= QG_REGION_HEADER_BYTES, "header fits its page");
 
 /*

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,18 @@ int main(void)
 	raw_push(&r, buf, len);
 	int st = raw_answer(&r, err, sizeof err);
 	tap_ok(st == 0, "the unbent hand-made graph runs (%d %s)", st, err);
+	/* the daemon tells a ready session where its loop runs (region.h), and a client's word for its own CPU is a hint */
+	struct qg_region_header *rh = (struct qg_region_header *)r.base;
+	uint32_t lc = atomic_load(&rh->loop_cpu);
+	tap_ok(lc >= 1 && lc <= CPU_SETSIZE, "the header names the loop's CPU (%u, plus one)", lc);
+	atomic_store(&rh->waiter_cpu, lc);	/* "I spin beside you": the loop yields after answering, nothing more */
+	raw_push(&r, buf, len);
+	st = raw_answer(&r, err, sizeof err);
+	atomic_store(&rh->waiter_cpu, 0xffffffffu);	/* and a word that names no CPU changes nothing */
+	raw_push(&r, buf, len);
+	int st2 = raw_answer(&r, err, sizeof err);
+	tap_ok(st == 0 && st2 == 0 && good_works(), "a client's CPU word, true or false, only ever makes the loop yield");
+	atomic_store(&rh->waiter_cpu, 0);
 	test_views(&r);
 
 	const struct bad_case cases[] = {
