@@ -382,14 +382,22 @@ static void note_cpu(struct qgd_server *srv)
 			atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(c + 1), memory_order_relaxed);
 }
 
-void qgd_server_beside_client(struct qgd_server *srv)
+void qgd_server_beside_client(struct qgd_server *srv, const struct qgd_session *s)
 {
 	cpu_set_t all, others;
 
-	sched_yield();
+	/* one client, answered again and again: with many, moving helps none of them */
+	if (s != srv->beside_session) {
+		srv->beside_session = s;
+		srv->beside = 0;
+	}
 	if (++srv->beside < 16)
 		return;
 	srv->beside = 0;
+	uint64_t now = qgd_now_ms();
+	if (now - srv->moved_ms < 100)
+		return;	/* at most ten moves a second */
+	srv->moved_ms = now;
 	/* away from this CPU, then free again: the scheduler keeps us where we went until it has a reason not to */
 	if (sched_getaffinity(0, sizeof all, &all) || CPU_COUNT(&all) < 2)
 		return;

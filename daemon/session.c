@@ -98,10 +98,10 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&s->hdr->client_waiting, memory_order_relaxed))
 		futex_wake_shared(&s->hdr->completions);
-	/* a client spinning for it on this CPU cannot see it until we let it run */
+	/* a client spinning for it on this CPU: the loop may have to move (qgd_server_beside_client) */
 	else if (s->srv->loop_cpu >= 0 &&
 		 atomic_load_explicit(&s->hdr->waiter_cpu, memory_order_relaxed) == (uint32_t)s->srv->loop_cpu + 1)
-		qgd_server_beside_client(s->srv);
+		qgd_server_beside_client(s->srv, s);
 	else
 		s->srv->beside = 0;
 }
