@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
 #include "session-impl.h"
@@ -117,14 +118,10 @@ static int graph_fail(struct qgraph_graph *g, int err)
 
 static int add(struct qgraph_graph *g, const struct gtensor *t)
 {
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? 2 * g->cap : 16;
-		void *p = realloc(g->t, cap * sizeof *g->t);
-		if (!p)
-			return graph_fail(g, -ENOMEM);
-		g->t = p;
-		g->cap = cap;
-	}
+	void *p = qg_grow(g->t, &g->cap, g->n, sizeof *g->t, 16);
+	if (!p)
+		return graph_fail(g, -ENOMEM);
+	g->t = p;
 	g->t[g->n] = *t;
 	return (int)g->n++;
 }

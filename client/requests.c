@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "futex.h"
+#include "grow.h"
 #include "qgraph.h"
 #include "hotpath.h"
 #include "qgraph.pb-c.h"
@@ -218,14 +219,10 @@ static void unpack_free(void *ctx, void *p)
 /* A new entry at the end of S->done, for done_fill to fill; NULL without memory. */
 static struct done *done_new(struct qgraph_session *s)
 {
-	if (s->n_done == s->cap_done) {
-		size_t ncap = s->cap_done ? 2 * s->cap_done : 16;
-		void *p = realloc(s->done, ncap * sizeof *s->done);
-		if (!p)
-			return NULL;
-		s->done = p;
-		s->cap_done = ncap;
-	}
+	void *p = qg_grow(s->done, &s->cap_done, s->n_done, sizeof *s->done, 16);
+	if (!p)
+		return NULL;
+	s->done = p;
 	return &s->done[s->n_done++];
 }
 

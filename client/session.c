@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "paths.h"
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
@@ -227,14 +228,10 @@ QGRAPH_API int64_t qgraph_arena_alloc(struct qgraph_session *s, size_t bytes)
 			at = s->blocks[i].off + s->blocks[i].size;
 	}
 	if (i <= s->n_blocks && at + size <= (int64_t)s->layout.arena_bytes) {
-		if (s->n_blocks == s->cap_blocks) {
-			size_t cap = s->cap_blocks ? 2 * s->cap_blocks : 16;
-			void *p = realloc(s->blocks, cap * sizeof *s->blocks);
-			if (!p)
-				goto out;
-			s->blocks = p;
-			s->cap_blocks = cap;
-		}
+		void *p = qg_grow(s->blocks, &s->cap_blocks, s->n_blocks, sizeof *s->blocks, 16);
+		if (!p)
+			goto out;
+		s->blocks = p;
 		memmove(&s->blocks[i + 1], &s->blocks[i], (s->n_blocks - i) * sizeof *s->blocks);
 		s->blocks[i] = (struct block){ at, size };
 		s->n_blocks++;

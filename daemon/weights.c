@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "grow.h"
 #include "hugepool.h"
 #include "qgraphd.h"
 
@@ -140,14 +141,10 @@ static void unref(struct qgd_server *srv, struct qgd_stored *e)
 /* A new handle in S's table for E (whose reference the caller passes on).  0 or -ENOMEM. */
 static int add_handle(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out)
 {
-	if (s->n_weights == s->cap_weights) {
-		size_t cap = s->cap_weights ? 2 * s->cap_weights : 8;
-		void *p = realloc(s->weights, cap * sizeof *s->weights);
-		if (!p)
-			return -ENOMEM;
-		s->weights = p;
-		s->cap_weights = cap;
-	}
+	void *p = qg_grow(s->weights, &s->cap_weights, s->n_weights, sizeof *s->weights, 8);
+	if (!p)
+		return -ENOMEM;
+	s->weights = p;
 	struct qgd_weights *w = &s->weights[s->n_weights++];
 	*w = (struct qgd_weights){ .handle = s->next_handle++, .stored = e, .type = e->type, .rows = e->rows,
 				   .cols = e->cols, .data = e->data, .bytes = e->bytes };
