@@ -344,10 +344,9 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 	uint8_t buf[4096];
 	uint64_t start = qg_now_ns();
 	unsigned moved = 0;	/* times the ring moved without bringing ours */
+	bool beside = beside_loop(s);	/* looked at again with the clock: where the scheduler may have moved us */
 
-	if (!s)
-		return -EINVAL;
-	for (bool beside = beside_loop(s);; beside = moved % 32 ? beside : beside_loop(s)) {
+	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		int r = drain_locked(s, buf, sizeof buf);
 		int found = r == 0 && take_locked(s, id, res, stats);
@@ -377,6 +376,7 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return qg_client_fail(s, -ETIMEDOUT, "request %llu: no completion in %d ms", (unsigned long long)id,
 				    timeout_ms);
+		beside = beside_loop(s);
 		if (waited < SPIN_NS) {
 			/*
 			 * Spinning reads the ring alone: the count's line stays with
