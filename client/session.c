@@ -9,11 +9,14 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +47,65 @@ int qg_client_fail(struct qgraph_session *s, int err, const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------ connecting */
+
+/* The uid $QGRAPH_DAEMON_USER names (a user name or a number), or -1 if unset or unknown. */
+static uid_t named_daemon_user(void)
+{
+	const char *who = getenv("QGRAPH_DAEMON_USER");
+	struct passwd pw, *found = NULL;
+	char buf[1024], *end;
+
+	if (!who || !*who)
+		return (uid_t)-1;
+	unsigned long n = strtoul(who, &end, 10);
+	if (*end == 0 && n < (uid_t)-1)
+		return (uid_t)n;
+	if (getpwnam_r(who, &pw, buf, sizeof buf, &found) || !found)
+		return (uid_t)-1;
+	return found->pw_uid;
+}
+
+/*
+ * True if the directory holding socket PATH belongs to UID and root gave
+ * it to UID: its parent is root's and no one else may write it (qgraphd
+ * makes /run/qgraph so and hands it to its service user).
+ */
+static bool handed_over_by_root(const char *path, uid_t uid)
+{
+	char dir[PATH_MAX], parent[PATH_MAX];
+	struct stat st;
+
+	if (qg_path_dir(path, dir, sizeof dir) || qg_path_dir(dir, parent, sizeof parent))
+		return false;
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return false;
+	return lstat(parent, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/*
+ * Before anything is sent: the process at the other end of S's socket
+ * (bound at PATH) must be a daemon this process may trust with its data:
+ * root, this process's own user, the user $QGRAPH_DAEMON_USER names, or
+ * the owner of a socket directory that root handed over.  0 or -EPERM.
+ */
+static int check_daemon(struct qgraph_session *s, const char *path)
+{
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int r = qg_sock_peercred(s->sock, &pid, &uid, &gid);
+
+	if (r < 0)
+		return qg_client_fail(s, r, "cannot learn who serves %s: %s", path, strerror(-r));
+	if (uid == 0 || uid == geteuid() || uid == named_daemon_user() || handed_over_by_root(path, uid))
+		return 0;
+	return qg_client_fail(s, -EPERM,
+			      "refusing the daemon at %s: it runs as uid %u (pid %d), which is neither root, this "
+			      "user, nor the owner of a directory root gave it (QGRAPH_DAEMON_USER names another "
+			      "daemon user to trust)",
+			      path, (unsigned)uid, (int)pid);
+}
 
 static void session_free(struct qgraph_session *s)
 {
@@ -88,11 +150,18 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		}
 		o.socket = path;
 	}
+	char why[PATH_MAX + 128];
+	if ((r = qg_socket_dir_check(o.socket, geteuid(), why, sizeof why))) {
+		r = qg_client_fail(s, r, "refusing to connect through %s: %s", o.socket, why);
+		goto out;
+	}
 	s->sock = qg_sock_connect(o.socket);
 	if (s->sock < 0) {
 		r = qg_client_fail(s, s->sock, "cannot connect to qgraphd at %s: %s", o.socket, strerror(-s->sock));
 		goto out;
 	}
+	if ((r = check_daemon(s, o.socket)))
+		goto out;
 	struct timeval tv = { .tv_sec = (o.timeout_ms ? o.timeout_ms : 5000) / 1000,
 			      .tv_usec = (o.timeout_ms ? o.timeout_ms : 5000) % 1000 * 1000 };
 	setsockopt(s->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

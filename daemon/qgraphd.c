@@ -93,6 +93,17 @@ static void print_info(void)
 enum { OPT_INFO = 256, OPT_CONFIG, OPT_NO_CONFIG, OPT_SETTING = 512 };
 
 /* The options that are no setting (the settings' own come from conf.c). */
+/* True if the directory of socket PATH is safe for this process (see qg_socket_dir_check); else says why. */
+static bool socket_dir_ours(const char *path)
+{
+	char why[PATH_MAX + 128];
+
+	if (qg_socket_dir_check(path, geteuid(), why, sizeof why) == 0)
+		return true;
+	qgd_error("refusing the socket %s: %s (remove it, or set XDG_RUNTIME_DIR or --socket)", path, why);
+	return false;
+}
+
 static const struct option extra_options[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "no-config", no_argument, NULL, OPT_NO_CONFIG },
@@ -183,9 +194,14 @@ int main(int argc, char **argv)
 	else
 		qgd_info("configuration: none (%s)", conf_path ? "no file " QGD_CONF_FILE : "--no-config");
 
+	/* a socket directory in /tmp could be anyone's: never bind in one we do not own */
+	if (!socket_dir_ours(cfg->socket_path))
+		return 1;
 	/* what needs privileges, then the drop; the loop and any thread only after */
 	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path) || qgd_server_listen(&srv) ||
 	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
+		return 1;
+	if (!socket_dir_ours(cfg->socket_path))	/* again: it may have been made between the check and mkdir */
 		return 1;
 
 	const char *why = NULL;

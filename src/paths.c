@@ -1,10 +1,12 @@
 /*
- * paths.c - default socket path (see paths.h).
+ * paths.c - the default socket path and the check of the directory that
+ * holds it (see paths.h).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,18 +32,62 @@ int qg_default_socket_path(char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int qg_make_socket_dir(const char *path, unsigned mode)
+int qg_path_dir(const char *path, char *buf, size_t len)
 {
-	char dir[PATH_MAX];
 	const char *slash = strrchr(path, '/');
+	size_t n;
 
-	if (!slash || slash == path)
-		return 0;
-	if ((size_t)(slash - path) >= sizeof dir)
+	if (!slash)
+		return -EINVAL;
+	n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= len)
 		return -ENAMETOOLONG;
-	memcpy(dir, path, (size_t)(slash - path));
-	dir[slash - path] = 0;
-	if (mkdir(dir, mode) < 0 && errno != EEXIST)
-		return -errno;
+	memcpy(buf, path, n);
+	buf[n] = 0;
+	return 0;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int refuse(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return -EPERM;
+}
+
+int qg_socket_dir_check(const char *path, uid_t uid, char *why, size_t whylen)
+{
+	char dir[PATH_MAX], parent[PATH_MAX];
+	struct stat st;
+
+	if (why && whylen)
+		why[0] = 0;
+	if (qg_path_dir(path, dir, sizeof dir) || qg_path_dir(dir, parent, sizeof parent) ||
+	    strcmp(dir, parent) == 0)
+		return 0;	/* a socket in / or a relative name: its directory is not in question */
+	if (stat(parent, &st) < 0 || !(st.st_mode & S_IWOTH))
+		return 0;	/* only those who may write the parent made DIR */
+	if (lstat(dir, &st) < 0) {
+		int err = -errno;
+		if (err == -ENOENT)
+			return 0;
+		refuse(why, whylen, "cannot examine %s: %s", dir, strerror(errno));
+		return err;
+	}
+	if (S_ISLNK(st.st_mode))
+		return refuse(why, whylen, "%s, in the world-writable %s, is a symbolic link", dir, parent);
+	if (!S_ISDIR(st.st_mode))
+		return refuse(why, whylen, "%s, in the world-writable %s, is not a directory", dir, parent);
+	if (st.st_uid != 0 && st.st_uid != uid)
+		return refuse(why, whylen, "%s, in the world-writable %s, belongs to uid %u, not to uid %u or root",
+			      dir, parent, (unsigned)st.st_uid, (unsigned)uid);
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return refuse(why, whylen, "%s, in the world-writable %s, is writable by others (mode %03o)", dir,
+			      parent, (unsigned)(st.st_mode & 0777));
 	return 0;
 }

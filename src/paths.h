@@ -1,10 +1,12 @@
 /*
- * paths.h - where the daemon's socket lives, for the daemon and its clients.
+ * paths.h - where the daemon's socket lives, and whether a directory there
+ * can be trusted, for the daemon and its clients.
  */
 #ifndef QG_PATHS_H
 #define QG_PATHS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /*
  * The socket path when none is given: $QGRAPH_SOCKET if set, else
@@ -14,7 +16,19 @@
  */
 int qg_default_socket_path(char *buf, size_t len);
 
-/* Create the directory that holds PATH (one level, mode MODE) if missing.  0 or -errno. */
-int qg_make_socket_dir(const char *path, unsigned mode);
+/* The directory part of PATH ("/" for "/x") in BUF (LEN bytes).  0, -EINVAL (no slash) or -ENAMETOOLONG. */
+int qg_path_dir(const char *path, char *buf, size_t len);
+
+/*
+ * Whether the directory that holds socket PATH is safe for a process of
+ * UID to put a socket in or to connect through.  A directory that sits in
+ * a world-writable one (the /tmp fallback) could have been made by anyone:
+ * it must be a real directory (lstat: no symlink) owned by root or UID
+ * that neither group nor others may write.  A directory elsewhere was made
+ * by whoever may write its parent and is not checked.  0 if safe or absent
+ * (ENOENT: nobody made it yet), else -EPERM (or the lstat's -errno) with the
+ * reason in WHY (WHYLEN bytes, may be NULL).
+ */
+int qg_socket_dir_check(const char *path, uid_t uid, char *why, size_t whylen);
 
 #endif /* QG_PATHS_H */

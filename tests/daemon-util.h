@@ -118,6 +118,21 @@ static void daemon_cleanup(struct test_daemon *d)
 	rmdir(d->dir);
 }
 
+/* True if a line of the daemon's log contains WHAT. */
+__attribute__((unused))
+static int daemon_log_has(const struct test_daemon *d, const char *what)
+{
+	char line[1024];
+	int found = 0;
+	FILE *f = fopen(d->log, "r");
+
+	while (f && !found && fgets(line, sizeof line, f))
+		found = strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 /* The value of "KEY N" in the daemon's stats, as session S reads them, or -1. */
 __attribute__((unused))
 static long long daemon_stat(struct qgraph_session *s, const char *key)
