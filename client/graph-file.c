@@ -108,7 +108,7 @@ int gf_save(const char *path, const struct qgraph_graph *g, const struct gf_weig
 			goto out;
 		}
 		qgraph__saved_weights__init(&sw[j]);
-		sw[j].type = (Qgraph__Type)w[j].type;
+		sw[j].type = (Qgraph__Type)qg_wire_type_of_public(w[j].type);	/* valid: its size was */
 		sw[j].rows = w[j].rows;
 		sw[j].cols = w[j].cols;
 		sw[j].data.len = (size_t)bytes;
@@ -223,7 +223,8 @@ static int check_file(const char *path, const Qgraph__SavedGraph *f, uint64_t *n
 	}
 	for (size_t j = 0; j < f->n_weights; j++) {
 		const Qgraph__SavedWeights *w = f->weights[j];
-		ssize_t bytes = qgraph_matrix_size((enum qgraph_type)w->type, w->rows, w->cols);
+		int pt = qg_wire_public_type(w->type);
+		ssize_t bytes = pt < 0 ? -EINVAL : qgraph_matrix_size((enum qgraph_type)pt, w->rows, w->cols);
 		if (bytes < 0 || (size_t)bytes != w->data.len) {
 			fprintf(stderr, "qgraph-submit run: %s: weights %zu: %zu bytes for a %lld x %lld matrix of type %d\n",
 				path, j, w->data.len, (long long)w->rows, (long long)w->cols, (int)w->type);
@@ -439,7 +440,7 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 	}
 	for (size_t j = 0; j < f->n_weights; j++) {
 		const Qgraph__SavedWeights *w = f->weights[j];
-		enum qgraph_type type = (enum qgraph_type)w->type, target = type, src_type = type;
+		enum qgraph_type type = (enum qgraph_type)qg_wire_public_type(w->type), target = type, src_type = type;	/* checked */
 		const void *data = w->data.data;
 		float *f32 = NULL;
 		if (is_q4_family(w->type)) {
@@ -473,7 +474,7 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 	for (size_t i = 0; i < sg->n_tensors; i++) {
 		Qgraph__Tensor *t = sg->tensors[i];
 		if (t->weights) {
-			t->type = (Qgraph__Type)stored[t->weights - 1];
+			t->type = (Qgraph__Type)qg_wire_type_of_public(stored[t->weights - 1]);
 			t->weights = handles[t->weights - 1];
 		}
 		if (t->arena)

@@ -14,6 +14,7 @@
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
 #include "session-impl.h"
+#include "wire.h"
 
 struct gtensor {
 	enum qgraph_type type;
@@ -148,6 +149,8 @@ QGRAPH_API int qgraph_graph_input(struct qgraph_graph *g, enum qgraph_type type,
 
 	if (!g)
 		return -EINVAL;
+	if (qg_wire_type_of_public(type) < 0)	/* the daemon's activation layouts are not inputs */
+		return graph_fail(g, -EINVAL);
 	if (ndims < 1 || ndims > 4 || !ne || offset < 0 || offset % 64)
 		return graph_fail(g, -EINVAL);
 	for (int d = 0; d < ndims; d++) {
@@ -166,7 +169,7 @@ QGRAPH_API int qgraph_graph_weights(struct qgraph_graph *g, uint64_t handle, enu
 
 	if (!g)
 		return -EINVAL;
-	if (!handle || rows < 1 || cols < 1)
+	if (!handle || rows < 1 || cols < 1 || qg_wire_type_of_public(type) < 0)
 		return graph_fail(g, -EINVAL);
 	return add(g, &t);
 }
@@ -431,11 +434,11 @@ static int wire_make(const struct qgraph_graph *g, int flags, struct wire_graph 
 		Qgraph__Tensor *t = &w->t[i];
 		qgraph__tensor__init(t);
 		w->tp[i] = t;
-		t->type = x->type == QGRAPH_TYPE_I32 ? QGRAPH__TYPE__TYPE_I32 : (Qgraph__Type)x->type;
+		t->type = (Qgraph__Type)qg_wire_type_of_public(x->type);	/* checked when X was added */
 		memcpy(&w->nes[4 * i], x->ne, sizeof x->ne);
 		t->n_ne = (size_t)x->ndims;
 		t->ne = &w->nes[4 * i];
-		t->op = (Qgraph__Op)x->op;
+		t->op = x->op ? (Qgraph__Op)qg_wire_op_of_public(x->op) : QGRAPH__OP__OP_NONE;	/* checked when added */
 		t->weights = x->weights;
 		t->flags = x->flags & (x->op ? 2u : 1u);
 		if (x->op) {

@@ -22,6 +22,7 @@
 #include "mulmat.h"
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
+#include "wire.h"
 
 #define EXIT_WRONG 1
 #define EXIT_USAGE 2
@@ -210,7 +211,7 @@ static int cmd_gemm(int argc, char **argv)
 	ssize_t wb = qgraph_matrix_size(stored, m, k);
 	void *wq = malloc((size_t)wb);
 	qgraph_quantize(stored, w, wq, (size_t)wb, m, k, NULL);
-	struct qg_mm mm = { .wtype = (enum qg_type)stored, .w = wq, .m = m, .k = k,
+	struct qg_mm mm = { .wtype = (enum qg_type)qg_wire_engine_type_of_public(stored), .w = wq, .m = m, .k = k,
 			    .x = (const float *)(arena + xo), .ldx = (size_t)k, .n = n, .y = ref, .ldy = (size_t)m };
 	if (qg_layout_of(mm.wtype) >= 0)
 		mm.kernel = qg_kernel_get(QG_KF_PORTABLE, (enum qg_layout)qg_layout_of(mm.wtype));
@@ -265,7 +266,7 @@ static void mlp_ref_layer(float *x, long d, long h, long n, void *const wq[3], e
 		if (i == 2)
 			for (long j = 0; j < n * h; j++)
 				up[j] = gate[j] / (1.0f + expf(-gate[j])) * up[j];
-		struct qg_mm mm = { .wtype = (enum qg_type)t[i], .w = wq[i], .m = ms[i], .k = ks[i], .x = ins[i],
+		struct qg_mm mm = { .wtype = (enum qg_type)qg_wire_engine_type_of_public(t[i]), .w = wq[i], .m = ms[i], .k = ks[i], .x = ins[i],
 				    .ldx = (size_t)ks[i], .n = n, .y = outs[i], .ldy = (size_t)ms[i] };
 		void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
 		qg_mul_mat(&mm, scratch);

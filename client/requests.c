@@ -36,6 +36,7 @@
 #include "ring.h"
 
 #include "session-impl.h"
+#include "wire.h"
 
 #define SPIN_NS 20000u		/* spin this long before sleeping */
 #define SPIN_YIELD_NS 2000u	/* and after this long, yield the CPU between looks */
@@ -234,7 +235,7 @@ static void done_fill(struct done *d, const struct qg_hot_completion *h)
 	d->error[0] = 0;
 	d->res.status = status_errno((Qgraph__Status)h->status);
 	d->res.handle = h->handle;
-	d->res.stored_type = (int)h->stored_type;
+	d->res.stored_type = qg_wire_public_type(h->stored_type);	/* -EINVAL: a type this library does not know */
 	d->res.rows = h->rows;
 	d->res.cols = h->cols;
 	d->res.decode_ns = h->decode_ns;
@@ -341,7 +342,7 @@ static bool beside_loop(struct qgraph_session *s)
 
 static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
 {
-	uint8_t buf[4096];
+	uint8_t buf[QG_MAX_COMPLETION];
 	uint64_t start = qg_now_ns();
 	unsigned moved = 0;	/* times the ring moved without bringing ours */
 	bool beside = beside_loop(s);	/* looked at again with the clock: where the scheduler may have moved us */

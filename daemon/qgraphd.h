@@ -17,12 +17,13 @@
 #include "priv.h"
 #include "region.h"
 #include "ring.h"
+#include "hotpath.h"
 #include "wire.h"
 
 struct qg_buft;
 struct qg_hugepool;
 
-#define QGD_MAX_COMPLETION 4096u	/* room kept free in the completion ring per request */
+#define QGD_MAX_COMPLETION QG_MAX_COMPLETION	/* room kept free in the completion ring per request */
 #define QGD_WEIGHTS_NAME_MAX 64
 #define QGD_MAX_SHARE_GROUPS 64
 

@@ -171,7 +171,7 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 		  w->stored->refs);
 	upload_reset(s);
 	c.handle = w->handle;
-	c.stored_type = (Qgraph__Type)w->type;
+	c.stored_type = (Qgraph__Type)qg_wire_type_of(w->type);	/* stored weights always have a wire type */
 	c.rows = w->rows;
 	c.cols = w->cols;
 	qgd_session_complete(s, &c);
@@ -192,7 +192,7 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const char *
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	c.request_id = rid;
 	c.handle = w->handle;
-	c.stored_type = (Qgraph__Type)w->type;
+	c.stored_type = (Qgraph__Type)qg_wire_type_of(w->type);	/* stored weights always have a wire type */
 	c.rows = w->rows;
 	c.cols = w->cols;
 	qgd_session_complete(s, &c);

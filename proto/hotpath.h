@@ -28,6 +28,13 @@
 #include "qgraph.pb-c.h"
 
 /*
+ * The largest completion record the daemon writes: it keeps this much room
+ * in a session's completion ring for each request it takes, and a client
+ * reads completions into a buffer this big.
+ */
+#define QG_MAX_COMPLETION 4096u
+
+/*
  * Pack R into BUF (CAP bytes) if it is a RunGraph request: the number of
  * bytes written, or 0 when R is another request or CAP is too small (pack
  * it with protobuf-c then).

@@ -12,6 +12,7 @@
 
 #include "ops.h"
 #include "hotpath.h"
+#include "qgraph.h"
 #include "wire.h"
 
 int qg_wire_arena_init(struct qg_wire_arena *a, size_t cap)
@@ -61,20 +62,74 @@ Qgraph__Request *qg_wire_decode_request(struct qg_wire_arena *a, const void *buf
 	return qgraph__request__unpack(&alloc, len, buf);
 }
 
-int qg_wire_type(int wire_type)
-{
-	switch (wire_type) {
-	case QGRAPH__TYPE__TYPE_F32: return QG_TYPE_F32;
-	case QGRAPH__TYPE__TYPE_F16: return QG_TYPE_F16;
-	case QGRAPH__TYPE__TYPE_Q8_0: return QG_TYPE_Q8_0;
-	case QGRAPH__TYPE__TYPE_Q4_0: return QG_TYPE_Q4_0;
-	case QGRAPH__TYPE__TYPE_Q4_0_4X4: return QG_TYPE_Q4_0_4X4;
-	case QGRAPH__TYPE__TYPE_Q4_0_4X8: return QG_TYPE_Q4_0_4X8;
-	case QGRAPH__TYPE__TYPE_Q4_0_8X8: return QG_TYPE_Q4_0_8X8;
-	case QGRAPH__TYPE__TYPE_I32: return (int)QG_TYPE_I32;
-	default: return -EINVAL;
-	}
-}
+/*
+ * The one numbering table for element types and ops: the engine's, the
+ * public API's (qgraph.h) and the wire's number of each.  Nothing else
+ * converts one numbering into another.  A row whose wire number is NO_WIRE
+ * never crosses the wire (the daemon's own activation layouts).
+ */
+#define NO_WIRE (-1)
+
+static const struct {
+	enum qg_type engine;
+	int public;
+	int wire;
+} type_table[] = {
+	{ QG_TYPE_F32, QGRAPH_TYPE_F32, QGRAPH__TYPE__TYPE_F32 },
+	{ QG_TYPE_F16, QGRAPH_TYPE_F16, QGRAPH__TYPE__TYPE_F16 },
+	{ QG_TYPE_Q8_0, QGRAPH_TYPE_Q8_0, QGRAPH__TYPE__TYPE_Q8_0 },
+	{ QG_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, QGRAPH__TYPE__TYPE_Q4_0 },
+	{ QG_TYPE_Q4_0_4X4, QGRAPH_TYPE_Q4_0_4X4, QGRAPH__TYPE__TYPE_Q4_0_4X4 },
+	{ QG_TYPE_Q4_0_4X8, QGRAPH_TYPE_Q4_0_4X8, QGRAPH__TYPE__TYPE_Q4_0_4X8 },
+	{ QG_TYPE_Q4_0_8X8, QGRAPH_TYPE_Q4_0_8X8, QGRAPH__TYPE__TYPE_Q4_0_8X8 },
+	{ QG_TYPE_Q8_0_4X4, QGRAPH_TYPE_Q8_0_4X4, NO_WIRE },
+	{ QG_TYPE_Q8_0_4X8, QGRAPH_TYPE_Q8_0_4X8, NO_WIRE },
+	{ QG_TYPE_I32, QGRAPH_TYPE_I32, QGRAPH__TYPE__TYPE_I32 },
+};
+_Static_assert(sizeof type_table / sizeof type_table[0] == QG_TYPE_COUNT + 1, "a row for every engine type and i32");
+
+static const struct {
+	enum qg_op engine;
+	int public;
+	int wire;
+} op_table[] = {
+	{ QG_OP_NONE, NO_WIRE, QGRAPH__OP__OP_NONE },	/* a leaf: the public API makes no op of it */
+	{ QG_OP_MUL_MAT, QGRAPH_OP_MUL_MAT, QGRAPH__OP__OP_MUL_MAT },
+	{ QG_OP_ADD, QGRAPH_OP_ADD, QGRAPH__OP__OP_ADD },
+	{ QG_OP_MUL, QGRAPH_OP_MUL, QGRAPH__OP__OP_MUL },
+	{ QG_OP_SCALE, QGRAPH_OP_SCALE, QGRAPH__OP__OP_SCALE },
+	{ QG_OP_SILU, QGRAPH_OP_SILU, QGRAPH__OP__OP_SILU },
+	{ QG_OP_GELU, QGRAPH_OP_GELU, QGRAPH__OP__OP_GELU },
+	{ QG_OP_RMS_NORM, QGRAPH_OP_RMS_NORM, QGRAPH__OP__OP_RMS_NORM },
+	{ QG_OP_SOFT_MAX, QGRAPH_OP_SOFT_MAX, QGRAPH__OP__OP_SOFT_MAX },
+	{ QG_OP_CPY, QGRAPH_OP_CPY, QGRAPH__OP__OP_CPY },
+	{ QG_OP_GET_ROWS, QGRAPH_OP_GET_ROWS, QGRAPH__OP__OP_GET_ROWS },
+	{ QG_OP_RESHAPE, QGRAPH_OP_RESHAPE, QGRAPH__OP__OP_RESHAPE },
+	{ QG_OP_VIEW, QGRAPH_OP_VIEW, QGRAPH__OP__OP_VIEW },
+	{ QG_OP_PERMUTE, QGRAPH_OP_PERMUTE, QGRAPH__OP__OP_PERMUTE },
+	{ QG_OP_TRANSPOSE, QGRAPH_OP_TRANSPOSE, QGRAPH__OP__OP_TRANSPOSE },
+};
+_Static_assert(sizeof op_table / sizeof op_table[0] == QG_OP_COUNT, "a row for every engine op");
+
+#define N_ROWS(t) (sizeof(t) / sizeof((t)[0]))
+/* The COL_OUT of TABLE's row whose COL_IN is V, or -EINVAL. */
+#define LOOK_UP(table, col_in, v, col_out)                                                   \
+	do {                                                                                 \
+		for (size_t i_ = 0; i_ < N_ROWS(table); i_++)                                \
+			if ((v) != NO_WIRE && (int)table[i_].col_in == (v) &&                \
+			    (int)table[i_].col_out != NO_WIRE)                               \
+				return (int)table[i_].col_out;                               \
+		return -EINVAL;                                                              \
+	} while (0)
+
+int qg_wire_type(int wire_type) { LOOK_UP(type_table, wire, wire_type, engine); }
+int qg_wire_type_of(enum qg_type type) { LOOK_UP(type_table, engine, (int)type, wire); }
+int qg_wire_type_of_public(int public_type) { LOOK_UP(type_table, public, public_type, wire); }
+int qg_wire_public_type(int wire_type) { LOOK_UP(type_table, wire, wire_type, public); }
+int qg_wire_engine_type_of_public(int public_type) { LOOK_UP(type_table, public, public_type, engine); }
+int qg_wire_op(int wire_op) { LOOK_UP(op_table, wire, wire_op, engine); }
+int qg_wire_op_of(enum qg_op op) { LOOK_UP(op_table, engine, (int)op, wire); }
+int qg_wire_op_of_public(int public_op) { LOOK_UP(op_table, public, public_op, wire); }
 
 /* A span of the arena a tensor occupies, for the overlap check. */
 struct span {
@@ -114,9 +169,11 @@ static int fail(struct build *b, int code, size_t i, const char *fmt, ...)
 /* Source J of wire tensor I, which must be an earlier tensor (no cycles). */
 static int source(struct build *b, size_t i, const Qgraph__Tensor *wt, size_t j, struct qg_tensor **out)
 {
-	if (j >= wt->n_src)
-		return fail(b, -EINVAL, i, "%s needs %zu sources, has %zu",
-			    qg_op_name((enum qg_op)wt->op), j + 1, wt->n_src);
+	if (j >= wt->n_src) {
+		int op = qg_wire_op(wt->op);
+		return fail(b, -EINVAL, i, "%s needs %zu sources, has %zu", op < 0 ? "its op" : qg_op_name((enum qg_op)op),
+			    j + 1, wt->n_src);
+	}
 	uint32_t s = wt->src[j];
 	if (s >= i)
 		return fail(b, -EINVAL, i, "source %u is not an earlier tensor", s);

@@ -77,7 +77,19 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 
 void qg_wire_graph_free(struct qg_wire_graph *g);
 
-/* The engine type for a wire type, or -EINVAL. */
-int qg_wire_type(int wire_type);
+/*
+ * Numbering: the one table between the engine's, the public API's and the
+ * wire's numbers of element types and ops.  Each returns the number asked
+ * for, or -EINVAL when there is none (a type that never crosses the wire,
+ * a number that names nothing).
+ */
+int qg_wire_type(int wire_type);			/* wire -> engine */
+int qg_wire_type_of(enum qg_type type);			/* engine -> wire */
+int qg_wire_type_of_public(int public_type);		/* enum qgraph_type -> wire */
+int qg_wire_public_type(int wire_type);			/* wire -> enum qgraph_type */
+int qg_wire_engine_type_of_public(int public_type);	/* enum qgraph_type -> engine */
+int qg_wire_op(int wire_op);				/* wire -> engine */
+int qg_wire_op_of(enum qg_op op);			/* engine -> wire */
+int qg_wire_op_of_public(int public_op);		/* enum qgraph_op -> wire */
 
 #endif /* QG_WIRE_H */

@@ -175,6 +175,13 @@ static void test_encode(void)
 	qgraph_graph_free(g);
 	uint64_t id;
 	tap_ok(qgraph_submit_encoded(NULL, buf, 10, 0, &id) == -EINVAL, "submit_encoded without a session gives -EINVAL");
+
+	/* the activation layouts have no wire number: never sent as something else */
+	g = qgraph_graph_new();
+	tap_ok(qgraph_graph_input(g, QGRAPH_TYPE_Q8_0_4X4, 2, ne, 0) == -EINVAL,
+	       "an input of the daemon's own Q8_0_4X4 layout is refused (it once went out as I32)");
+	tap_ok(qgraph_graph_weights(g, 1, QGRAPH_TYPE_Q8_0_4X8, 4, 64) == -EINVAL, "and weights of Q8_0_4X8");
+	qgraph_graph_free(g);
 }
 
 int main(void)
