@@ -259,7 +259,6 @@ static int has_id(const uint32_t *ids, uint32_t n, uint32_t id)
 int qgd_priv_check_peer(const struct qgd_priv_config *pc, int fd, pid_t pid, uid_t uid, gid_t gid, char *why,
 			size_t whylen)
 {
-	static struct qgd_ratelimit rl;
 	const uint32_t *users = (const uint32_t *)pc->allow_users, *groups = (const uint32_t *)pc->allow_groups;
 	gid_t small[64], *list = small;
 	socklen_t len = sizeof small;
@@ -293,7 +292,7 @@ int qgd_priv_check_peer(const struct qgd_priv_config *pc, int fd, pid_t pid, uid
 			 "access denied: uid %u (group %u, %zu supplementary groups) is not among the users and groups "
 			 "this daemon serves",
 			 (unsigned)uid, (unsigned)gid, n);
-	qgd_log_limited(&rl, QGD_LOG_WARN, "refused a client (pid %d, uid %u, gid %u, %zu supplementary groups): "
-			"not in allow-users or allow-groups", (int)pid, (unsigned)uid, (unsigned)gid, n);
+	qgd_log_uid(uid, QGD_LOG_WARN, "refused a client (pid %d, uid %u, gid %u, %zu supplementary groups): "
+		    "not in allow-users or allow-groups", (int)pid, (unsigned)uid, (unsigned)gid, n);
 	return -EACCES;
 }

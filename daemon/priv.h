@@ -3,7 +3,7 @@
  * the daemon's user and group, the drop to that user with libcap-ng
  * (CAP_IPC_LOCK kept, everything else gone, the bounding set cleared,
  * no_new_privs set, supplementary groups dropped), and the access policy
- * checked against a client's credentials at the handshake.
+ * checked against a client's credentials when it connects.
  *
  * Started unprivileged, the daemon keeps what it has (at most
  * CAP_IPC_LOCK) and says once, in the log, what it lacks.
@@ -57,8 +57,9 @@ int qgd_priv_drop(const struct qgd_priv_config *pc);
  * no allow-users and no allow-groups, everyone who can open the socket is
  * served; otherwise root, the daemon's own user, the users listed and the
  * members (primary or supplementary) of the groups listed.  Returns 0 when
- * the peer may have a session, or -EACCES (logged, rate limited) with the
- * reason, for the client, in WHY (WHYLEN bytes).
+ * the peer may have a session, or -EACCES (logged through the uid's rate
+ * limit, qgd_log_uid) with the reason, for the client, in WHY (WHYLEN
+ * bytes).
  */
 int qgd_priv_check_peer(const struct qgd_priv_config *pc, int fd, pid_t pid, uid_t uid, gid_t gid, char *why,
 			size_t whylen);
