@@ -227,8 +227,10 @@ int main(int argc, char **argv)
 		qgd_info("configuration: none (%s)", conf_path ? "no file " QGD_CONF_FILE : "--no-config");
 
 	/* what needs privileges, then the drop; the loop and any thread only after */
-	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path) || qgd_server_listen(&srv) ||
-	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
+	int run_dir = -1;
+	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_listen(&srv) ||
+	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) ||
+	    qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
 		return 1;
 
 	const char *why = NULL;
