@@ -87,7 +87,8 @@ static void refuse(struct qgd_session *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	send_refusal(s->sock, msg);
+	if (!s->refused)	/* one reason to a client: the first */
+		send_refusal(s->sock, msg);
 	qgd_session_drop(s, msg);
 }
 
@@ -278,12 +279,12 @@ static void take_census(struct qgd_server *srv, const struct qgd_session *except
 			continue;
 		}
 		c->shaking++;
-		if (!c->oldest || t->started_ms < c->oldest->started_ms)
+		if (!c->oldest || t->started_ms <= c->oldest->started_ms)	/* the list runs newest first */
 			c->oldest = t;
 		if (t->uid != uid)
 			continue;
 		c->shaking_uid++;
-		if (!c->oldest_uid || t->started_ms < c->oldest_uid->started_ms)
+		if (!c->oldest_uid || t->started_ms <= c->oldest_uid->started_ms)
 			c->oldest_uid = t;
 	}
 }
