@@ -66,6 +66,8 @@ static const struct setting settings[] = {
 	{ .name = "max-nodes", .kind = K_U32, .off = OFF(max_nodes), .lo = 1, .hi = 1u << 20 },
 	{ .name = "max-sessions", .kind = K_U32, .off = OFF(max_sessions), .lo = 1, .hi = 65536 },
 	{ .name = "max-sessions-per-user", .kind = K_U32, .off = OFF(max_sessions_per_user), .lo = 1, .hi = 65536 },
+	{ .name = "max-handshakes", .kind = K_U32, .off = OFF(max_handshakes), .lo = 1, .hi = 65536 },
+	{ .name = "handshakes-per-user", .kind = K_U32, .off = OFF(handshakes_per_user), .lo = 1, .hi = 65536 },
 	{ .name = "total-arena", .kind = K_SIZE, .off = OFF(total_arena_bytes), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "client-weights", .kind = K_SIZE, .off = OFF(client_weights), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "client-memory", .kind = K_SIZE, .off = OFF(client_memory), .lo = 4096, .hi = UINT64_MAX },
@@ -99,7 +101,7 @@ void qgd_conf_defaults(struct qgd_config *cfg)
 		.ring_bytes = 1u << 20, .event_count = 256, .max_nodes = 4096, .max_sessions = 256,
 		.handshake_ms = 2000, .graph_timeout_ms = 60000, .poll_us = 50,
 		.max_sessions_per_user = 64, .total_arena_bytes = 16ull << 30, .max_graphs = 1024,
-		.max_message = 1u << 20,
+		.max_message = 1u << 20, .max_handshakes = 64, .handshakes_per_user = 8,
 		.priv = { .socket_mode = 0660 },
 	};
 }

@@ -109,3 +109,80 @@ void qgd_log_limited(struct qgd_ratelimit *rl, enum qgd_log_level level, const c
 	log_v(level, fmt, ap);
 	va_end(ap);
 }
+
+/* A uid's token bucket (qgd_log_uid): tokens in thousandths, refilled by the milliseconds since LAST_MS. */
+struct uid_bucket {
+	uint32_t uid;
+	uint32_t milli_tokens;
+	uint32_t dropped;
+	int used;
+	uint64_t last_ms;
+};
+
+#define UID_BUCKETS 32
+
+static struct uid_bucket uid_buckets[UID_BUCKETS];
+
+/* Refill B up to now; then say what it dropped, if it has a token to say it with. */
+static void bucket_refill(struct uid_bucket *b, uint64_t now)
+{
+	uint64_t add = (now - b->last_ms) * QGD_LOG_UID_PER_S;	/* thousandths of a token a millisecond */
+	uint64_t full = (uint64_t)QGD_LOG_UID_BURST * 1000;
+
+	b->milli_tokens = (uint32_t)(b->milli_tokens + add > full ? full : b->milli_tokens + add);
+	b->last_ms = now;
+	if (b->dropped && b->milli_tokens >= 1000) {
+		b->milli_tokens -= 1000;
+		qgd_log(QGD_LOG_WARN, "uid %u: %u messages about its connections were suppressed (rate limit)",
+			(unsigned)b->uid, b->dropped);
+		b->dropped = 0;
+	}
+}
+
+/* UID's bucket: the one it has, else a free one, else the longest idle one (whose count is said first). */
+static struct uid_bucket *bucket_for(uint32_t uid, uint64_t now)
+{
+	struct uid_bucket *b = &uid_buckets[0];
+
+	for (int i = 0; i < UID_BUCKETS; i++) {
+		struct uid_bucket *c = &uid_buckets[i];
+		if (c->used && c->uid == uid)
+			return c;
+		if (!c->used ? b->used : b->used && c->last_ms < b->last_ms)
+			b = c;
+	}
+	if (b->used && b->dropped)
+		qgd_log(QGD_LOG_WARN, "uid %u: %u messages about its connections were suppressed (rate limit)",
+			(unsigned)b->uid, b->dropped);
+	*b = (struct uid_bucket){ .uid = uid, .milli_tokens = QGD_LOG_UID_BURST * 1000, .used = 1, .last_ms = now };
+	return b;
+}
+
+int qgd_log_uid(uint32_t uid, enum qgd_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > log_level)
+		return 1;
+	uint64_t now = now_ms();
+	struct uid_bucket *b = bucket_for(uid, now);
+	bucket_refill(b, now);
+	if (b->milli_tokens < 1000) {
+		b->dropped++;
+		return 0;
+	}
+	b->milli_tokens -= 1000;
+	va_start(ap, fmt);
+	log_v(level, fmt, ap);
+	va_end(ap);
+	return 1;
+}
+
+void qgd_log_uid_flush(void)
+{
+	uint64_t now = now_ms();
+
+	for (int i = 0; i < UID_BUCKETS; i++)
+		if (uid_buckets[i].used && uid_buckets[i].dropped)
+			bucket_refill(&uid_buckets[i], now);
+}

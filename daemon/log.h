@@ -1,7 +1,11 @@
 /*
  * log.h - qgraphd's log: to stderr with a timestamp in the foreground, to
- * syslog (and so the journal) otherwise.  Messages about one session go
- * through a rate limit, so a misbehaving client cannot flood the log.
+ * syslog (and so the journal) otherwise.  Messages about one session's
+ * requests go through that session's rate limit, and messages about
+ * connections (accepted, refused, closed before anyone heard of them)
+ * through a token bucket per uid, so that a misbehaving client, or one that
+ * connects again and again, cannot flood the log.  What ends a session that
+ * was logged as served is always logged.
  */
 #ifndef QGD_LOG_H
 #define QGD_LOG_H
@@ -33,6 +37,21 @@ struct qgd_ratelimit {
 /* Log through RL: returns without logging when the limit is reached. */
 void qgd_log_limited(struct qgd_ratelimit *rl, enum qgd_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * Log a message about a connection of UID through that uid's token bucket
+ * (a burst of QGD_LOG_UID_BURST, then QGD_LOG_UID_PER_S messages a second;
+ * the buckets of recently seen uids are kept, the longest idle one is
+ * reused).  What a bucket drops is counted and said in one line when it
+ * has tokens again.  Returns 1 when the message was logged (or is below
+ * the log level), 0 when the bucket dropped it.
+ */
+int qgd_log_uid(uint32_t uid, enum qgd_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define QGD_LOG_UID_BURST 20
+#define QGD_LOG_UID_PER_S 2
+
+/* Say how many messages each full bucket dropped (the flood it limited is over): call now and then. */
+void qgd_log_uid_flush(void);
 
 #define qgd_error(...) qgd_log(QGD_LOG_ERROR, __VA_ARGS__)
 #define qgd_warn(...) qgd_log(QGD_LOG_WARN, __VA_ARGS__)

@@ -2,15 +2,20 @@
  * priv.c - the runtime directory, the socket's owner, the drop of
  * privileges and the access policy (see priv.h).
  *
- * Order at start-up (qgraphd.c): directory, bind, socket owner, drop, and
- * only then the event loop (io_uring keeps the credentials of the task
+ * Order at start-up (qgraphd.c): directory (kept root's), bind, the
+ * socket's mode and owner, the directory handed over, drop, and only then
+ * the event loop (io_uring keeps the credentials of the task
  * that set it up) and any thread (capabilities are per thread: a thread
- * created before the drop would keep them).
+ * created before the drop would keep them).  Every privileged step on the
+ * socket is done while no one but root can write in its directory: once
+ * the directory is the service user's, a process of that user could put a
+ * link where the socket was, and a chmod or chown by path would follow it.
  */
 #include "config.h"
 
 #include <cap-ng.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <stdio.h>
@@ -59,14 +64,14 @@ static int is_service_runtime_dir(const char *dir)
 	return 0;
 }
 
-int qgd_priv_runtime_dir(const struct qgd_priv_config *pc, const char *socket_path)
+int qgd_priv_runtime_dir(const struct qgd_priv_config *pc, const char *socket_path, int *dir_fd)
 {
 	const char *slash = strrchr(socket_path, '/');
 	int other = becomes_other(pc), created = 0;
 	char dir[PATH_MAX];
-	uid_t uid;
-	gid_t gid;
+	struct stat st;
 
+	*dir_fd = -1;
 	if (!slash || slash == socket_path)
 		return 0;
 	if ((size_t)(slash - socket_path) >= sizeof dir)
@@ -82,15 +87,23 @@ int qgd_priv_runtime_dir(const struct qgd_priv_config *pc, const char *socket_pa
 	}
 	if (!other || (!created && !is_service_runtime_dir(dir)))
 		return 0;	/* someone else's directory: left as it is */
-	target_ids(pc, &uid, &gid);
-	/* the mode first: once the directory is someone else's, chmod needs CAP_FOWNER */
-	if (chmod(dir, 0750) < 0 || chown(dir, pc->has_user ? uid : (uid_t)-1, gid) < 0) {
+	/* from here on, by descriptor: a path could be swapped under us */
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		int err = -errno;
-		qgd_error("cannot give the runtime directory %s to uid %u gid %u: %s", dir, (unsigned)uid,
-			  (unsigned)gid, strerror(errno));
+		qgd_error("cannot open the runtime directory %s: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return err;
 	}
-	qgd_info("runtime directory %s: uid %u, gid %u, mode 0750", dir, (unsigned)uid, (unsigned)gid);
+	/* ours until the socket in it is finished (a previous run may have handed it over already) */
+	if ((st.st_uid != geteuid() && fchown(fd, geteuid(), (gid_t)-1) < 0) || fchmod(fd, 0750) < 0) {
+		int err = -errno;
+		qgd_error("cannot take back the runtime directory %s: %s", dir, strerror(errno));
+		close(fd);
+		return err;
+	}
+	*dir_fd = fd;
 	return 0;
 }
 
@@ -99,12 +112,34 @@ int qgd_priv_own_socket(const struct qgd_priv_config *pc, const char *path)
 	uid_t uid = pc->has_user && pc->uid != geteuid() ? pc->uid : (uid_t)-1;
 	gid_t gid = pc->has_group && pc->gid != getegid() ? pc->gid : (gid_t)-1;
 
-	if ((uid != (uid_t)-1 || gid != (gid_t)-1) && chown(path, uid, gid) < 0) {
+	/* lchown: whatever is at PATH now, a link is never followed */
+	if ((uid != (uid_t)-1 || gid != (gid_t)-1) && lchown(path, uid, gid) < 0) {
 		int err = -errno;
 		qgd_error("cannot give the socket %s to uid %d gid %d: %s", path, (int)uid, (int)gid, strerror(errno));
 		return err;
 	}
 	return 0;
+}
+
+int qgd_priv_hand_over_dir(const struct qgd_priv_config *pc, const char *socket_path, int dir_fd)
+{
+	uid_t uid;
+	gid_t gid;
+	int err = 0;
+
+	if (dir_fd < 0)
+		return 0;
+	target_ids(pc, &uid, &gid);
+	/* the mode first: once the directory is someone else's, changing it needs CAP_FOWNER */
+	if (fchmod(dir_fd, 0750) < 0 || fchown(dir_fd, pc->has_user ? uid : (uid_t)-1, gid) < 0) {
+		err = -errno;
+		qgd_error("cannot give the directory of %s to uid %u gid %u: %s", socket_path, (unsigned)uid,
+			  (unsigned)gid, strerror(errno));
+	} else {
+		qgd_info("the directory of %s: uid %u, gid %u, mode 0750", socket_path, (unsigned)uid, (unsigned)gid);
+	}
+	close(dir_fd);
+	return err;
 }
 
 static int permitted(unsigned cap)
@@ -259,7 +294,6 @@ static int has_id(const uint32_t *ids, uint32_t n, uint32_t id)
 int qgd_priv_check_peer(const struct qgd_priv_config *pc, int fd, pid_t pid, uid_t uid, gid_t gid, char *why,
 			size_t whylen)
 {
-	static struct qgd_ratelimit rl;
 	const uint32_t *users = (const uint32_t *)pc->allow_users, *groups = (const uint32_t *)pc->allow_groups;
 	gid_t small[64], *list = small;
 	socklen_t len = sizeof small;
@@ -293,7 +327,7 @@ int qgd_priv_check_peer(const struct qgd_priv_config *pc, int fd, pid_t pid, uid
 			 "access denied: uid %u (group %u, %zu supplementary groups) is not among the users and groups "
 			 "this daemon serves",
 			 (unsigned)uid, (unsigned)gid, n);
-	qgd_log_limited(&rl, QGD_LOG_WARN, "refused a client (pid %d, uid %u, gid %u, %zu supplementary groups): "
-			"not in allow-users or allow-groups", (int)pid, (unsigned)uid, (unsigned)gid, n);
+	qgd_log_uid(uid, QGD_LOG_WARN, "refused a client (pid %d, uid %u, gid %u, %zu supplementary groups): "
+		    "not in allow-users or allow-groups", (int)pid, (unsigned)uid, (unsigned)gid, n);
 	return -EACCES;
 }

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <getopt.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -49,7 +51,9 @@ static void usage(FILE *f)
 		"      --arena-size SIZE  a session's tensor arena unless it asks (default 64M)\n"
 		"      --max-arena SIZE   the largest arena a session may ask for (default 1G)\n"
 		"      --max-nodes N      tensors per graph (default 4096)\n"
-		"      --max-sessions N   clients at once (default 256)\n"
+		"      --max-sessions N   clients served at once (default 256)\n"
+		"      --max-handshakes N connections that have not sent a Hello yet (default 64)\n"
+		"      --handshakes-per-user N  ... of one user (default 8)\n"
 		"      --max-sessions-per-user N  sessions of one user at once (default 64)\n"
 		"      --total-arena SIZE all sessions' arenas together (default 16G)\n"
 		"      --client-weights SIZE  weight bytes one session may hold (default: pool size)\n"
@@ -88,6 +92,46 @@ static void print_info(void)
 		printf("%-9s %-22s %s\n", qg_type_name(qg_layout_type((enum qg_layout)l)),
 		       qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
+}
+
+/* Close the descriptors from FROM to TO (inclusive): close_range where the kernel has it, else one by one from /proc. */
+static void close_between(unsigned from, unsigned to)
+{
+	if (from > to)
+		return;
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, from, to, 0) == 0)
+		return;
+#endif
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	int own = dirfd(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		char *end;
+		unsigned long fd = strtoul(e->d_name, &end, 10);
+		if (*end || end == e->d_name || fd < from || fd > to || (int)fd == own)
+			continue;
+		close((int)fd);
+	}
+	closedir(d);
+}
+
+/*
+ * Close every descriptor above stderr that the launcher left open but
+ * --ready-fd's: a client of the daemon must never reach what its launcher
+ * held (a terminal, a pipe, a file), and the descriptors are max-sessions'.
+ * Socket activation (LISTEN_FDS from 3 on) would be kept here too; the
+ * daemon does not take sockets from systemd yet.
+ */
+static void close_inherited(int ready_fd)
+{
+	if (ready_fd >= 3) {
+		close_between(3, (unsigned)ready_fd - 1);
+		close_between((unsigned)ready_fd + 1, ~0u);
+	} else {
+		close_between(3, ~0u);
+	}
 }
 
 enum { OPT_INFO = 256, OPT_CONFIG, OPT_NO_CONFIG, OPT_SETTING = 512 };
@@ -178,6 +222,7 @@ int main(int argc, char **argv)
 		}
 		cfg->socket_path = cfg->socket_store;
 	}
+	close_inherited(cfg->ready_fd);
 	qgd_log_open(cfg->foreground, (enum qgd_log_level)cfg->log_level);
 
 	/* signals arrive through the loop; a client that goes away is no SIGPIPE */
@@ -198,8 +243,10 @@ int main(int argc, char **argv)
 	if (!socket_dir_ours(cfg->socket_path))
 		return 1;
 	/* what needs privileges, then the drop; the loop and any thread only after */
-	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path) || qgd_server_listen(&srv) ||
-	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
+	int run_dir = -1;
+	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_listen(&srv) ||
+	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) ||
+	    qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
 		return 1;
 	if (!socket_dir_ours(cfg->socket_path))	/* again: it may have been made between the check and mkdir */
 		return 1;

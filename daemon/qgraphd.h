@@ -52,6 +52,8 @@ struct qgd_config {
 	int reserve_hugepages;		/* as root, raise vm.nr_hugepages for the pool */
 	/* quotas (each refusal names its key) */
 	uint32_t max_sessions_per_user;
+	uint32_t max_handshakes;	/* connections that have not sent their Hello, all users */
+	uint32_t handshakes_per_user;	/* ... of one uid */
 	uint64_t total_arena_bytes;	/* all sessions' arenas together */
 	uint64_t client_weights;	/* weight bytes a session holds; 0: the pool's size */
 	uint64_t client_memory;		/* pool bytes a session's graphs hold; 0: the pool's size */
@@ -141,7 +143,9 @@ struct qgd_session {
 	uint64_t next_handle;
 	uint64_t completed, failed;
 	uint64_t weight_bytes;
-	struct qgd_ratelimit rl;
+	struct qgd_ratelimit rl;	/* for its refusals */
+	int announced;			/* its start was logged: its end will be too */
+	const char *refused;		/* refused when it connected, and told: why, for the log (server.c) */
 	struct qg_buft *buft;		/* this session's pieces of the pool, for intermediates */
 	struct qgd_session *next;
 };
@@ -152,6 +156,9 @@ struct qgd_server {
 	int listen_fd, lock_fd;
 	int signal_fd, timer_fd;
 	struct qg_watch *listen_watch, *signal_watch, *timer_watch;
+	int reserve_fd;			/* /dev/null, given up to take a connection when descriptors run out */
+	uint64_t accept_paused_ms;	/* when accepting stopped for want of descriptors (0: it did not) */
+	struct qgd_ratelimit fd_rl;	/* the log line about it */
 	struct qgd_session *sessions;
 	struct qgd_session *rr;		/* where the fair scan starts next */
 	uint32_t n_sessions;

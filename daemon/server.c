@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,26 +61,49 @@ static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
 }
 
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg);
+static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg);
+
+/* Send FD's client a Welcome that carries only MSG: why it is refused (libqgraph shows it). */
+static void send_refusal(int fd, const char *msg)
+{
+	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
+	uint8_t buf[1024];
+
+	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
+	w.error = (char *)msg;
+	if (qgraph__welcome__get_packed_size(&w) <= sizeof buf) {
+		size_t len = qgraph__welcome__pack(&w, buf);
+		qg_sock_send(fd, buf, len, NULL, 0);
+	}
+}
 
 /* Send a Welcome that refuses the session, then drop it. */
 static void refuse(struct qgd_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void refuse(struct qgd_session *s, const char *fmt, ...)
 {
-	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
-	uint8_t buf[1024];
 	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
-	w.error = msg;
-	if (qgraph__welcome__get_packed_size(&w) <= sizeof buf) {
-		size_t len = qgraph__welcome__pack(&w, buf);
-		qg_sock_send(s->sock, buf, len, NULL, 0);
-	}
+	if (!s->refused)	/* one reason to a client: the first */
+		send_refusal(s->sock, msg);
 	qgd_session_drop(s, msg);
+}
+
+/*
+ * Refuse S as soon as it connects, before its Hello: send the Welcome that
+ * says why (MSG) now, and close when its Hello comes, it hangs up, or the
+ * handshake time runs out (so that a client that writes its Hello first
+ * still reads the reason, rather than a broken pipe).  Until then it holds
+ * a place among the handshakes of its uid, and nothing else.  WHY is what
+ * the log will say.
+ */
+static void refuse_early(struct qgd_session *s, const char *why, const char *msg)
+{
+	send_refusal(s->sock, msg);
+	s->refused = why;
 }
 
 /* The client's Hello arrived: set its session up and send the Welcome. */
@@ -105,9 +130,7 @@ static void handshake(struct qgd_session *s)
 				*c = '?';
 	}
 	qgraph__hello__free_unpacked(h, NULL);
-	char why[256];
-	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
-		return refuse(s, "%s", why);
+	/* the access policy was checked at accept (admit) */
 	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1)
 		return refuse(s, "protocol version %d is not spoken here: this daemon speaks version %d", proto,
 			      QGRAPH__PROTOCOL__PROTOCOL_V1);
@@ -118,13 +141,16 @@ static void handshake(struct qgd_session *s)
 			      (unsigned long long)cfg->max_arena_bytes);
 	arena = (arena + 4095) & ~(uint64_t)4095;
 	uint64_t arenas = 0;
-	uint32_t same_user = 0;
+	uint32_t same_user = 0, served = 0;
 	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
-		if (t == s || t->state == QGD_DEAD)
-			continue;
+		if (t->state != QGD_READY)
+			continue;	/* connections in their handshake are bounded apart (admit) */
 		arenas += t->layout.arena_bytes;
 		same_user += t->uid == s->uid;
+		served++;
 	}
+	if (served >= cfg->max_sessions)
+		return refuse(s, "max-sessions: %u sessions is the limit", cfg->max_sessions);
 	if (same_user >= cfg->max_sessions_per_user)
 		return refuse(s, "quota max-sessions-per-user: uid %u has %u sessions already", (unsigned)s->uid,
 			      same_user);
@@ -201,8 +227,9 @@ static void handshake(struct qgd_session *s)
 		return qgd_session_drop(s, "cannot watch the doorbell");
 	s->state = QGD_READY;
 	atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(srv->loop_cpu + 1), memory_order_relaxed);
-	qgd_info("session %llu (%s, uid %u): ready, arena %llu MiB", (unsigned long long)s->id, s->name,
-		 (unsigned)s->uid, (unsigned long long)(s->layout.arena_bytes >> 20));
+	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
+				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
+				   (unsigned long long)(s->layout.arena_bytes >> 20));
 }
 
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg)
@@ -211,6 +238,14 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 
 	(void)w;
 	(void)fd;
+	if (s->refused) {
+		/* its Hello, or its hang-up: the end.  What it sent is read first: unread, the close would reset the
+		 * connection, and the client would never read the reason. */
+		uint8_t b[64];
+		for (int i = 0; i < 4 && qg_sock_recv(s->sock, b, sizeof b, NULL, 0, NULL) != -EAGAIN; i++)
+			;
+		return qgd_session_drop(s, s->refused);
+	}
 	if (s->state == QGD_HANDSHAKE && (events & POLLIN))
 		return handshake(s);
 	if (events & (POLLHUP | POLLERR))
@@ -227,6 +262,122 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 	}
 }
 
+/* Who holds the daemon's places: sessions served, and connections still in their handshake (all, and UID's). */
+struct census {
+	uint32_t served, shaking, shaking_uid;
+	struct qgd_session *oldest, *oldest_uid;	/* the longest in their handshake */
+};
+
+static void take_census(struct qgd_server *srv, const struct qgd_session *except, uid_t uid, struct census *c)
+{
+	*c = (struct census){ 0 };
+	for (struct qgd_session *t = srv->sessions; t; t = t->next) {
+		if (t == except || t->state == QGD_DEAD)
+			continue;
+		if (t->state == QGD_READY) {
+			c->served++;
+			continue;
+		}
+		c->shaking++;
+		if (!c->oldest || t->started_ms <= c->oldest->started_ms)	/* the list runs newest first */
+			c->oldest = t;
+		if (t->uid != uid)
+			continue;
+		c->shaking_uid++;
+		if (!c->oldest_uid || t->started_ms <= c->oldest_uid->started_ms)
+			c->oldest_uid = t;
+	}
+}
+
+/*
+ * A connection was accepted on FD.  Its credentials are read at once: a
+ * client the access policy excludes, or one past max-sessions, is refused
+ * before it costs anything more.  Connections that have not sent their
+ * Hello are bounded apart from the sessions (so that silent ones never
+ * take a session's place): per uid by handshakes-per-user, and in all by
+ * max-handshakes; past either bound, the longest silent of that uid, or
+ * of all, is dropped to make room, so a flood of them only ever pushes out
+ * its own.  Then its Hello is read if it came with the connection, as an
+ * honest client's does.
+ */
+static void admit(struct qgd_server *srv, int fd)
+{
+	const struct qgd_config *cfg = &srv->cfg;
+	struct qgd_session *s = qgd_session_new(srv, fd);
+	struct census c;
+	char why[256];
+
+	if (!s) {
+		send_refusal(fd, "cannot read the connection's credentials, or out of memory");
+		close(fd);
+		return;
+	}
+	s->next = srv->sessions;
+	srv->sessions = s;
+	srv->n_sessions++;
+	qgd_log_uid(s->uid, QGD_LOG_DEBUG, "session %llu: accepted (pid %d, uid %u)", (unsigned long long)s->id,
+		    (int)s->pid, (unsigned)s->uid);
+	take_census(srv, s, s->uid, &c);
+	if (c.shaking_uid >= cfg->handshakes_per_user)
+		refuse(c.oldest_uid, "handshakes-per-user: uid %u has %u connections that have not sent a Hello; "
+		       "the oldest is dropped", (unsigned)s->uid, c.shaking_uid + 1);
+	else if (c.shaking >= cfg->max_handshakes)
+		refuse(c.oldest, "max-handshakes: %u connections have not sent a Hello; the oldest is dropped",
+		       c.shaking + 1);
+	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch))
+		return qgd_session_drop(s, "cannot watch its socket");
+	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
+		return refuse_early(s, "refused: not among the users and groups served (allow-users, allow-groups)",
+				    why);
+	if (c.served >= cfg->max_sessions) {
+		snprintf(why, sizeof why, "max-sessions: %u sessions is the limit", cfg->max_sessions);
+		return refuse_early(s, "refused: max-sessions", why);
+	}
+	handshake(s);
+}
+
+/*
+ * accept() found no descriptor free, and the connection it left pending
+ * keeps the socket readable: the loop would spin on it.  Give up the
+ * reserve descriptor to take the connection, tell its client why and
+ * close it (a clear refusal, not a hang), and take the reserve back.  Where
+ * even that fails, stop accepting for a while (resume_accept).  Logged
+ * once, then rate limited.
+ */
+static void shed(struct qgd_server *srv, int err)
+{
+	int c = -EBADF;
+
+	if (srv->reserve_fd >= 0) {
+		close(srv->reserve_fd);
+		c = qg_sock_accept(srv->listen_fd);
+		if (c >= 0) {
+			send_refusal(c, "the daemon is out of file descriptors (RLIMIT_NOFILE): try again later");
+			close(c);
+		}
+		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	qgd_log_limited(&srv->fd_rl, QGD_LOG_WARN,
+			"out of file descriptors (%s): new clients are refused until sessions end; "
+			"raise RLIMIT_NOFILE (LimitNOFILE) for max-sessions %u", strerror(-err), srv->cfg.max_sessions);
+	if ((c < 0 && c != -EAGAIN) || srv->reserve_fd < 0) {
+		qg_loop_unwatch(srv->loop, srv->listen_watch);
+		srv->listen_watch = NULL;
+		srv->accept_paused_ms = qgd_now_ms();
+	}
+}
+
+/* Accepting stopped for want of descriptors (shed): start again after a while. */
+static void resume_accept(struct qgd_server *srv)
+{
+	if (qgd_now_ms() - srv->accept_paused_ms < 100 || srv->stopping)
+		return;
+	if (srv->reserve_fd < 0)
+		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch) == 0)
+		srv->accept_paused_ms = 0;
+}
+
 static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg)
 {
 	struct qgd_server *srv = arg;
@@ -235,27 +386,11 @@ static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	(void)events;
 	for (int i = 0; i < 16; i++) {
 		int c = qg_sock_accept(fd);
+		if (c == -EMFILE || c == -ENFILE)
+			return shed(srv, c);
 		if (c < 0)
 			return;
-		if (srv->n_sessions >= srv->cfg.max_sessions) {
-			qgd_warn("refusing a client: %u sessions is the limit", srv->cfg.max_sessions);
-			close(c);
-			continue;
-		}
-		struct qgd_session *s = qgd_session_new(srv, c);
-		if (!s) {
-			close(c);
-			continue;
-		}
-		if (qg_loop_watch(srv->loop, c, POLLIN, on_client_sock, s, &s->sock_watch)) {
-			qgd_session_free(s);
-			continue;
-		}
-		s->next = srv->sessions;
-		srv->sessions = s;
-		srv->n_sessions++;
-		qgd_debug("session %llu: accepted (pid %d, uid %u)", (unsigned long long)s->id, (int)s->pid,
-			  (unsigned)s->uid);
+		admit(srv, c);
 	}
 }
 
@@ -296,7 +431,7 @@ static void reap(struct qgd_server *srv)
 		if (s->state == QGD_HANDSHAKE && !now)
 			now = qgd_now_ms();	/* the clock only when someone is shaking hands */
 		if (s->state == QGD_HANDSHAKE && now - s->started_ms > srv->cfg.handshake_ms)
-			qgd_session_drop(s, "the handshake took too long");
+			qgd_session_drop(s, s->refused ? s->refused : "the handshake took too long");
 		if (s->state != QGD_DEAD) {
 			p = &s->next;
 			continue;
@@ -358,8 +493,47 @@ int qgd_server_listen(struct qgd_server *srv)
 	return 0;
 }
 
+/*
+ * Descriptors the daemon needs with every place taken: a session holds its
+ * socket and doorbell, and its region's memfd while it shakes hands; a
+ * connection in its handshake, its socket; and 64 for the daemon's own
+ * (standard streams, socket and lock, loop, signals, the reserve, log).
+ */
+static uint64_t fds_needed(const struct qgd_config *cfg)
+{
+	return 64 + 3 * (uint64_t)cfg->max_sessions + cfg->max_handshakes;
+}
+
+/* Raise the soft RLIMIT_NOFILE to what max-sessions needs, as far as the hard limit lets; say when it falls short. */
+static void fit_nofile(const struct qgd_config *cfg)
+{
+	uint64_t need = fds_needed(cfg);
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		struct rlimit want = rl;
+		want.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			rl = want;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		qgd_warn("RLIMIT_NOFILE is %llu: max-sessions %u and max-handshakes %u need %llu descriptors "
+			 "(raise LimitNOFILE, or lower max-sessions)", (unsigned long long)rl.rlim_cur,
+			 cfg->max_sessions, cfg->max_handshakes, (unsigned long long)need);
+}
+
 int qgd_server_start(struct qgd_server *srv)
 {
+	fit_nofile(&srv->cfg);
+	/* the descriptor given up to refuse a client when the others run out (shed) */
+	srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (srv->reserve_fd < 0) {
+		qgd_error("cannot open /dev/null: %s", strerror(errno));
+		return -1;
+	}
+	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
 	if (qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch) ||
 	    qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch)) {
 		qgd_error("cannot watch the socket");
@@ -421,6 +595,8 @@ int qgd_server_run(struct qgd_server *srv)
 		int did = qgd_exec_reap(srv);
 		did |= scan(srv);
 		reap(srv);
+		if (srv->accept_paused_ms)
+			resume_accept(srv);
 		if (srv->stopping && (!did || qgd_now_ms() > srv->stop_deadline_ms)) {
 			if (!qgd_exec_in_flight(srv))
 				break;
@@ -470,7 +646,9 @@ int qgd_server_run(struct qgd_server *srv)
 			qg_loop_run_once(srv->loop, 0);
 			continue;
 		}
-		/* going to sleep: announce it, fence, and look once more */
+		/* going to sleep: the log's rate limits say what they held back, if the flood is over */
+		qgd_log_uid_flush();
+		/* announce it, fence, and look once more */
 		set_sleeping(srv, 1);
 		atomic_thread_fence(memory_order_seq_cst);
 		if (!any_pending(srv) && !qgd_exec_reap(srv))

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -228,6 +229,72 @@ static void test_unprivileged(const char *top)
 	daemon_cleanup(&u);
 }
 
+/*
+ * The runtime directory the service manager made ($RUNTIME_DIRECTORY) is
+ * handed to the daemon's user only once the socket in it is finished, so
+ * that no process of that user can swap a link in while root still works
+ * on the socket by path: inotify sees the directory's last change after
+ * the socket's last.  Again when a previous run left the directory the
+ * user's: the daemon takes it back first.
+ */
+static void test_hand_over(const char *top)
+{
+	char svc[96], buf[4096];
+	struct stat st;
+
+	snprintf(svc, sizeof svc, "%s/svc", top);
+	if (mkdir(svc, 0755)) {
+		tap_ok(0, "mkdir %s: %s", svc, strerror(errno));
+		return;
+	}
+	setenv("RUNTIME_DIRECTORY", svc, 1);
+	for (int round = 0; round < 2; round++) {
+		struct test_daemon v = { 0 };
+		int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		int wd = inotify_add_watch(in, svc, IN_ATTRIB | IN_CREATE);
+		snprintf(v.dir, sizeof v.dir, "%s/v%d", top, round);
+		snprintf(v.sock, sizeof v.sock, "%s/qgraphd.sock", svc);
+		mkdir(v.dir, 0700);
+		int r = daemon_start(&v, "--user nobody --group nogroup");
+		int seq = 0, last_sock = -1, last_dir = -1;
+		ssize_t n;
+		while (r == 0 && wd >= 0 && (n = read(in, buf, sizeof buf)) > 0) {
+			for (char *p = buf; p < buf + n;) {
+				const struct inotify_event *e = (const struct inotify_event *)(void *)p;
+				if (!e->len)
+					last_dir = seq;
+				else if (strcmp(e->name, "qgraphd.sock") == 0)
+					last_sock = seq;
+				seq++;
+				p += sizeof *e + e->len;
+			}
+		}
+		close(in);
+		tap_ok(r == 0 && last_sock >= 0 && last_dir > last_sock,
+		       "%s: the directory is handed over after the socket's last change (events %d, %d of %d)",
+		       round ? "the directory left the user's by a previous run" : "a service runtime directory",
+		       last_sock, last_dir, seq);
+		int sr = stat(v.sock, &st);
+		tap_ok(sr == 0 && (st.st_mode & 07777) == 0660 && st.st_uid == nobody && st.st_gid == nogroup,
+		       "its socket is nobody:nogroup, mode %o", st.st_mode & 07777);
+		sr = stat(svc, &st);
+		tap_ok(sr == 0 && (st.st_mode & 07777) == 0750 && st.st_uid == nobody && st.st_gid == nogroup,
+		       "and its directory nobody:nogroup, mode %o", st.st_mode & 07777);
+		if (tap_failed)
+			daemon_dump_log(&v);
+		daemon_stop(&v, SIGTERM);
+		unlink(v.log);
+		rmdir(v.dir);
+	}
+	unsetenv("RUNTIME_DIRECTORY");
+	char lock[160];
+	snprintf(lock, sizeof lock, "%s/qgraphd.sock.lock", svc);
+	unlink(lock);
+	snprintf(lock, sizeof lock, "%s/qgraphd.sock", svc);
+	unlink(lock);
+	rmdir(svc);
+}
+
 int main(void)
 {
 	static struct test_daemon d;
@@ -276,6 +343,7 @@ int main(void)
 		daemon_dump_log(&d);
 
 	test_unprivileged(top);
+	test_hand_over(top);
 
 	char lock[160];
 	snprintf(lock, sizeof lock, "%s.lock", d.sock);
