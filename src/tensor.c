@@ -273,6 +273,11 @@ bool qg_tensor_same_layout(const struct qg_tensor *a, const struct qg_tensor *b)
 	return a->type == b->type && qg_tensor_same_shape(a, b) && memcmp(a->nb, b->nb, sizeof a->nb) == 0;
 }
 
+bool qg_tensor_is_weights(const struct qg_tensor *t)
+{
+	return t && ((t->flags & QG_TENSOR_WEIGHTS) || (t->view_src && (t->view_src->flags & QG_TENSOR_WEIGHTS)));
+}
+
 bool qg_op_is_view(enum qg_op op)
 {
 	return op == QG_OP_RESHAPE || op == QG_OP_VIEW || op == QG_OP_PERMUTE || op == QG_OP_TRANSPOSE;

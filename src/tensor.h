@@ -55,7 +55,7 @@ enum qg_op {
 enum qg_tensor_flag {
 	QG_TENSOR_INPUT = 1 << 0,	/* written by the caller before a run */
 	QG_TENSOR_OUTPUT = 1 << 1,	/* read after a run: never reused */
-	QG_TENSOR_WEIGHTS = 1 << 2,	/* long-lived parameters */
+	QG_TENSOR_WEIGHTS = 1 << 2,	/* long-lived parameters: read-only to graphs */
 };
 
 struct qg_buffer;
@@ -124,6 +124,12 @@ bool qg_tensor_is_contiguous(const struct qg_tensor *t);
 bool qg_tensor_same_layout(const struct qg_tensor *a, const struct qg_tensor *b);
 /* True if A and B have the same shape. */
 bool qg_tensor_same_shape(const struct qg_tensor *a, const struct qg_tensor *b);
+/*
+ * True if T's bytes are weights: T is flagged QG_TENSOR_WEIGHTS, or T is a
+ * view (or a CPY's result, a view of its destination) of a tensor that is.
+ * Weights may be shared with other sessions: no op may write into them.
+ */
+bool qg_tensor_is_weights(const struct qg_tensor *t);
 /* True for the view ops. */
 bool qg_op_is_view(enum qg_op op);
 /* The op's name ("mul_mat"), or "?" out of range. */

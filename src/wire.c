@@ -183,6 +183,17 @@ static float fparam(const Qgraph__Tensor *wt, size_t j, float dflt)
 	return j < wt->n_fparams ? wt->fparams[j] : dflt;
 }
 
+/* The wire index of T's bytes' owner (T itself, or the root it views) among the first I tensors. */
+static size_t owner_index(const struct build *b, size_t i, const struct qg_tensor *t)
+{
+	const struct qg_tensor *root = t->view_src ? t->view_src : t;
+
+	for (size_t k = 0; k < i; k++)
+		if (b->g->tensors[k] == root)
+			return k;
+	return i;	/* not reached: every root is a wire tensor */
+}
+
 /* Build the op of wire tensor I from its (already built) sources. */
 static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_tensor **out)
 {
@@ -210,6 +221,15 @@ static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_t
 	}
 	if (wt->n_src > 2)
 		return fail(b, -EINVAL, i, "%zu sources: no op takes more than 2", wt->n_src);
+	/*
+	 * Weights are read-only to graphs: other sessions (of other users, too)
+	 * may share the very bytes.  CPY is the one op that writes into a
+	 * source (its result is a view of its destination); the allocator's
+	 * in-place reuse never takes weights' bytes (galloc.c, ga_reusable).
+	 */
+	if (wt->op == QGRAPH__OP__OP_CPY && qg_tensor_is_weights(c))
+		return fail(b, -EINVAL, i, "cpy would write into weights %zu (weights are read-only to graphs)",
+			    owner_index(b, i, c));
 
 	switch (wt->op) {
 	case QGRAPH__OP__OP_MUL_MAT: t = qg_op_mul_mat(ctx, a, c); break;
