@@ -140,7 +140,9 @@ const char *qg_op_name(enum qg_op op);
  * has data as soon as the source has.
  *   reshape:   A contiguous, same number of elements, new contiguous shape
  *   view:      any shape NE (N_DIMS) with row strides NB1..NB3 (NB[0] is the
- *              type's), starting OFFSET bytes into A; must lie inside A
+ *              type's), starting OFFSET bytes into A; must lie inside A,
+ *              and OFFSET and every stride must be multiples of A's NB[0]
+ *              (its element, or its block), so no value is read misaligned
  *   permute:   axis i of A becomes axis AXES[i] of the result
  *   transpose: swaps axes 0 and 1
  */

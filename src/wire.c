@@ -377,15 +377,27 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 		goto out;
 	}
 
-	/* no output may share a byte with any other span (input or output) */
+	/*
+	 * No output may share a byte with any other span (input or output).  In
+	 * order of offset, a span overlaps an earlier one exactly when it starts
+	 * before that one's end: so keep the farthest-reaching span so far, and
+	 * the farthest-reaching output, whichever spans lie between.
+	 */
 	qsort(b.spans, b.n_spans, sizeof *b.spans, span_cmp);
-	for (size_t k = 1; k < b.n_spans; k++) {
-		const struct span *p = &b.spans[k - 1], *q = &b.spans[k];
-		if (q->off < p->end && (p->output || q->output)) {
+	const struct span *far = NULL, *far_out = NULL;
+	for (size_t k = 0; k < b.n_spans; k++) {
+		const struct span *q = &b.spans[k];
+		const struct span *p = far_out && q->off < far_out->end ? far_out
+				       : q->output && far && q->off < far->end ? far : NULL;
+		if (p) {
 			r = fail(&b, -EINVAL, q->tensor, "its arena span overlaps tensor %zu's, and one is an output",
 				 p->tensor);
 			goto out;
 		}
+		if (!far || q->end > far->end)
+			far = q;
+		if (q->output && (!far_out || q->end > far_out->end))
+			far_out = q;
 	}
 	for (size_t i = 0; i < sg->n_tensors; i++) {
 		if (!(sg->tensors[i]->flags & 2))
