@@ -278,8 +278,11 @@ QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset
 /*
  * Views: tensors with no bytes of their own, read through A's.  An op
  * takes them as sources like any tensor; to put a view's values in the
- * arena, make an op of it the output (SCALE by 1, or an ADD).  Weights
- * are not viewed: their bytes are in the layout the daemon chose.
+ * arena, make an op of it the output (SCALE by 1, or an ADD).  These
+ * builders make no views of weights (their bytes are in the layout the
+ * daemon chose); the daemon accepts views of weights in a graph's wire form
+ * (qgraph_submit_encoded) as read-only.  Weights are read-only to every
+ * graph: a CPY into weights, or into a view of them, is refused.
  *
  * reshape:   A, which must be contiguous (an input, an op's result, or a
  *            reshape or contiguous view of one), as NDIMS dimensions NE

@@ -303,10 +303,14 @@ static int ga_finish_sources(struct qg_galloc *ga, struct ga_slot *s, long t)
 	return 0;
 }
 
-/* True if T is a plain intermediate: computed (not a leaf) and not flagged. */
+/*
+ * True if T is a plain intermediate: computed (not a leaf), not flagged,
+ * and not weights' bytes (a CPY's result views its destination): weights
+ * may be shared with other sessions, and are never written.
+ */
 static bool ga_reusable(const struct qg_tensor *t)
 {
-	return t->op != QG_OP_NONE && !(t->flags & NOT_REUSED);
+	return t->op != QG_OP_NONE && !(t->flags & NOT_REUSED) && !qg_tensor_is_weights(t);
 }
 
 /*

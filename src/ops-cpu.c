@@ -111,7 +111,8 @@ static int compute_mul_mat(const struct qg_tensor *t, int phase, int ith, int nt
 
 	for (int64_t i3 = 0; i3 < t->ne[3]; i3++) {
 		for (int64_t i2 = 0; i2 < t->ne[2]; i2++, b++) {
-			char *s = (char *)scratch + b * slot;
+			/* weights that need no quantized activations (f32, f16) have no scratch at all */
+			char *s = slot ? (char *)scratch + b * slot : NULL;
 			qg_ops_mm_for(t, i2, i3, &mm);
 			if (phase == 0)
 				qg_mul_mat_quantize(&mm, s, ith, nth);

@@ -322,6 +322,8 @@ struct qg_tensor *qg_op_cpy(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_t
 		return NULL;
 	if (!qg_tensor_same_shape(a, b))
 		return qg_ctx_fail(ctx, -EINVAL, "cpy: shapes differ");
+	if (qg_tensor_is_weights(b))
+		return qg_ctx_fail(ctx, -EROFS, "cpy: the destination is weights (weights are read-only to graphs)");
 	/* the result is a view of B carrying the op: B's bytes are written */
 	t = qg_tensor_view(ctx, b, QG_MAX_DIMS, b->ne, b->nb + 1, 0);
 	if (!t)

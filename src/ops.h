@@ -58,6 +58,7 @@ struct qg_tensor *qg_op_gelu(struct qg_ctx *ctx, struct qg_tensor *a);
 struct qg_tensor *qg_op_rms_norm(struct qg_ctx *ctx, struct qg_tensor *a, float eps);
 /* MASK may be NULL (then no mask, not an error). */
 struct qg_tensor *qg_op_soft_max(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *mask, float scale);
+/* A's values into B's bytes (the result is a view of B); NULL when B is weights (qg_tensor_is_weights). */
 struct qg_tensor *qg_op_cpy(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_tensor *b);
 struct qg_tensor *qg_op_cast(struct qg_ctx *ctx, struct qg_tensor *a, enum qg_type type);
 struct qg_tensor *qg_op_get_rows(struct qg_ctx *ctx, struct qg_tensor *t, struct qg_tensor *idx);

@@ -104,6 +104,12 @@ static size_t type_block_bytes(enum qg_type type)
 	return bv > 0 ? (size_t)qg_row_size(type, bv) : 0;
 }
 
+/* TYPE's name, I32 included. */
+static const char *type_name(enum qg_type type)
+{
+	return type == QG_TYPE_I32 ? "i32" : qg_type_name(type) ? qg_type_name(type) : "?";
+}
+
 /* A fresh tensor struct from the arena, zeroed, or NULL (and the error) when full. */
 static struct qg_tensor *ctx_take(struct qg_ctx *ctx)
 {
@@ -273,6 +279,11 @@ bool qg_tensor_same_layout(const struct qg_tensor *a, const struct qg_tensor *b)
 	return a->type == b->type && qg_tensor_same_shape(a, b) && memcmp(a->nb, b->nb, sizeof a->nb) == 0;
 }
 
+bool qg_tensor_is_weights(const struct qg_tensor *t)
+{
+	return t && ((t->flags & QG_TENSOR_WEIGHTS) || (t->view_src && (t->view_src->flags & QG_TENSOR_WEIGHTS)));
+}
+
 bool qg_op_is_view(enum qg_op op)
 {
 	return op == QG_OP_RESHAPE || op == QG_OP_VIEW || op == QG_OP_PERMUTE || op == QG_OP_TRANSPOSE;
@@ -305,6 +316,7 @@ const char *qg_op_name(enum qg_op op)
 
 /*
  * A view of A for OP with shape NE and strides NB, OFFS bytes into A: its
+ * offset and strides must be multiples of A's element (or block), and its
  * extent must lie inside A's root.  NULL (and the error) otherwise.
  */
 static struct qg_tensor *make_view(struct qg_ctx *ctx, enum qg_op op, struct qg_tensor *a, const int64_t *ne,
@@ -318,6 +330,17 @@ static struct qg_tensor *make_view(struct qg_ctx *ctx, enum qg_op op, struct qg_
 	for (int i = 0; i < QG_MAX_DIMS; i++)
 		if (ne[i] < 1)
 			return qg_ctx_fail(ctx, -EINVAL, "%s: dimension %d < 1", qg_op_name(op), i);
+	/* every value on a boundary of its own size: the kernels load floats and blocks through typed pointers */
+	const size_t unit = type_block_bytes(a->type);
+	const char *what = qg_type_block_values(a->type) > 1 ? "block" : "element";
+	if (unit == 0 || offs % unit || base % unit)
+		return qg_ctx_fail(ctx, -EINVAL, "%s: offset %zu is not a multiple of the %zu-byte %s of %s",
+				   qg_op_name(op), offs, unit, what, type_name(a->type));
+	for (int i = 0; i < QG_MAX_DIMS; i++)
+		if (nb[i] % unit)
+			return qg_ctx_fail(ctx, -EINVAL,
+					   "%s: stride %d (%zu bytes) is not a multiple of the %zu-byte %s of %s",
+					   qg_op_name(op), i, nb[i], unit, what, type_name(a->type));
 	t = ctx_take(ctx);
 	if (!t)
 		return NULL;

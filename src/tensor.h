@@ -55,7 +55,7 @@ enum qg_op {
 enum qg_tensor_flag {
 	QG_TENSOR_INPUT = 1 << 0,	/* written by the caller before a run */
 	QG_TENSOR_OUTPUT = 1 << 1,	/* read after a run: never reused */
-	QG_TENSOR_WEIGHTS = 1 << 2,	/* long-lived parameters */
+	QG_TENSOR_WEIGHTS = 1 << 2,	/* long-lived parameters: read-only to graphs */
 };
 
 struct qg_buffer;
@@ -124,6 +124,12 @@ bool qg_tensor_is_contiguous(const struct qg_tensor *t);
 bool qg_tensor_same_layout(const struct qg_tensor *a, const struct qg_tensor *b);
 /* True if A and B have the same shape. */
 bool qg_tensor_same_shape(const struct qg_tensor *a, const struct qg_tensor *b);
+/*
+ * True if T's bytes are weights: T is flagged QG_TENSOR_WEIGHTS, or T is a
+ * view (or a CPY's result, a view of its destination) of a tensor that is.
+ * Weights may be shared with other sessions: no op may write into them.
+ */
+bool qg_tensor_is_weights(const struct qg_tensor *t);
 /* True for the view ops. */
 bool qg_op_is_view(enum qg_op op);
 /* The op's name ("mul_mat"), or "?" out of range. */
@@ -134,7 +140,9 @@ const char *qg_op_name(enum qg_op op);
  * has data as soon as the source has.
  *   reshape:   A contiguous, same number of elements, new contiguous shape
  *   view:      any shape NE (N_DIMS) with row strides NB1..NB3 (NB[0] is the
- *              type's), starting OFFSET bytes into A; must lie inside A
+ *              type's), starting OFFSET bytes into A; must lie inside A,
+ *              and OFFSET and every stride must be multiples of A's NB[0]
+ *              (its element, or its block), so no value is read misaligned
  *   permute:   axis i of A becomes axis AXES[i] of the result
  *   transpose: swaps axes 0 and 1
  */

@@ -240,6 +240,17 @@ static float fparam(const Qgraph__Tensor *wt, size_t j, float dflt)
 	return j < wt->n_fparams ? wt->fparams[j] : dflt;
 }
 
+/* The wire index of T's bytes' owner (T itself, or the root it views) among the first I tensors. */
+static size_t owner_index(const struct build *b, size_t i, const struct qg_tensor *t)
+{
+	const struct qg_tensor *root = t->view_src ? t->view_src : t;
+
+	for (size_t k = 0; k < i; k++)
+		if (b->g->tensors[k] == root)
+			return k;
+	return i;	/* not reached: every root is a wire tensor */
+}
+
 /* Build the op of wire tensor I from its (already built) sources. */
 static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_tensor **out)
 {
@@ -267,6 +278,15 @@ static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_t
 	}
 	if (wt->n_src > 2)
 		return fail(b, -EINVAL, i, "%zu sources: no op takes more than 2", wt->n_src);
+	/*
+	 * Weights are read-only to graphs: other sessions (of other users, too)
+	 * may share the very bytes.  CPY is the one op that writes into a
+	 * source (its result is a view of its destination); the allocator's
+	 * in-place reuse never takes weights' bytes (galloc.c, ga_reusable).
+	 */
+	if (wt->op == QGRAPH__OP__OP_CPY && qg_tensor_is_weights(c))
+		return fail(b, -EINVAL, i, "cpy would write into weights %zu (weights are read-only to graphs)",
+			    owner_index(b, i, c));
 
 	switch (wt->op) {
 	case QGRAPH__OP__OP_MUL_MAT: t = qg_op_mul_mat(ctx, a, c); break;
@@ -414,15 +434,27 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 		goto out;
 	}
 
-	/* no output may share a byte with any other span (input or output) */
+	/*
+	 * No output may share a byte with any other span (input or output).  In
+	 * order of offset, a span overlaps an earlier one exactly when it starts
+	 * before that one's end: so keep the farthest-reaching span so far, and
+	 * the farthest-reaching output, whichever spans lie between.
+	 */
 	qsort(b.spans, b.n_spans, sizeof *b.spans, span_cmp);
-	for (size_t k = 1; k < b.n_spans; k++) {
-		const struct span *p = &b.spans[k - 1], *q = &b.spans[k];
-		if (q->off < p->end && (p->output || q->output)) {
+	const struct span *far = NULL, *far_out = NULL;
+	for (size_t k = 0; k < b.n_spans; k++) {
+		const struct span *q = &b.spans[k];
+		const struct span *p = far_out && q->off < far_out->end ? far_out
+				       : q->output && far && q->off < far->end ? far : NULL;
+		if (p) {
 			r = fail(&b, -EINVAL, q->tensor, "its arena span overlaps tensor %zu's, and one is an output",
 				 p->tensor);
 			goto out;
 		}
+		if (!far || q->end > far->end)
+			far = q;
+		if (q->output && (!far_out || q->end > far_out->end))
+			far_out = q;
 	}
 	for (size_t i = 0; i < sg->n_tensors; i++) {
 		if (!(sg->tensors[i]->flags & 2))

@@ -5,8 +5,10 @@
  * a record is decoded with a bounded allocator, and a submitted graph is
  * checked field by field (types, shapes, strides, ops, sources earlier in
  * the list, spans inside the arena and aligned, outputs that overlap
- * nothing, weight handles that resolve) with overflow-safe arithmetic
- * before a single tensor is built from it.
+ * nothing, weight handles that resolve, views aligned to their elements,
+ * no op writing into weights) with overflow-safe arithmetic before a
+ * single tensor is built from it.  Weights may be viewed: views of them
+ * are read-only, as the weights are.
  */
 #ifndef QG_WIRE_H
 #define QG_WIRE_H

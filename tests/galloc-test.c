@@ -766,6 +766,57 @@ static void test_view_outputs(void)
 	rg_free(&r);
 }
 
+/* True if the bytes of A and B overlap. */
+static bool overlaps(const struct qg_tensor *a, const struct qg_tensor *b)
+{
+	const char *pa = a->data, *pb = b->data;
+
+	return pa && pb && pa < pb + qg_tensor_nbytes(b) && pb < pa + qg_tensor_nbytes(a);
+}
+
+/*
+ * Weights' bytes are never taken in place, however a node reaches them: a
+ * weights leaf the plan places itself (no data of its own) read through a
+ * view, a computed tensor flagged weights, a CPY's result whose
+ * destination is flagged weights after the op was built.  Each parent has
+ * one reader of its layout, so only being weights keeps it; a plain chain
+ * beside them shows the reuse happens where it may.
+ */
+static void test_weights_not_inplace(void)
+{
+	struct tap_rng rng = { 81 };
+	struct qg_buft *host = qg_buft_host();
+	struct qg_galloc *ga = NULL;
+	struct qg_galloc_stats st = { 0 };
+	struct rg r;
+	const int64_t ne[4] = { 64, 4, 1, 1 };
+
+	fixed_begin(&r, &rng);
+	struct qg_tensor *x = rg_leaf(&r, QG_TYPE_F32, ne, QG_TENSOR_INPUT);
+	struct qg_tensor *w = qg_tensor_new(r.ctx, QG_TYPE_F32, 4, ne);
+	w->flags = QG_TENSOR_WEIGHTS;
+	struct qg_tensor *wv = qg_tensor_view(r.ctx, w, 2, ne, (const size_t[]){ w->nb[1] }, 0);
+	struct qg_tensor *a = qg_op_scale(r.ctx, wv, 2.0f);
+	struct qg_tensor *c = qg_op_scale(r.ctx, x, 3.0f);
+	c->flags |= QG_TENSOR_WEIGHTS;
+	struct qg_tensor *d = qg_op_silu(r.ctx, c);
+	struct qg_tensor *b = rg_leaf(&r, QG_TYPE_F32, ne, 0);
+	struct qg_tensor *e = qg_op_cpy(r.ctx, x, b);
+	b->flags |= QG_TENSOR_WEIGHTS;
+	struct qg_tensor *f = qg_op_gelu(r.ctx, e);
+	struct qg_tensor *plain = qg_op_silu(r.ctx, qg_op_scale(r.ctx, x, 4.0f));
+	struct qg_tensor *outs[4] = { a, d, f, plain };
+	int bad = !a || !d || !f || !plain || fixed_graph(&r, outs, 4) < 0 || qg_galloc_new(&host, 1, NULL, &ga) < 0 ||
+		  qg_galloc_reserve(ga, r.g, NULL, NULL) < 0 || qg_galloc_alloc_graph(ga, r.g) < 0 ||
+		  qg_galloc_stats(ga, 0, &st) < 0;
+	tap_ok(!bad && st.inplace == 1 && plain->data == plain->src[0]->data,
+	       "a plain chain is computed in place (%zu in place)", st.inplace);
+	tap_ok(!bad && !overlaps(a, w) && !overlaps(d, c) && !overlaps(f, b),
+	       "weights, a view of weights, a computed tensor flagged weights and a CPY into weights are never taken in place");
+	qg_galloc_free(ga);
+	rg_free(&r);
+}
+
 /* Make T (contiguous F32) NE1 rows tall, strides and all. */
 static void set_rows(struct qg_tensor *t, int64_t ne1)
 {
@@ -957,6 +1008,7 @@ int main(void)
 	test_tiny();
 	test_buft_twice();
 	test_view_outputs();
+	test_weights_not_inplace();
 	test_grow();
 	test_out_of_space();
 	test_free_blocks();

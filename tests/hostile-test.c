@@ -246,6 +246,72 @@ static void test_views(struct raw *r)
 		       bad[k].what, err);
 	}
 	t[1].view_offset = 0;
+
+	/* views whose values would be read off their alignment: refused, naming the element */
+	static const struct {
+		const char *what;
+		uint64_t nb1, offset;
+	} skew[] = {
+		{ "a VIEW at an offset that is not a multiple of its 4-byte element", 64, 2 },
+		{ "a VIEW at an odd offset", 64, 1 },
+		{ "a VIEW whose row stride is not a multiple of its 4-byte element", 66, 0 },
+	};
+	nb[0] = 4;
+	for (size_t k = 0; k < sizeof skew / sizeof skew[0]; k++) {
+		nb[1] = skew[k].nb1;
+		t[1].view_offset = skew[k].offset;
+		raw_push(r, buf, pack_submit(tp, 3, buf));
+		st = raw_answer(r, err, sizeof err);
+		tap_ok(st > 0 && strstr(err, "view") && strstr(err, "not a multiple of the 4-byte element") && good_works(),
+		       "%s: refused (%s), the daemon still serving", skew[k].what, err);
+	}
+	t[1].view_offset = 0;
+
+	/* a 3-D view whose outer stride is off, and a view of f16 fed to MUL_MAT (its f16 path) at an odd offset */
+	int64_t cube[3] = { 8, 2, 2 }, half[1] = { 64 }, wv[2] = { 8, 4 }, xv[2] = { 8, 1 }, yv[2] = { 4, 1 };
+	uint64_t nb3[3] = { 4, 32, 66 }, nbh[2] = { 2, 16 };
+	Qgraph__Span hsp = QGRAPH__SPAN__INIT, xsp = QGRAPH__SPAN__INIT, ysp = QGRAPH__SPAN__INIT;
+	set_node(&t[1], cube, QGRAPH__OP__OP_VIEW, s1, 1, NULL);
+	t[1].n_ne = t[1].n_nb = 3;
+	t[1].nb = nb3;
+	set_node(&t[2], cube, QGRAPH__OP__OP_ADD, s2, 2, &out4);
+	t[2].n_ne = 3;
+	raw_push(r, buf, pack_submit(tp, 3, buf));
+	st = raw_answer(r, err, sizeof err);
+	tap_ok(st > 0 && strstr(err, "stride 2 (66 bytes) is not a multiple") && good_works(),
+	       "a 3-D VIEW whose outer stride is not a multiple of its element: refused (%s)", err);
+	t[1].n_ne = t[2].n_ne = 2;
+	hsp.bytes = 128;
+	xsp.offset = 256;
+	xsp.bytes = 32;
+	ysp.offset = 4096;
+	ysp.bytes = 16;
+	t[0].type = QGRAPH__TYPE__TYPE_F16;
+	t[0].ne = half;
+	t[0].n_ne = 1;
+	t[0].arena = &hsp;
+	set_node(&t[1], wv, QGRAPH__OP__OP_VIEW, s1, 1, NULL);
+	t[1].type = QGRAPH__TYPE__TYPE_F16;
+	t[1].n_nb = 2;
+	t[1].nb = nbh;
+	t[1].view_offset = 1;
+	qgraph__tensor__init(&t[2]);
+	t[2].n_ne = 2;
+	t[2].ne = xv;
+	t[2].flags = 1;
+	t[2].arena = &xsp;
+	set_node(&t[3], yv, QGRAPH__OP__OP_MUL_MAT, (uint32_t[]){ 1, 2 }, 2, &ysp);
+	t[3].n_ne = 2;
+	raw_push(r, buf, pack_submit(tp, 4, buf));
+	st = raw_answer(r, err, sizeof err);
+	tap_ok(st > 0 && strstr(err, "not a multiple of the 2-byte element of f16") && good_works(),
+	       "a VIEW of f16 at an odd offset, as MUL_MAT's weights: refused (%s)", err);
+	t[1].view_offset = 2;
+	raw_push(r, buf, pack_submit(tp, 4, buf));
+	st = raw_answer(r, err, sizeof err);
+	tap_ok(st == 0, "and at an even offset it runs (%d %s)", st, err);
+	for (int i = 0; i < 4; i++)
+		qgraph__tensor__init(&t[i]);
 }
 
 /* The good client: a small graph, result checked. */
@@ -307,6 +373,17 @@ static void c_outside(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span 
 static void c_wrap(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[1].offset = UINT64_MAX - 127; }
 static void c_misaligned(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[0].offset = 4; }
 static void c_overlap(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); sp[1].offset = 128; }
+/* an output inside a large input, with a small input between them in the order of offsets */
+static void c_overlap_far(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp)
+{
+	base_graph(t, ne, s, sp);
+	sp[0].offset = 64;
+	ne[4] = 2048;
+	t[2].flags = 1;
+	sp[2].offset = 0;
+	sp[2].bytes = 8192;
+	t[2].arena = &sp[2];
+}
 static void c_cycle(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); s[1] = 1; }
 static void c_far_src(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); s[0] = 0xffffffffu; }
 static void c_op(Qgraph__Tensor *t, int64_t *ne, uint32_t *s, Qgraph__Span *sp) { base_graph(t, ne, s, sp); t[1].op = 99; }
@@ -372,6 +449,7 @@ int main(void)
 	const struct bad_case cases[] = {
 		{ "an input outside the arena", c_outside, 2 }, { "an output span that wraps", c_wrap, 2 },
 		{ "a misaligned offset", c_misaligned, 2 }, { "an output overlapping an input", c_overlap, 2 },
+		{ "an output inside an input that a smaller input starts within", c_overlap_far, 3 },
 		{ "a source that is not earlier (cycle)", c_cycle, 2 }, { "a source index far out", c_far_src, 2 },
 		{ "an unknown op", c_op, 2 }, { "an unknown type", c_type, 2 },
 		{ "a shape whose size overflows", c_huge, 2 }, { "a negative dimension", c_neg, 2 },
