@@ -72,6 +72,7 @@ static const struct setting settings[] = {
 	{ .name = "max-graphs", .kind = K_U32, .off = OFF(max_graphs), .lo = 1, .hi = 1u << 20 },
 	{ .name = "max-message", .kind = K_SIZE, .off = OFF(max_message), .lo = 4096, .hi = 64u << 20 },
 	{ .name = "graph-timeout", .kind = K_U32, .off = OFF(graph_timeout_ms), .lo = 1, .hi = UINT32_MAX },
+	{ .name = "max-wait-ms", .kind = K_U32, .off = OFF(max_wait_ms), .lo = 1, .hi = UINT32_MAX },
 	{ .name = "poll-us", .kind = K_U32, .off = OFF(poll_us), .lo = 0, .hi = 1000000 },
 	{ .name = "epoll", .kind = K_FLAG, .off = OFF(force_epoll) },
 	{ .name = "log-level", .short_opt = 'l', .kind = K_LEVEL, .off = OFF(log_level) },
@@ -99,7 +100,7 @@ void qgd_conf_defaults(struct qgd_config *cfg)
 		.ring_bytes = 1u << 20, .event_count = 256, .max_nodes = 4096, .max_sessions = 256,
 		.handshake_ms = 2000, .graph_timeout_ms = 60000, .poll_us = 50,
 		.max_sessions_per_user = 64, .total_arena_bytes = 16ull << 30, .max_graphs = 1024,
-		.max_message = 1u << 20,
+		.max_message = 1u << 20, .max_wait_ms = 60000,
 		.priv = { .socket_mode = 0660 },
 	};
 }

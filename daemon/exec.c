@@ -61,6 +61,7 @@ struct qgd_job {
 	size_t n_rec;
 	struct qg_run run;		/* its cancel flag is what a Cancel sets */
 	uint64_t cancelled_by;		/* the Cancel request's id, for the error text */
+	bool by_request;		/* a Cancel stopped it (else the daemon did) */
 	int err;
 	size_t bad;
 	uint64_t t_done;
@@ -372,7 +373,11 @@ static void job_answer(struct qgd_job *j)
 		c.error = msg;
 	} else if (err == -ECANCELED) {
 		c.status = QGRAPH__STATUS__STATUS_CANCELLED;
-		snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
+		if (j->by_request)
+			snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
+		else
+			snprintf(msg, sizeof msg, "cancelled: %s",
+				 s->srv->stopping ? "the daemon is stopping" : "the session is closing");
 		c.error = msg;
 	} else if (err) {
 		const char *why = err == -ERANGE ? "a row index out of range" : strerror(-err);
@@ -502,10 +507,28 @@ int qgd_exec_reap(struct qgd_server *srv)
 /* Past this a wake costs under 1% of the graph: the loop sleeps through it, spending no CPU on a poll. */
 #define EXPECT_POLL_MAX_NS 20000000u
 
+/* LONGEST, or less: until the first deadline of a request waiting for events (rounded up: woken past it). */
+static int wait_deadline_ms(const struct qgd_server *srv, int longest)
+{
+	uint64_t now = 0;
+
+	for (const struct qgd_session *s = srv->sessions; s; s = s->next) {
+		if (!s->wait_until_ns)
+			continue;
+		if (!now)
+			now = qgd_now_ns();
+		uint64_t ms = s->wait_until_ns > now ? (s->wait_until_ns - now + 999999u) / 1000000u : 0;
+		if (ms < (uint64_t)longest)
+			longest = (int)ms;
+	}
+	return longest;
+}
+
 int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest)
 {
 	const struct qgd_exec *x = srv->exec;
 
+	longest = wait_deadline_ms(srv, longest);
 	if (!x || !x->may_poll || !x->in_flight || !x->expect_end_ns || x->expect_ns > EXPECT_POLL_MAX_NS)
 		return longest;
 	uint64_t now = qgd_now_ns(), margin = EXPECT_MARGIN_NS + x->expect_ns / 16;
@@ -517,13 +540,14 @@ int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest)
 	return ms < (uint64_t)longest ? (int)ms : longest;
 }
 
-int qgd_exec_cancel(struct qgd_session *s, uint64_t target, uint64_t by)
+int qgd_exec_cancel(struct qgd_session *s, uint64_t target, const uint64_t *by)
 {
 	struct qgd_job *j = s->job;
 
 	if (!j || (target && j->rid != target))
 		return -ENOENT;
-	j->cancelled_by = by;
+	j->by_request = by != NULL;
+	j->cancelled_by = by ? *by : 0;
 	qg_run_cancel(&j->run);
 	return 0;
 }
@@ -649,13 +673,6 @@ int qgd_exec_weights_in_use(struct qgd_session *s, const void *data)
 				return 1;
 	}
 	return 0;
-}
-
-int qgd_exec_waited_too_long(struct qgd_session *s, uint32_t timeout_ms)
-{
-	uint64_t limit = timeout_ms ? timeout_ms : s->srv->cfg.graph_timeout_ms;
-
-	return qgd_now_ns() - s->req_started_ns > limit * 1000000u;
 }
 
 void qgd_exec_release_session(struct qgd_session *s)

@@ -56,6 +56,7 @@ struct qgd_config {
 	uint64_t client_memory;		/* pool bytes a session's graphs hold; 0: the pool's size */
 	uint32_t max_graphs;		/* registered graphs per session */
 	uint64_t max_message;		/* bytes of one request record */
+	uint32_t max_wait_ms;		/* the longest a request may wait for its events */
 	int require_hugepages;		/* fail unless the pool is on hugetlb pages */
 	struct qgd_priv_config priv;	/* user, group, socket mode, access policy */
 	char socket_store[PATH_MAX];	/* socket_path, when the daemon chose or was told it */
@@ -141,6 +142,7 @@ struct qgd_session {
 	struct qg_wire_arena decode;
 	Qgraph__Request *req;		/* decoded from REC, not yet answered */
 	uint64_t req_started_ns;
+	uint64_t wait_until_ns;		/* REQ waits for events until then (0: it does not wait) */
 	uint64_t last_run;		/* the registered graph its last Run named: likely the next one's too */
 	struct qgd_job *job;		/* in the executor, at most one */
 	struct qgd_weights *weights;
@@ -250,6 +252,14 @@ void qgd_weights_release_all(struct qgd_session *s);
 /* The kernel chosen for each layout, for a Welcome or a Stats (KC holds them, KCP points at them). */
 size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__KernelChoice *kcp[QG_LAYOUT_COUNT]);
 void qgd_request_serve(struct qgd_session *s);
+/*
+ * True while S's request waits for events that have not been recorded and
+ * its time is not up (nor the daemon stopping): the loop neither serves it
+ * nor counts it as work until then, and sleeps no later than
+ * S->wait_until_ns (qgd_exec_sleep_ms).  Reads the clock only for such a
+ * request.
+ */
+int qgd_request_waiting(struct qgd_session *s);
 void qgd_session_release_all(struct qgd_session *s);
 
 #endif /* QGRAPHD_H */

@@ -362,6 +362,65 @@ static int events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n
 	return 1;
 }
 
+/* The events S's request REQ waits for, in *EV and *N (none for a request that does not wait). */
+static void request_waits(const Qgraph__Request *req, Qgraph__EventRef ***ev, size_t *n)
+{
+	*ev = NULL;
+	*n = 0;
+	if (req->body_case == QGRAPH__REQUEST__BODY_SUBMIT) {
+		*ev = req->submit->wait;
+		*n = req->submit->n_wait;
+	} else if (req->body_case == QGRAPH__REQUEST__BODY_RUN) {
+		*ev = req->run->wait;
+		*n = req->run->n_wait;
+	}
+}
+
+/*
+ * S's request RID waits for events not yet recorded, for TIMEOUT_MS (0:
+ * graph-timeout), at most max-wait-ms from its arrival.  1 while it may
+ * wait on (it stays at the head of the session's queue, and the loop
+ * looks at it again only at its deadline: qgd_request_waiting); 0 once it
+ * has been answered: its time is up, or the daemon is stopping.
+ */
+static int wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeout_ms)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
+	uint64_t ms = timeout_ms ? timeout_ms : cfg->graph_timeout_ms;
+	int capped = ms > cfg->max_wait_ms;
+
+	if (capped)
+		ms = cfg->max_wait_ms;
+	if (s->srv->stopping) {
+		s->wait_until_ns = 0;
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_SHUTTING_DOWN,
+				 "the daemon is stopping: the events this request waits for were not recorded");
+		return 0;
+	}
+	if (!s->wait_until_ns)
+		s->wait_until_ns = s->req_started_ns + ms * 1000000u;
+	if (qgd_now_ns() < s->wait_until_ns)
+		return 1;
+	s->wait_until_ns = 0;
+	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT,
+			 "the events this request waits for were not recorded within %llu ms%s", (unsigned long long)ms,
+			 capped ? " (max-wait-ms: the longest a request may wait)" : "");
+	return 0;
+}
+
+int qgd_request_waiting(struct qgd_session *s)
+{
+	Qgraph__EventRef **ev;
+	size_t n;
+
+	if (!s->wait_until_ns || !s->req || s->state != QGD_READY || s->srv->stopping)
+		return 0;
+	request_waits(s->req, &ev, &n);
+	if (events_reached(s, ev, n))
+		return 0;
+	return qgd_now_ns() < s->wait_until_ns;
+}
+
 size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__KernelChoice *kcp[QG_LAYOUT_COUNT])
 {
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
@@ -442,11 +501,11 @@ void qgd_request_serve(struct qgd_session *s)
 		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
 			break;
 		if (!events_reached(s, g->wait, g->n_wait)) {
-			if (!qgd_exec_waited_too_long(s, g->timeout_ms))
+			if (wait_for_events(s, rid, g->timeout_ms))
 				return;	/* stays at the head of this session's queue */
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT, "events waited for were never recorded");
 			break;
 		}
+		s->wait_until_ns = 0;
 		struct qg_wire_env env = { .arena = s->arena, .arena_bytes = s->layout.arena_bytes,
 					   .max_tensors = s->srv->cfg.max_nodes, .weights = weights_lookup,
 					   .weights_ctx = s };
@@ -458,11 +517,11 @@ void qgd_request_serve(struct qgd_session *s)
 		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
 			break;
 		if (!events_reached(s, g->wait, g->n_wait)) {
-			if (!qgd_exec_waited_too_long(s, g->timeout_ms))
+			if (wait_for_events(s, rid, g->timeout_ms))
 				return;
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT, "events waited for were never recorded");
 			break;
 		}
+		s->wait_until_ns = 0;
 		qgd_exec_run_registered(s, rid, g);
 		return;
 	}
@@ -478,7 +537,7 @@ void qgd_request_serve(struct qgd_session *s)
 		 */
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 		c.request_id = rid;
-		if (qgd_exec_cancel(s, r->cancel->request_id, rid) < 0) {
+		if (qgd_exec_cancel(s, r->cancel->request_id, &rid) < 0) {
 			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
 			c.error = "nothing to cancel: the request has completed";
 		}

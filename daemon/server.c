@@ -315,13 +315,18 @@ static void reap(struct qgd_server *srv)
 	}
 }
 
-/* One fair pass: every session may serve one request.  Returns work done. */
+/*
+ * One fair pass: every session may serve one request.  Returns work done.
+ * A request waiting for events is passed over until they are recorded or
+ * its time is up: it is no work, and the loop sleeps while it waits.
+ */
 static int scan(struct qgd_server *srv)
 {
 	int did = 0;
 
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
-		did |= qgd_session_step(s);
+		if (!qgd_request_waiting(s))
+			did |= qgd_session_step(s);
 	return did;
 }
 
@@ -337,7 +342,7 @@ static void set_sleeping(struct qgd_server *srv, uint32_t v)
 static int any_pending(struct qgd_server *srv)
 {
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
-		if (qgd_session_pending(s))
+		if (qgd_session_pending(s) && !qgd_request_waiting(s))
 			return 1;
 	return 0;
 }
