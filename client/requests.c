@@ -190,11 +190,12 @@ static char *stats_text(const Qgraph__Stats *st)
 	for (size_t k = 0; k < st->n_kernels; k++)
 		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
 	for (size_t k = 0; k < st->n_session; k++)
-		PUT("session %llu pid %u uid %u name \"%s\" arena %llu weights %llu graphs %u completed %llu\n",
+		PUT("session %llu pid %u uid %u name \"%s\" arena %llu weights %llu graphs %u completed %llu memory %llu\n",
 		    (unsigned long long)st->session[k]->session_id, st->session[k]->pid, st->session[k]->uid,
 		    st->session[k]->client_name, (unsigned long long)st->session[k]->arena_bytes,
 		    (unsigned long long)st->session[k]->weight_bytes, st->session[k]->graphs,
-		    (unsigned long long)st->session[k]->completed);
+		    (unsigned long long)st->session[k]->completed,
+		    (unsigned long long)st->session[k]->memory_bytes);
 #undef PUT
 	return buf;
 }

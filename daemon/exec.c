@@ -42,6 +42,7 @@ struct qgd_graph {
 	uint64_t work;			/* multiply-accumulates and elements, to choose where it runs */
 	uint64_t runs;
 	uint64_t last_compute_ns;	/* its last whole run on the executor: what the next is expected to take */
+	size_t meta_bytes;		/* the heap it holds (graph_meta_bytes), counted in client-memory */
 };
 
 /*
@@ -271,6 +272,32 @@ static bool has_intermediates(const struct qg_graph *gr)
 }
 
 /*
+ * What the graph allocator keeps for a graph (galloc.c holds it private):
+ * per tensor a slot (the tensor, its sources and what the plan was made
+ * for) and an object (its lifetime and offsets), a hash entry and its
+ * index; and per buffer a table of free blocks.  Counted from above.
+ */
+#define GALLOC_TENSOR_BYTES 192u
+#define GALLOC_FIXED_BYTES 8192u
+
+/*
+ * The heap G holds beside its pool buffer: its engine graph, tensor
+ * structs and tensor list, the allocator's tables and the plan (its
+ * tables and scratch).  What client-memory counts for a graph's
+ * metadata.  No sum overflows: each part was allocated.
+ */
+static size_t graph_meta_bytes(const struct qgd_graph *g)
+{
+	const struct qg_graph *gr = g->wg.graph;
+	size_t b = sizeof *g + qg_ctx_bytes(g->wg.ctx) + qg_graph_bytes(gr) + g->wg.n_tensors * sizeof *g->wg.tensors +
+		   qg_backend_graph_plan_bytes(g->plan);
+
+	if (g->ga)
+		b += GALLOC_FIXED_BYTES + (gr->n_nodes + gr->n_leafs) * GALLOC_TENSOR_BYTES;
+	return b;
+}
+
+/*
  * Place every tensor that has no data yet with the graph allocator:
  * intermediates share one buffer wherever their lifetimes allow, views
  * point into their sources.  Scratch is sized for the largest node.  0 or
@@ -299,7 +326,10 @@ static int place(struct qgd_session *s, struct qgd_graph *g)
 		return r;
 	g->buf_bytes = g->ga ? qg_galloc_buffer_size(g->ga, 0) : 0;
 	g->be = g->work < QGD_INLINE_WORK ? srv->exec->solo : srv->exec->pool;
-	return qg_backend_graph_plan_create(g->be, gr, &g->plan);
+	if ((r = qg_backend_graph_plan_create(g->be, gr, &g->plan)))
+		return r;
+	g->meta_bytes = graph_meta_bytes(g);
+	return 0;
 }
 
 static void graph_free(struct qgd_graph *g)
@@ -587,14 +617,16 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for the intermediates: %s",
 					strerror(-r));
 	}
-	uint64_t held = qg_hugepool_in_use(s->srv->pool, s->id);
+	/* its intermediates are in the pool already, its metadata on the heap: both count, whether it is kept or not */
+	uint64_t pool = qg_hugepool_in_use(s->srv->pool, s->id), meta = s->graph_bytes + g->meta_bytes;
 	uint64_t budget = cfg->client_memory ? cfg->client_memory : cfg->pool_bytes;
-	if (held > budget) {
+	if (pool + meta > budget) {
 		graph_free(g);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
-					"quota client-memory: this graph's intermediates would make this session hold "
-					"%llu pool bytes, at most %llu", (unsigned long long)held,
-					(unsigned long long)budget);
+					"quota client-memory: this graph would make this session hold %llu bytes "
+					"(%llu pool bytes of intermediates, %llu of graph metadata), at most %llu",
+					(unsigned long long)(pool + meta), (unsigned long long)pool,
+					(unsigned long long)meta, (unsigned long long)budget);
 	}
 	uint64_t t_placed = qgd_now_ns();
 	if (sg->keep) {
@@ -606,6 +638,7 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 		s->graphs = p;
 		g->handle = s->next_handle++;
 		s->graphs[s->n_graphs++] = g;
+		s->graph_bytes += g->meta_bytes;
 	}
 	run_and_answer(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
 }
@@ -654,6 +687,7 @@ void qgd_exec_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle)
 	for (size_t i = 0; i < s->n_graphs; i++) {
 		if (s->graphs[i]->handle != handle)
 			continue;
+		s->graph_bytes -= s->graphs[i]->meta_bytes;
 		graph_free(s->graphs[i]);
 		s->graphs[i] = s->graphs[--s->n_graphs];
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
@@ -682,6 +716,7 @@ void qgd_exec_release_session(struct qgd_session *s)
 	free(s->graphs);
 	s->graphs = NULL;
 	s->n_graphs = 0;
+	s->graph_bytes = 0;
 	if (s->buft) {
 		qg_buft_hugepool_free(s->buft);
 		s->buft = NULL;

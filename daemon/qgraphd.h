@@ -149,6 +149,7 @@ struct qgd_session {
 	size_t n_weights, cap_weights;
 	struct qgd_graph **graphs;
 	size_t n_graphs;
+	uint64_t graph_bytes;		/* heap its registered graphs hold (exec.c), counted in client-memory */
 	struct qgd_upload upload;
 	uint64_t next_handle;
 	uint64_t completed, failed;

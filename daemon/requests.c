@@ -471,6 +471,7 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 		ss[n].graphs = (uint32_t)t->n_graphs;
 		ss[n].in_flight = t->job != NULL;
 		ss[n].completed = t->completed;
+		ss[n].memory_bytes = qg_hugepool_in_use(srv->pool, t->id) + t->graph_bytes;
 		ssp[n] = &ss[n];
 		n++;
 	}

@@ -376,6 +376,86 @@ out:
 	daemon_cleanup(&p);
 }
 
+/* The "memory" of the first session line in the daemon's stats as S reads them, or -1. */
+static long long session_memory(struct qgraph_session *s)
+{
+	static char buf[16384];
+	const char *m;
+
+	if (qgraph_stats(s, buf, sizeof buf) < 0 || !(m = strstr(buf, "\nsession ")) || !(m = strstr(m, " memory ")))
+		return -1;
+	return atoll(m + 8);
+}
+
+/* Register G through S: its handle, or 0 with the refusal in S's error. */
+static uint64_t register_graph(struct qgraph_session *s, struct qgraph_graph *g)
+{
+	struct qgraph_result res;
+	uint64_t id;
+
+	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, 20000, &res) ||
+	    res.status)
+		return 0;
+	return res.handle;
+}
+
+/*
+ * Defect 6: registered graphs' metadata (tensor structs, graph, allocator
+ * tables, plan) counts in client-memory: registering large graphs is
+ * refused at the quota, before the daemon's memory grows past it; freeing
+ * one gives room back; stats show the charge.
+ */
+static void test_graph_metadata(void)
+{
+	enum { QUOTA = 8 << 20, NODES = 2000, TRIES = 40 };
+	struct test_daemon p = { 0 };
+	uint64_t h[TRIES] = { 0 };
+	char err[256];
+	int n = 0;
+
+	if (!tap_ok(daemon_start(&p, "--client-memory 8M --max-graphs 64") == 0, "start a daemon with client-memory 8M")) {
+		daemon_cleanup(&p);
+		return;
+	}
+	struct qgraph_session *s = open_session(&p, 1 << 20, err, sizeof err);
+	if (!tap_ok(s != NULL, "a session (%s)", err))
+		goto out;
+	memset(qgraph_arena(s, NULL), 0, 8192);
+	int64_t ne[1] = { 16 };
+	struct qgraph_graph *g = qgraph_graph_new();
+	int x = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0);
+	for (int i = 0; i < NODES; i++)
+		x = qgraph_graph_op(g, QGRAPH_OP_SILU, x, -1, 0);
+	qgraph_graph_output(g, x, 4096);
+
+	long before = rss_kib(p.pid);
+	h[n] = register_graph(s, g);
+	long long one = session_memory(s);
+	tap_ok(h[n] != 0 && one > NODES * 200 && one < QUOTA, "a graph of %d nodes is registered; stats charge it %lld bytes",
+	       NODES, one);
+	while (h[n] && ++n < TRIES)
+		h[n] = register_graph(s, g);
+	long after = rss_kib(p.pid);
+	const char *why = qgraph_session_error(s);
+	tap_ok(n < TRIES && (long long)n * one <= QUOTA && strstr(why, "quota client-memory") && strstr(why, "metadata"),
+	       "graph %d of them is refused at client-memory: \"%s\"", n + 1, why);
+	tap_ok(before > 0 && (after - before) * 1024 < 2 * QUOTA, "the daemon grew by %ld KiB meanwhile (the quota is %d KiB)",
+	       after - before, QUOTA >> 10);
+	long long held = session_memory(s);
+	tap_ok(held >= (long long)n * one && held <= QUOTA, "stats show %lld bytes held for %d graphs", held, n);
+	tap_ok(n > 0 && qgraph_graph_unregister(s, h[n - 1]) == 0 && session_memory(s) == held - one &&
+		       (h[n - 1] = register_graph(s, g)) != 0,
+	       "freeing one gives its room back: another is registered (%s)", qgraph_session_error(s));
+	tap_ok(tiny_graph(s) == 0, "the session runs graphs on");
+	qgraph_graph_free(g);
+out:
+	qgraph_session_close(s);
+	if (tap_failed)
+		daemon_dump_log(&p);
+	daemon_stop(&p, SIGTERM);
+	daemon_cleanup(&p);
+}
+
 int main(void)
 {
 	char err[512];
@@ -415,5 +495,6 @@ int main(void)
 	daemon_cleanup(&d);
 	test_pool();
 	test_upload_staging();
+	test_graph_metadata();
 	return tap_done();
 }
