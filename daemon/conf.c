@@ -44,6 +44,7 @@ enum kind {
 	K_GROUPS,	/* allow-groups */
 	K_SHARE,	/* share-groups */
 	K_CPUS,		/* a CPU list */
+	K_STATS_GROUP,	/* stats-group */
 };
 
 struct setting {
@@ -85,6 +86,7 @@ static const struct setting settings[] = {
 	{ .name = "cpus", .kind = K_CPUS },
 	{ .name = "threads", .kind = K_INT, .off = OFF(threads), .lo = 1, .hi = 256 },
 	{ .name = "share-groups", .kind = K_SHARE },
+	{ .name = "stats-group", .kind = K_STATS_GROUP },
 	{ .name = "reserve-hugepages", .kind = K_FLAG, .off = OFF(reserve_hugepages) },
 	{ .name = "require-hugepages", .kind = K_FLAG, .off = OFF(require_hugepages) },
 	{ .name = "test-hash-collide", .kind = K_FLAG, .off = OFF(test_hash_collide), .cli_only = 1 },
@@ -325,6 +327,11 @@ static int set_one(struct qgd_config *cfg, const struct setting *st, const char 
 		cfg->n_share_gids = n32;
 		return 0;
 	}
+	case K_STATS_GROUP:
+		if (resolve_group(v, &cfg->stats_gid))
+			return fail(err, errlen, "no such group");
+		cfg->has_stats_group = 1;
+		return 0;
 	case K_CPUS: {
 		static int cpus[QG_CPU_MAX];
 		int ncpu;

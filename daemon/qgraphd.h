@@ -47,6 +47,8 @@ struct qgd_config {
 	int threads;			/* compute threads, the executor's included; 0: one per CPU */
 	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
 	size_t n_share_gids;
+	gid_t stats_gid;		/* members see every user's sessions in stats (has_stats_group) */
+	int has_stats_group;
 	int test_hash_collide;		/* tests only: every weights hash collides */
 	int reserve_hugepages;		/* as root, raise vm.nr_hugepages for the pool */
 	/* quotas (each refusal names its key) */
@@ -248,6 +250,8 @@ struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle);
 /* Drop handle W of S (the matrix goes when its last handle does). */
 void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w);
 void qgd_weights_release_all(struct qgd_session *s);
+/* True if S's client is in group G, as primary or supplementary group (what sharing and stats go by). */
+int qgd_weights_in_group(const struct qgd_session *s, gid_t g);
 
 /* requests.c */
 /* The kernel chosen for each layout, for a Welcome or a Stats (KC holds them, KCP points at them). */

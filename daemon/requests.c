@@ -433,7 +433,20 @@ size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__Kern
 	return QG_LAYOUT_COUNT;
 }
 
-static void serve_stats(struct qgd_session *s, uint64_t rid)
+/*
+ * Whether S's client may see session T in stats (its pid, uid and name,
+ * which may hold a command line): its own user's sessions, and every
+ * session for root and for members of stats-group.
+ */
+static int may_see(const struct qgd_session *s, const struct qgd_session *t)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
+
+	return t->uid == s->uid || s->uid == 0 || (cfg->has_stats_group && qgd_weights_in_group(s, cfg->stats_gid));
+}
+
+/* The daemon's stats for S: the sessions it may see, all of them (ALL) or its own alone. */
+static void serve_stats(struct qgd_session *s, uint64_t rid, int all)
 {
 	struct qgd_server *srv = s->srv;
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
@@ -458,8 +471,14 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 	st.weights_referenced_bytes = srv->weights_referenced;
 	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
-	for (struct qgd_session *t = srv->sessions; t && n < 16; t = t->next) {
+	for (struct qgd_session *t = srv->sessions; t; t = t->next) {
 		if (t->state != QGD_READY)
+			continue;
+		if (!may_see(s, t)) {
+			st.sessions_hidden++;
+			continue;
+		}
+		if ((!all && t != s) || n == 16)
 			continue;
 		qgraph__session_stats__init(&ss[n]);
 		ss[n].session_id = t->id;
@@ -546,7 +565,7 @@ void qgd_request_serve(struct qgd_session *s)
 		break;
 	}
 	case QGRAPH__REQUEST__BODY_STATS:
-		serve_stats(s, rid);
+		serve_stats(s, rid, r->stats && r->stats->all_sessions);
 		break;
 	default:
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a request without a body");

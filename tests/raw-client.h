@@ -33,6 +33,8 @@ struct raw_reply {
 	int status;		/* Qgraph__Status, or -errno when no answer came */
 	uint64_t request_id, handle;
 	int stored_type;
+	int sessions_listed;	/* stats: the sessions listed (-1: no stats) */
+	unsigned sessions_hidden;
 	char error[512];
 };
 
@@ -140,6 +142,8 @@ static int raw_reply(struct raw *r, int timeout_ms, struct raw_reply *out)
 		out->request_id = c->request_id;
 		out->handle = c->handle;
 		out->stored_type = c->stored_type;
+		out->sessions_listed = c->stats ? (int)c->stats->n_session : -1;
+		out->sessions_hidden = c->stats ? c->stats->sessions_hidden : 0;
 		snprintf(out->error, sizeof out->error, "%s", c->error ? c->error : "");
 		qgraph__completion__free_unpacked(c, NULL);
 		return 0;
