@@ -218,6 +218,18 @@ static void test_pool(void)
 }
 
 
+/*
+ * ThreadSanitizer shadows every byte the daemon touches, several times
+ * over: its resident size says nothing about what the daemon holds.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define RSS_MEANINGLESS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RSS_MEANINGLESS 1
+#endif
+#endif
+
 /* The resident memory of process PID (VmRSS), in KiB, or -1. */
 static long rss_kib(pid_t pid)
 {
@@ -295,9 +307,15 @@ static void test_upload_staging(void)
 	long during = rss_kib(p.pid);
 	long long pinned = daemon_stat(s, "pinned_bytes");
 	size_t stored_bytes = (size_t)qgraph_matrix_size(QGRAPH_TYPE_Q4_0, ROWS, COLS);
-	tap_ok(e == 0 && before > 0 && (during - before) * 1024 < (long)(src_bytes / 4),
-	       "an f32 upload held open before its last chunk: the daemon grew by %ld KiB for %zu KiB of source "
-	       "(%zu KiB stored) (%d %s)", during - before, src_bytes >> 10, stored_bytes >> 10, e, rep.error);
+#ifdef RSS_MEANINGLESS
+	tap_ok(e == 0, "an f32 upload held open before its last chunk (%s)", rep.error);
+	tap_skip("the daemon's growth: ThreadSanitizer's shadow memory hides it");
+#else
+	tap_ok(e == 0, "an f32 upload held open before its last chunk (%s)", rep.error);
+	tap_ok(before > 0 && (during - before) * 1024 < (long)(src_bytes / 4),
+	       "meanwhile the daemon grew by %ld KiB for %zu KiB of source (%zu KiB stored)", during - before,
+	       src_bytes >> 10, stored_bytes >> 10);
+#endif
 	tap_ok(pinned >= (long long)stored_bytes, "meanwhile stats count its stored size as pinned (%lld bytes)", pinned);
 
 	/* the last chunk, then the same bytes quantized here: the daemon finds them stored already */
@@ -439,8 +457,14 @@ static void test_graph_metadata(void)
 	const char *why = qgraph_session_error(s);
 	tap_ok(n < TRIES && (long long)n * one <= QUOTA && strstr(why, "quota client-memory") && strstr(why, "metadata"),
 	       "graph %d of them is refused at client-memory: \"%s\"", n + 1, why);
+#ifdef RSS_MEANINGLESS
+	(void)before;
+	(void)after;
+	tap_skip("the daemon's growth: ThreadSanitizer's shadow memory hides it");
+#else
 	tap_ok(before > 0 && (after - before) * 1024 < 2 * QUOTA, "the daemon grew by %ld KiB meanwhile (the quota is %d KiB)",
 	       after - before, QUOTA >> 10);
+#endif
 	long long held = session_memory(s);
 	tap_ok(held >= (long long)n * one && held <= QUOTA, "stats show %lld bytes held for %d graphs", held, n);
 	tap_ok(n > 0 && qgraph_graph_unregister(s, h[n - 1]) == 0 && session_memory(s) == held - one &&
