@@ -183,19 +183,20 @@ static char *stats_text(const Qgraph__Stats *st)
 			at += (size_t)k_;                                          \
 	} while (0)
 	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\npool %s\n"
-	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\n",
+	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\nsessions_hidden %u\n",
 	    st->sessions, st->handshaking, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes,
 	    (unsigned long long)st->pool_used, st->plans,
 	    (unsigned long long)st->graphs_run, st->pool_kind, st->loop, st->threads, st->weights_stored,
-	    (unsigned long long)st->weights_referenced_bytes);
+	    (unsigned long long)st->weights_referenced_bytes, st->sessions_hidden);
 	for (size_t k = 0; k < st->n_kernels; k++)
 		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
 	for (size_t k = 0; k < st->n_session; k++)
-		PUT("session %llu pid %u uid %u name \"%s\" arena %llu weights %llu graphs %u completed %llu\n",
+		PUT("session %llu pid %u uid %u name \"%s\" arena %llu weights %llu graphs %u completed %llu memory %llu\n",
 		    (unsigned long long)st->session[k]->session_id, st->session[k]->pid, st->session[k]->uid,
 		    st->session[k]->client_name, (unsigned long long)st->session[k]->arena_bytes,
 		    (unsigned long long)st->session[k]->weight_bytes, st->session[k]->graphs,
-		    (unsigned long long)st->session[k]->completed);
+		    (unsigned long long)st->session[k]->completed,
+		    (unsigned long long)st->session[k]->memory_bytes);
 #undef PUT
 	return buf;
 }

@@ -44,6 +44,7 @@ enum kind {
 	K_GROUPS,	/* allow-groups */
 	K_SHARE,	/* share-groups */
 	K_CPUS,		/* a CPU list */
+	K_STATS_GROUP,	/* stats-group */
 };
 
 struct setting {
@@ -74,6 +75,7 @@ static const struct setting settings[] = {
 	{ .name = "max-graphs", .kind = K_U32, .off = OFF(max_graphs), .lo = 1, .hi = 1u << 20 },
 	{ .name = "max-message", .kind = K_SIZE, .off = OFF(max_message), .lo = 4096, .hi = 64u << 20 },
 	{ .name = "graph-timeout", .kind = K_U32, .off = OFF(graph_timeout_ms), .lo = 1, .hi = UINT32_MAX },
+	{ .name = "max-wait-ms", .kind = K_U32, .off = OFF(max_wait_ms), .lo = 1, .hi = UINT32_MAX },
 	{ .name = "poll-us", .kind = K_U32, .off = OFF(poll_us), .lo = 0, .hi = 1000000 },
 	{ .name = "epoll", .kind = K_FLAG, .off = OFF(force_epoll) },
 	{ .name = "log-level", .short_opt = 'l', .kind = K_LEVEL, .off = OFF(log_level) },
@@ -86,6 +88,7 @@ static const struct setting settings[] = {
 	{ .name = "cpus", .kind = K_CPUS },
 	{ .name = "threads", .kind = K_INT, .off = OFF(threads), .lo = 1, .hi = 256 },
 	{ .name = "share-groups", .kind = K_SHARE },
+	{ .name = "stats-group", .kind = K_STATS_GROUP },
 	{ .name = "reserve-hugepages", .kind = K_FLAG, .off = OFF(reserve_hugepages) },
 	{ .name = "require-hugepages", .kind = K_FLAG, .off = OFF(require_hugepages) },
 	{ .name = "test-hash-collide", .kind = K_FLAG, .off = OFF(test_hash_collide), .cli_only = 1 },
@@ -101,7 +104,7 @@ void qgd_conf_defaults(struct qgd_config *cfg)
 		.ring_bytes = 1u << 20, .event_count = 256, .max_nodes = 4096, .max_sessions = 256,
 		.handshake_ms = 2000, .graph_timeout_ms = 60000, .poll_us = 50,
 		.max_sessions_per_user = 64, .total_arena_bytes = 16ull << 30, .max_graphs = 1024,
-		.max_message = 1u << 20, .max_handshakes = 64, .handshakes_per_user = 8,
+		.max_message = 1u << 20, .max_handshakes = 64, .handshakes_per_user = 8, .max_wait_ms = 60000,
 		.priv = { .socket_mode = 0660 },
 	};
 }
@@ -326,6 +329,11 @@ static int set_one(struct qgd_config *cfg, const struct setting *st, const char 
 		cfg->n_share_gids = n32;
 		return 0;
 	}
+	case K_STATS_GROUP:
+		if (resolve_group(v, &cfg->stats_gid))
+			return fail(err, errlen, "no such group");
+		cfg->has_stats_group = 1;
+		return 0;
 	case K_CPUS: {
 		static int cpus[QG_CPU_MAX];
 		int ncpu;

@@ -42,6 +42,7 @@ struct qgd_graph {
 	uint64_t work;			/* multiply-accumulates and elements, to choose where it runs */
 	uint64_t runs;
 	uint64_t last_compute_ns;	/* its last whole run on the executor: what the next is expected to take */
+	size_t meta_bytes;		/* the heap it holds (graph_meta_bytes), counted in client-memory */
 };
 
 /*
@@ -61,6 +62,7 @@ struct qgd_job {
 	size_t n_rec;
 	struct qg_run run;		/* its cancel flag is what a Cancel sets */
 	uint64_t cancelled_by;		/* the Cancel request's id, for the error text */
+	bool by_request;		/* a Cancel stopped it (else the daemon did) */
 	int err;
 	size_t bad;
 	uint64_t t_done;
@@ -270,6 +272,32 @@ static bool has_intermediates(const struct qg_graph *gr)
 }
 
 /*
+ * What the graph allocator keeps for a graph (galloc.c holds it private):
+ * per tensor a slot (the tensor, its sources and what the plan was made
+ * for) and an object (its lifetime and offsets), a hash entry and its
+ * index; and per buffer a table of free blocks.  Counted from above.
+ */
+#define GALLOC_TENSOR_BYTES 192u
+#define GALLOC_FIXED_BYTES 8192u
+
+/*
+ * The heap G holds beside its pool buffer: its engine graph, tensor
+ * structs and tensor list, the allocator's tables and the plan (its
+ * tables and scratch).  What client-memory counts for a graph's
+ * metadata.  No sum overflows: each part was allocated.
+ */
+static size_t graph_meta_bytes(const struct qgd_graph *g)
+{
+	const struct qg_graph *gr = g->wg.graph;
+	size_t b = sizeof *g + qg_ctx_bytes(g->wg.ctx) + qg_graph_bytes(gr) + g->wg.n_tensors * sizeof *g->wg.tensors +
+		   qg_backend_graph_plan_bytes(g->plan);
+
+	if (g->ga)
+		b += GALLOC_FIXED_BYTES + (gr->n_nodes + gr->n_leafs) * GALLOC_TENSOR_BYTES;
+	return b;
+}
+
+/*
  * Place every tensor that has no data yet with the graph allocator:
  * intermediates share one buffer wherever their lifetimes allow, views
  * point into their sources.  Scratch is sized for the largest node.  0 or
@@ -298,7 +326,10 @@ static int place(struct qgd_session *s, struct qgd_graph *g)
 		return r;
 	g->buf_bytes = g->ga ? qg_galloc_buffer_size(g->ga, 0) : 0;
 	g->be = g->work < QGD_INLINE_WORK ? srv->exec->solo : srv->exec->pool;
-	return qg_backend_graph_plan_create(g->be, gr, &g->plan);
+	if ((r = qg_backend_graph_plan_create(g->be, gr, &g->plan)))
+		return r;
+	g->meta_bytes = graph_meta_bytes(g);
+	return 0;
 }
 
 static void graph_free(struct qgd_graph *g)
@@ -372,7 +403,11 @@ static void job_answer(struct qgd_job *j)
 		c.error = msg;
 	} else if (err == -ECANCELED) {
 		c.status = QGRAPH__STATUS__STATUS_CANCELLED;
-		snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
+		if (j->by_request)
+			snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
+		else
+			snprintf(msg, sizeof msg, "cancelled: %s",
+				 s->srv->stopping ? "the daemon is stopping" : "the session is closing");
 		c.error = msg;
 	} else if (err) {
 		const char *why = err == -ERANGE ? "a row index out of range" : strerror(-err);
@@ -502,10 +537,28 @@ int qgd_exec_reap(struct qgd_server *srv)
 /* Past this a wake costs under 1% of the graph: the loop sleeps through it, spending no CPU on a poll. */
 #define EXPECT_POLL_MAX_NS 20000000u
 
+/* LONGEST, or less: until the first deadline of a request waiting for events (rounded up: woken past it). */
+static int wait_deadline_ms(const struct qgd_server *srv, int longest)
+{
+	uint64_t now = 0;
+
+	for (const struct qgd_session *s = srv->sessions; s; s = s->next) {
+		if (!s->wait_until_ns)
+			continue;
+		if (!now)
+			now = qgd_now_ns();
+		uint64_t ms = s->wait_until_ns > now ? (s->wait_until_ns - now + 999999u) / 1000000u : 0;
+		if (ms < (uint64_t)longest)
+			longest = (int)ms;
+	}
+	return longest;
+}
+
 int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest)
 {
 	const struct qgd_exec *x = srv->exec;
 
+	longest = wait_deadline_ms(srv, longest);
 	if (!x || !x->may_poll || !x->in_flight || !x->expect_end_ns || x->expect_ns > EXPECT_POLL_MAX_NS)
 		return longest;
 	uint64_t now = qgd_now_ns(), margin = EXPECT_MARGIN_NS + x->expect_ns / 16;
@@ -517,13 +570,14 @@ int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest)
 	return ms < (uint64_t)longest ? (int)ms : longest;
 }
 
-int qgd_exec_cancel(struct qgd_session *s, uint64_t target, uint64_t by)
+int qgd_exec_cancel(struct qgd_session *s, uint64_t target, const uint64_t *by)
 {
 	struct qgd_job *j = s->job;
 
 	if (!j || (target && j->rid != target))
 		return -ENOENT;
-	j->cancelled_by = by;
+	j->by_request = by != NULL;
+	j->cancelled_by = by ? *by : 0;
 	qg_run_cancel(&j->run);
 	return 0;
 }
@@ -563,14 +617,16 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for the intermediates: %s",
 					strerror(-r));
 	}
-	uint64_t held = qg_hugepool_in_use(s->srv->pool, s->id);
+	/* its intermediates are in the pool already, its metadata on the heap: both count, whether it is kept or not */
+	uint64_t pool = qg_hugepool_in_use(s->srv->pool, s->id), meta = s->graph_bytes + g->meta_bytes;
 	uint64_t budget = cfg->client_memory ? cfg->client_memory : cfg->pool_bytes;
-	if (held > budget) {
+	if (pool + meta > budget) {
 		graph_free(g);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
-					"quota client-memory: this graph's intermediates would make this session hold "
-					"%llu pool bytes, at most %llu", (unsigned long long)held,
-					(unsigned long long)budget);
+					"quota client-memory: this graph would make this session hold %llu bytes "
+					"(%llu pool bytes of intermediates, %llu of graph metadata), at most %llu",
+					(unsigned long long)(pool + meta), (unsigned long long)pool,
+					(unsigned long long)meta, (unsigned long long)budget);
 	}
 	uint64_t t_placed = qgd_now_ns();
 	if (sg->keep) {
@@ -582,6 +638,7 @@ void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGr
 		s->graphs = p;
 		g->handle = s->next_handle++;
 		s->graphs[s->n_graphs++] = g;
+		s->graph_bytes += g->meta_bytes;
 	}
 	run_and_answer(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
 }
@@ -630,6 +687,7 @@ void qgd_exec_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle)
 	for (size_t i = 0; i < s->n_graphs; i++) {
 		if (s->graphs[i]->handle != handle)
 			continue;
+		s->graph_bytes -= s->graphs[i]->meta_bytes;
 		graph_free(s->graphs[i]);
 		s->graphs[i] = s->graphs[--s->n_graphs];
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
@@ -651,13 +709,6 @@ int qgd_exec_weights_in_use(struct qgd_session *s, const void *data)
 	return 0;
 }
 
-int qgd_exec_waited_too_long(struct qgd_session *s, uint32_t timeout_ms)
-{
-	uint64_t limit = timeout_ms ? timeout_ms : s->srv->cfg.graph_timeout_ms;
-
-	return qgd_now_ns() - s->req_started_ns > limit * 1000000u;
-}
-
 void qgd_exec_release_session(struct qgd_session *s)
 {
 	for (size_t i = 0; i < s->n_graphs; i++)
@@ -665,6 +716,7 @@ void qgd_exec_release_session(struct qgd_session *s)
 	free(s->graphs);
 	s->graphs = NULL;
 	s->n_graphs = 0;
+	s->graph_bytes = 0;
 	if (s->buft) {
 		qg_buft_hugepool_free(s->buft);
 		s->buft = NULL;

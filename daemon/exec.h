@@ -29,8 +29,6 @@ void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__
 void qgd_exec_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle);
 /* True if a registered graph of S reads the weights at DATA. */
 int qgd_exec_weights_in_use(struct qgd_session *s, const void *data);
-/* True once S's current request has waited longer than TIMEOUT_MS (0: the default). */
-int qgd_exec_waited_too_long(struct qgd_session *s, uint32_t timeout_ms);
 /* Free everything S registered. */
 void qgd_exec_release_session(struct qgd_session *s);
 
@@ -51,14 +49,17 @@ unsigned qgd_exec_in_flight(const struct qgd_server *srv);
 /*
  * How long the loop may sleep, at most LONGEST ms: 0 when a graph on the
  * executor is expected to end within a margin and the loop has a CPU of
- * its own to poll for it (see exec.c), else until shortly before then.
+ * its own to poll for it (see exec.c), else until shortly before then,
+ * and never past the deadline of a request waiting for events.
  */
 int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest);
 /*
  * Ask S's running graph to stop at its next node boundary, if it is request
- * TARGET (0: whatever runs); BY is the Cancel's id.  0, or -ENOENT.
+ * TARGET (0: whatever runs); BY points at the Cancel's id, or is NULL when
+ * the daemon stops it itself (stopping, or the session is gone), which
+ * its answer then says.  0, or -ENOENT.
  */
-int qgd_exec_cancel(struct qgd_session *s, uint64_t target, uint64_t by);
+int qgd_exec_cancel(struct qgd_session *s, uint64_t target, const uint64_t *by);
 
 uint32_t qgd_exec_plans(const struct qgd_server *srv);
 const char *qgd_exec_pool_kind(const struct qgd_server *srv);

@@ -48,6 +48,8 @@ struct qgd_config {
 	int threads;			/* compute threads, the executor's included; 0: one per CPU */
 	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
 	size_t n_share_gids;
+	gid_t stats_gid;		/* members see every user's sessions in stats (has_stats_group) */
+	int has_stats_group;
 	int test_hash_collide;		/* tests only: every weights hash collides */
 	int reserve_hugepages;		/* as root, raise vm.nr_hugepages for the pool */
 	/* quotas (each refusal names its key) */
@@ -59,6 +61,7 @@ struct qgd_config {
 	uint64_t client_memory;		/* pool bytes a session's graphs hold; 0: the pool's size */
 	uint32_t max_graphs;		/* registered graphs per session */
 	uint64_t max_message;		/* bytes of one request record */
+	uint32_t max_wait_ms;		/* the longest a request may wait for its events */
 	int require_hugepages;		/* fail unless the pool is on hugetlb pages */
 	struct qgd_priv_config priv;	/* user, group, socket mode, access policy */
 	char socket_store[PATH_MAX];	/* socket_path, when the daemon chose or was told it */
@@ -89,13 +92,24 @@ struct qgd_weights {
 	size_t bytes;
 };
 
-/* A weight matrix arriving chunk by chunk. */
+/*
+ * A weight matrix arriving chunk by chunk, converted as it arrives into
+ * DST, pinned memory of the stored size taken when the upload opens
+ * (requests.c).  No copy of the source is kept: STAGE holds what the next
+ * conversion step waits for (a part of a 32-value block, a row group for
+ * a repack), never more than one row group of the stored matrix, and
+ * BOUNCE a bounded window of f32 values copied out of the arena.
+ */
 struct qgd_upload {
 	uint64_t id;
 	enum qg_type src_type, target_type;
 	int64_t rows, cols;
-	unsigned char *staging;
-	size_t bytes, received;
+	size_t bytes, received;		/* of the source */
+	void *dst;			/* DST_BYTES, from qgd_weights_alloc */
+	size_t dst_bytes;
+	unsigned char *stage, *bounce;
+	size_t stage_bytes, staged, bounced;
+	uint64_t values_done;		/* f32 sources: values converted so far */
 	char name[QGD_WEIGHTS_NAME_MAX];
 };
 
@@ -133,12 +147,14 @@ struct qgd_session {
 	struct qg_wire_arena decode;
 	Qgraph__Request *req;		/* decoded from REC, not yet answered */
 	uint64_t req_started_ns;
+	uint64_t wait_until_ns;		/* REQ waits for events until then (0: it does not wait) */
 	uint64_t last_run;		/* the registered graph its last Run named: likely the next one's too */
 	struct qgd_job *job;		/* in the executor, at most one */
 	struct qgd_weights *weights;
 	size_t n_weights, cap_weights;
 	struct qgd_graph **graphs;
 	size_t n_graphs;
+	uint64_t graph_bytes;		/* heap its registered graphs hold (exec.c), counted in client-memory */
 	struct qgd_upload upload;
 	uint64_t next_handle;
 	uint64_t completed, failed;
@@ -242,11 +258,21 @@ struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle);
 /* Drop handle W of S (the matrix goes when its last handle does). */
 void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w);
 void qgd_weights_release_all(struct qgd_session *s);
+/* True if S's client is in group G, as primary or supplementary group (what sharing and stats go by). */
+int qgd_weights_in_group(const struct qgd_session *s, gid_t g);
 
 /* requests.c */
 /* The kernel chosen for each layout, for a Welcome or a Stats (KC holds them, KCP points at them). */
 size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__KernelChoice *kcp[QG_LAYOUT_COUNT]);
 void qgd_request_serve(struct qgd_session *s);
+/*
+ * True while S's request waits for events that have not been recorded and
+ * its time is not up (nor the daemon stopping): the loop neither serves it
+ * nor counts it as work until then, and sleeps no later than
+ * S->wait_until_ns (qgd_exec_sleep_ms).  Reads the clock only for such a
+ * request.
+ */
+int qgd_request_waiting(struct qgd_session *s);
 void qgd_session_release_all(struct qgd_session *s);
 
 #endif /* QGRAPHD_H */

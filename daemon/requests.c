@@ -26,10 +26,18 @@ static int weights_lookup(void *ctx, uint64_t handle, struct qg_wire_weights *ou
 	return 0;
 }
 
+/* f32 values an upload copies out of the arena at a time: a bound on its bounce buffer, a multiple of a block. */
+#define UPLOAD_BOUNCE_VALUES 16384u
+
 static void upload_reset(struct qgd_session *s)
 {
-	free(s->upload.staging);
-	memset(&s->upload, 0, sizeof s->upload);
+	struct qgd_upload *up = &s->upload;
+
+	if (up->dst)
+		qgd_weights_discard(s->srv, up->dst, up->dst_bytes);
+	free(up->stage);
+	free(up->bounce);
+	memset(up, 0, sizeof *up);
 }
 
 /*
@@ -46,6 +54,124 @@ static enum qg_type pick_layout(int64_t rows)
 	if (rows % 4 == 0)
 		return QG_TYPE_Q4_0_4X8;	/* best was 8x8 */
 	return QG_TYPE_Q4_0;
+}
+
+/* The plain type whose rows make up TYPE's row groups (TYPE itself when it is plain). */
+static enum qg_type plain_of(enum qg_type type)
+{
+	return qg_type_is_interleaved(type) ? QG_TYPE_Q4_0 : type;
+}
+
+/*
+ * Set UP (its types and shape filled in) up for converting as chunks
+ * arrive: a copy needs nothing; a repack stages one unit of rows that both
+ * layouts group whole; f32 values are quantized from a bounce buffer, a
+ * row group at a time into STAGE where the target interleaves rows.
+ * STAGE is at most one row group of the stored matrix.  0 or -ENOMEM.
+ */
+static int upload_prepare(struct qgd_upload *up)
+{
+	size_t row = (size_t)qg_row_size(up->target_type, up->cols);	/* an interleaved row: its plain row's size */
+	int gs = qg_type_row_group(up->src_type), gt = qg_type_row_group(up->target_type);
+
+	if (up->src_type == up->target_type)
+		return 0;
+	if (up->src_type != QG_TYPE_F32) {
+		up->stage_bytes = (size_t)(gs > gt ? gs : gt) * row;
+	} else {
+		up->bounce = malloc(UPLOAD_BOUNCE_VALUES * sizeof(float));
+		if (!up->bounce)
+			return -ENOMEM;
+		up->stage_bytes = gt > 1 ? (size_t)gt * row : 0;
+	}
+	if (up->stage_bytes && !(up->stage = malloc(up->stage_bytes)))
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * Quantize N f32 values X of row ROW from column COL on (N and COL whole
+ * blocks) to UP's target: in place in DST for a plain target, else into
+ * the row group's stage, which is repacked into DST once its last row is
+ * complete.  0 or the conversion's -errno (-EDOM, -ERANGE).
+ */
+static int upload_convert(struct qgd_upload *up, int64_t row, int64_t col, const float *x, int64_t n)
+{
+	enum qg_type plain = plain_of(up->target_type);
+	int64_t per_block = qg_type_block_values(plain);
+	int64_t group = qg_type_row_group(up->target_type);
+	size_t row_bytes = (size_t)qg_row_size(up->target_type, up->cols);
+	size_t at = (size_t)(col / per_block) * (size_t)qg_row_size(plain, per_block);
+	unsigned char *dst = up->dst;
+	unsigned char *p = group == 1 ? dst + (size_t)row * row_bytes + at : up->stage + (size_t)(row % group) * row_bytes + at;
+	ssize_t r = qg_quantize(plain, x, p, (size_t)qg_row_size(plain, n), 1, n, NULL);
+
+	if (r >= 0 && group > 1 && col + n == up->cols && row % group == group - 1)
+		r = qg_repack(up->target_type, dst + (size_t)(row - group + 1) * row_bytes, up->stage_bytes, plain,
+			      up->stage, group, up->cols);
+	return r < 0 ? (int)r : 0;
+}
+
+/*
+ * Take LEN bytes of UP's source at byte AT of it (copied out of the arena
+ * a piece at a time, never read there twice) and convert what they
+ * complete into UP->DST.  0 or the conversion's -errno.
+ */
+static int upload_take(struct qgd_upload *up, size_t at, const unsigned char *p, size_t len)
+{
+	unsigned char *dst = up->dst;
+
+	if (up->src_type == up->target_type) {
+		memcpy(dst + at, p, len);
+		return 0;
+	}
+	if (up->src_type != QG_TYPE_F32) {
+		/* a repack: whole units of rows, which sit at the same offset in both layouts */
+		while (len) {
+			size_t n = len < up->stage_bytes - up->staged ? len : up->stage_bytes - up->staged;
+			memcpy(up->stage + up->staged, p, n);
+			up->staged += n;
+			at += n;
+			p += n;
+			len -= n;
+			if (up->staged < up->stage_bytes)
+				break;
+			int64_t rows = (int64_t)(up->stage_bytes / (size_t)qg_row_size(up->src_type, up->cols));
+			ssize_t r = qg_repack(up->target_type, dst + at - up->stage_bytes, up->stage_bytes, up->src_type,
+					      up->stage, rows, up->cols);
+			if (r < 0)
+				return (int)r;
+			up->staged = 0;
+		}
+		return 0;
+	}
+	/* f32: whole blocks of values, a row's run at a time; a part of a block waits for the next chunk */
+	const int64_t per_block = qg_type_block_values(plain_of(up->target_type));
+	const size_t cap = UPLOAD_BOUNCE_VALUES * sizeof(float);
+	while (len) {
+		size_t n = len < cap - up->bounced ? len : cap - up->bounced;
+		memcpy(up->bounce + up->bounced, p, n);
+		up->bounced += n;
+		p += n;
+		len -= n;
+		const float *x = (const float *)(void *)up->bounce;
+		int64_t avail = (int64_t)(up->bounced / sizeof(float)) / per_block * per_block;
+		size_t used = (size_t)avail * sizeof(float);
+		while (avail) {
+			int64_t row = (int64_t)(up->values_done / (uint64_t)up->cols);
+			int64_t col = (int64_t)(up->values_done % (uint64_t)up->cols);
+			int64_t run = avail < up->cols - col ? avail : up->cols - col;
+			int r = upload_convert(up, row, col, x, run);
+			if (r)
+				return r;
+			x += run;
+			avail -= run;
+			up->values_done += (uint64_t)run;
+		}
+		memmove(up->bounce, up->bounce + used, up->bounced - used);
+		up->bounced -= used;
+	}
+	return 0;
 }
 
 static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__UploadWeights *u)
@@ -68,8 +194,7 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 						"q4_0 weights can only be stored as q4_0 layouts");
 		if (dst == QG_TYPE_Q4_0)	/* "q4_0": the best layout this CPU and shape allow */
 			dst = pick_layout(u->rows);
-		ssize_t in = src == QG_TYPE_F32 ? qg_matrix_size(QG_TYPE_F32, u->rows, u->cols)
-						: qg_matrix_size((enum qg_type)src, u->rows, u->cols);
+		ssize_t in = qg_matrix_size((enum qg_type)src, u->rows, u->cols);
 		ssize_t out = qg_matrix_size((enum qg_type)dst, u->rows, u->cols);
 		if (in < 0 || out < 0)
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
@@ -77,27 +202,34 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 						"multiple of the layout's 4 or 8)",
 						(long long)u->rows, (long long)u->cols, qg_type_name((enum qg_type)src),
 						qg_type_name((enum qg_type)dst));
+		if (u->name && strlen(u->name) >= sizeof up->name)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a weights name is at most %zu bytes",
+						sizeof up->name - 1);
 		uint64_t limit = cfg->client_weights ? cfg->client_weights : cfg->pool_bytes;
 		if (s->weight_bytes + (uint64_t)out > limit)
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
 						"quota client-weights: this session holds %llu bytes of weights, %lld more "
 						"would pass %llu", (unsigned long long)s->weight_bytes, (long long)out,
 						(unsigned long long)limit);
-		up->staging = malloc((size_t)in);
-		if (!up->staging)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for %zd bytes", in);
-		up->id = s->next_handle++;
+		/* the stored matrix's pinned memory now: the pool counts it while the chunks arrive */
+		up->dst = qgd_weights_alloc(s->srv, (size_t)out);
+		if (!up->dst)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
+						"quota pool-size: the pool has no room for %zd more bytes (%llu of %llu in use)",
+						out, (unsigned long long)qg_hugepool_in_use_total(s->srv->pool),
+						(unsigned long long)qg_hugepool_info(s->srv->pool)->bytes);
+		up->dst_bytes = (size_t)out;
 		up->src_type = (enum qg_type)src;
 		up->target_type = (enum qg_type)dst;
 		up->rows = u->rows;
 		up->cols = u->cols;
 		up->bytes = (size_t)in;
 		up->received = 0;
-		if (u->name && strlen(u->name) >= sizeof up->name) {
+		if (upload_prepare(up)) {
 			upload_reset(s);
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a weights name is at most %zu bytes",
-						sizeof up->name - 1);
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory to convert weights");
 		}
+		up->id = s->next_handle++;
 		snprintf(up->name, sizeof up->name, "%s", u->name ? u->name : "");
 	} else if (u->upload_id != up->id) {
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no upload %llu in progress",
@@ -108,10 +240,11 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 	const Qgraph__Span *d = u->data;
 	uint64_t off = d ? d->offset : 0, len = d ? d->bytes : 0;
 	if (u->chunk_offset != up->received) {
+		size_t want = up->received;
 		upload_reset(s);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 					"chunk at byte %llu where %zu was expected: upload abandoned",
-					(unsigned long long)u->chunk_offset, up->received);
+					(unsigned long long)u->chunk_offset, want);
 	}
 	if (off > s->layout.arena_bytes || len > s->layout.arena_bytes - off || len > up->bytes - up->received) {
 		upload_reset(s);
@@ -119,8 +252,15 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 					"chunk [%llu, +%llu) is outside the arena or past the matrix: upload abandoned",
 					(unsigned long long)off, (unsigned long long)len);
 	}
-	memcpy(up->staging + up->received, s->arena + off, len);
-	up->received += len;
+	int e = upload_take(up, up->received, s->arena + off, (size_t)len);
+	if (e) {
+		upload_reset(s);
+		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "conversion failed: %s: upload abandoned",
+					e == -EDOM ? "the matrix holds NaN or infinity"
+					: e == -ERANGE ? "a block's scale does not fit in fp16"
+						       : strerror(-e));
+	}
+	up->received += (size_t)len;
 
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	c.request_id = rid;
@@ -135,35 +275,20 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 					"last chunk after %zu of %zu bytes: upload abandoned", got, up->bytes);
 	}
 
-	/* convert into pinned memory: quantize floats, repack quantized blocks */
-	size_t out = (size_t)qg_matrix_size(up->target_type, up->rows, up->cols);
-	void *mem = qgd_weights_alloc(s->srv, out);
-	if (!mem) {
-		upload_reset(s);
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
-					"quota pool-size: the pool has no room for %zu more bytes (%llu of %llu in use)", out,
-					(unsigned long long)qg_hugepool_in_use_total(s->srv->pool),
-					(unsigned long long)qg_hugepool_info(s->srv->pool)->bytes);
-	}
-	ssize_t r = up->src_type == QG_TYPE_F32
-			    ? qg_quantize(up->target_type, (const float *)up->staging, mem, out, up->rows, up->cols, NULL)
-		    : up->src_type == up->target_type
-			    ? (memcpy(mem, up->staging, out), (ssize_t)out)
-			    : qg_repack(up->target_type, mem, out, up->src_type, up->staging, up->rows, up->cols);
-	if (r < 0) {
-		qgd_weights_discard(s->srv, mem, out);
-		upload_reset(s);
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "conversion failed: %s",
-					r == -EDOM ? "the matrix holds NaN or infinity" : strerror((int)-r));
-	}
+	/* every byte has arrived, so every row group is converted: store it */
 	struct qgd_weights *w;
 	const char *why;
-	int e = qgd_weights_add(s, up->target_type, up->rows, up->cols, mem, out, up->name, &w, &why);
+	size_t out = up->dst_bytes;
+	void *mem = up->dst;
+	up->dst = NULL;	/* qgd_weights_add consumes it */
+	e = qgd_weights_add(s, up->target_type, up->rows, up->cols, mem, out, up->name, &w, &why);
 	if (e) {
+		char name[QGD_WEIGHTS_NAME_MAX];
+		snprintf(name, sizeof name, "%s", up->name);
 		upload_reset(s);
 		if (e == -EEXIST)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "weights name \"%s\": %s",
-						u->name ? u->name : "", why);
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "weights name \"%s\": %s", name,
+						why);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 	}
 	qgd_debug("session %llu: weights %llu: %s %lld x %lld (%zu bytes, %u users)", (unsigned long long)s->id,
@@ -237,6 +362,65 @@ static int events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n
 	return 1;
 }
 
+/* The events S's request REQ waits for, in *EV and *N (none for a request that does not wait). */
+static void request_waits(const Qgraph__Request *req, Qgraph__EventRef ***ev, size_t *n)
+{
+	*ev = NULL;
+	*n = 0;
+	if (req->body_case == QGRAPH__REQUEST__BODY_SUBMIT) {
+		*ev = req->submit->wait;
+		*n = req->submit->n_wait;
+	} else if (req->body_case == QGRAPH__REQUEST__BODY_RUN) {
+		*ev = req->run->wait;
+		*n = req->run->n_wait;
+	}
+}
+
+/*
+ * S's request RID waits for events not yet recorded, for TIMEOUT_MS (0:
+ * graph-timeout), at most max-wait-ms from its arrival.  1 while it may
+ * wait on (it stays at the head of the session's queue, and the loop
+ * looks at it again only at its deadline: qgd_request_waiting); 0 once it
+ * has been answered: its time is up, or the daemon is stopping.
+ */
+static int wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeout_ms)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
+	uint64_t ms = timeout_ms ? timeout_ms : cfg->graph_timeout_ms;
+	int capped = ms > cfg->max_wait_ms;
+
+	if (capped)
+		ms = cfg->max_wait_ms;
+	if (s->srv->stopping) {
+		s->wait_until_ns = 0;
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_SHUTTING_DOWN,
+				 "the daemon is stopping: the events this request waits for were not recorded");
+		return 0;
+	}
+	if (!s->wait_until_ns)
+		s->wait_until_ns = s->req_started_ns + ms * 1000000u;
+	if (qgd_now_ns() < s->wait_until_ns)
+		return 1;
+	s->wait_until_ns = 0;
+	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT,
+			 "the events this request waits for were not recorded within %llu ms%s", (unsigned long long)ms,
+			 capped ? " (max-wait-ms: the longest a request may wait)" : "");
+	return 0;
+}
+
+int qgd_request_waiting(struct qgd_session *s)
+{
+	Qgraph__EventRef **ev;
+	size_t n;
+
+	if (!s->wait_until_ns || !s->req || s->state != QGD_READY || s->srv->stopping)
+		return 0;
+	request_waits(s->req, &ev, &n);
+	if (events_reached(s, ev, n))
+		return 0;
+	return qgd_now_ns() < s->wait_until_ns;
+}
+
 size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__KernelChoice *kcp[QG_LAYOUT_COUNT])
 {
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
@@ -249,7 +433,20 @@ size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__Kern
 	return QG_LAYOUT_COUNT;
 }
 
-static void serve_stats(struct qgd_session *s, uint64_t rid)
+/*
+ * Whether S's client may see session T in stats (its pid, uid and name,
+ * which may hold a command line): its own user's sessions, and every
+ * session for root and for members of stats-group.
+ */
+static int may_see(const struct qgd_session *s, const struct qgd_session *t)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
+
+	return t->uid == s->uid || s->uid == 0 || (cfg->has_stats_group && qgd_weights_in_group(s, cfg->stats_gid));
+}
+
+/* The daemon's stats for S: the sessions it may see, all of them (ALL) or its own alone. */
+static void serve_stats(struct qgd_session *s, uint64_t rid, int all)
 {
 	struct qgd_server *srv = s->srv;
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
@@ -274,8 +471,14 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 	st.weights_referenced_bytes = srv->weights_referenced;
 	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
-	for (struct qgd_session *t = srv->sessions; t && n < 16; t = t->next) {
+	for (struct qgd_session *t = srv->sessions; t; t = t->next) {
 		if (t->state != QGD_READY)
+			continue;
+		if (!may_see(s, t)) {
+			st.sessions_hidden++;
+			continue;
+		}
+		if ((!all && t != s) || n == 16)
 			continue;
 		qgraph__session_stats__init(&ss[n]);
 		ss[n].session_id = t->id;
@@ -287,6 +490,7 @@ static void serve_stats(struct qgd_session *s, uint64_t rid)
 		ss[n].graphs = (uint32_t)t->n_graphs;
 		ss[n].in_flight = t->job != NULL;
 		ss[n].completed = t->completed;
+		ss[n].memory_bytes = qg_hugepool_in_use(srv->pool, t->id) + t->graph_bytes;
 		ssp[n] = &ss[n];
 		n++;
 	}
@@ -317,11 +521,11 @@ void qgd_request_serve(struct qgd_session *s)
 		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
 			break;
 		if (!events_reached(s, g->wait, g->n_wait)) {
-			if (!qgd_exec_waited_too_long(s, g->timeout_ms))
+			if (wait_for_events(s, rid, g->timeout_ms))
 				return;	/* stays at the head of this session's queue */
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT, "events waited for were never recorded");
 			break;
 		}
+		s->wait_until_ns = 0;
 		struct qg_wire_env env = { .arena = s->arena, .arena_bytes = s->layout.arena_bytes,
 					   .max_tensors = s->srv->cfg.max_nodes, .weights = weights_lookup,
 					   .weights_ctx = s };
@@ -333,11 +537,11 @@ void qgd_request_serve(struct qgd_session *s)
 		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
 			break;
 		if (!events_reached(s, g->wait, g->n_wait)) {
-			if (!qgd_exec_waited_too_long(s, g->timeout_ms))
+			if (wait_for_events(s, rid, g->timeout_ms))
 				return;
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT, "events waited for were never recorded");
 			break;
 		}
+		s->wait_until_ns = 0;
 		qgd_exec_run_registered(s, rid, g);
 		return;
 	}
@@ -353,7 +557,7 @@ void qgd_request_serve(struct qgd_session *s)
 		 */
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 		c.request_id = rid;
-		if (qgd_exec_cancel(s, r->cancel->request_id, rid) < 0) {
+		if (qgd_exec_cancel(s, r->cancel->request_id, &rid) < 0) {
 			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
 			c.error = "nothing to cancel: the request has completed";
 		}
@@ -361,7 +565,7 @@ void qgd_request_serve(struct qgd_session *s)
 		break;
 	}
 	case QGRAPH__REQUEST__BODY_STATS:
-		serve_stats(s, rid);
+		serve_stats(s, rid, r->stats && r->stats->all_sessions);
 		break;
 	default:
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a request without a body");

@@ -438,7 +438,7 @@ static void reap(struct qgd_server *srv)
 		}
 		if (s->job) {
 			/* its graph reads the session's memory: stop it, free the session after */
-			qgd_exec_cancel(s, 0, 0);
+			qgd_exec_cancel(s, 0, NULL);
 			p = &s->next;
 			continue;
 		}
@@ -450,13 +450,18 @@ static void reap(struct qgd_server *srv)
 	}
 }
 
-/* One fair pass: every session may serve one request.  Returns work done. */
+/*
+ * One fair pass: every session may serve one request.  Returns work done.
+ * A request waiting for events is passed over until they are recorded or
+ * its time is up: it is no work, and the loop sleeps while it waits.
+ */
 static int scan(struct qgd_server *srv)
 {
 	int did = 0;
 
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
-		did |= qgd_session_step(s);
+		if (!qgd_request_waiting(s))
+			did |= qgd_session_step(s);
 	return did;
 }
 
@@ -472,7 +477,7 @@ static void set_sleeping(struct qgd_server *srv, uint32_t v)
 static int any_pending(struct qgd_server *srv)
 {
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
-		if (qgd_session_pending(s))
+		if (qgd_session_pending(s) && !qgd_request_waiting(s))
 			return 1;
 	return 0;
 }
@@ -603,7 +608,7 @@ int qgd_server_run(struct qgd_server *srv)
 			/* graphs still run: past the deadline they are cancelled; wait for their answers */
 			if (qgd_now_ms() > srv->stop_deadline_ms)
 				for (struct qgd_session *s = srv->sessions; s; s = s->next)
-					qgd_exec_cancel(s, 0, 0);
+					qgd_exec_cancel(s, 0, NULL);
 		}
 		if (did) {
 			polls = 0;

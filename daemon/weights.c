@@ -89,7 +89,7 @@ static uint64_t hash_bytes(const struct qgd_server *srv, const void *p, size_t b
 	return h ^ (h >> 32);
 }
 
-static int in_group(const struct qgd_session *s, gid_t g)
+int qgd_weights_in_group(const struct qgd_session *s, gid_t g)
 {
 	if (s->gid == g)
 		return 1;
@@ -108,7 +108,7 @@ static int may_share(const struct qgd_session *s, const struct qgd_stored *e)
 		return 1;
 	for (size_t i = 0; i < cfg->n_share_gids; i++) {
 		gid_t g = cfg->share_gids[i];
-		if (i < 64 && in_group(s, g) && (e->owner_in_share_group >> i & 1))
+		if (i < 64 && qgd_weights_in_group(s, g) && (e->owner_in_share_group >> i & 1))
 			return 1;
 	}
 	return 0;
@@ -191,7 +191,7 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data,
 					  .bytes = bytes, .refs = 1, .owner = s->uid };
 		for (size_t i = 0; i < srv->cfg.n_share_gids && i < 64; i++)
-			if (in_group(s, srv->cfg.share_gids[i]))
+			if (qgd_weights_in_group(s, srv->cfg.share_gids[i]))
 				e->owner_in_share_group |= 1ull << i;
 		e->next = srv->stored;
 		srv->stored = e;

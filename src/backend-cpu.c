@@ -196,6 +196,8 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 	p->scratch_size = (scratch + 63) & ~(size_t)63;
 	if (p->scratch_size && !(p->scratch = aligned_alloc(64, p->scratch_size)))
 		goto fail;
+	size_t per_node = sizeof *p->sig + sizeof *p->nodes, nodes = g->n_nodes ? g->n_nodes : 1;
+	p->base.bytes = sizeof *p + nodes * per_node + p->scratch_size;	/* no overflow: each part is allocated */
 	cb->plans_made++;
 	*out = p;
 	return 0;

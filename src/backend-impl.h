@@ -47,9 +47,14 @@ struct qg_backend {
 	_Atomic int last_status;	/* the status of the last run the wrappers saw end */
 };
 
-/* The head of every plan: the backend it belongs to (checked by the wrappers). */
+/*
+ * The head of every plan: the backend it belongs to (checked by the
+ * wrappers), and the bytes of memory the plan holds (its implementation
+ * sets them, for qg_backend_graph_plan_bytes).
+ */
 struct qg_plan {
 	struct qg_backend *backend;
+	size_t bytes;
 };
 
 #endif /* QG_BACKEND_IMPL_H */

@@ -95,6 +95,11 @@ int qg_backend_graph_plan_compute(struct qg_backend *b, struct qg_plan *p, struc
 	return finish(b, run, b->iface->graph_plan_compute(b, p, run));
 }
 
+size_t qg_backend_graph_plan_bytes(const struct qg_plan *p)
+{
+	return p ? p->bytes : 0;
+}
+
 void qg_backend_graph_plan_free(struct qg_backend *b, struct qg_plan *p)
 {
 	if (b && p && p->backend == b)

@@ -90,6 +90,8 @@ int qg_backend_graph_plan_update(struct qg_backend *b, struct qg_plan *p, struct
  * status in every case.
  */
 int qg_backend_graph_plan_compute(struct qg_backend *b, struct qg_plan *p, struct qg_run *run);
+/* Bytes of memory plan P holds (its tables and scratch; not the graph's), or 0 for NULL. */
+size_t qg_backend_graph_plan_bytes(const struct qg_plan *p);
 /* Free plan P of B.  NULL is fine. */
 void qg_backend_graph_plan_free(struct qg_backend *b, struct qg_plan *p);
 /* Plan (or reuse the plan of the last run of G), then compute G, as above. */

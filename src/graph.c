@@ -126,6 +126,15 @@ struct qg_graph *qg_graph_new(size_t capacity)
 	return g;
 }
 
+size_t qg_graph_bytes(const struct qg_graph *g)
+{
+	if (!g)
+		return 0;
+	/* each part was allocated, so no sum overflows */
+	size_t per = sizeof *g->nodes + sizeof *g->leafs + sizeof *g->stack + sizeof *g->stack_src;
+	return sizeof *g + g->capacity * per + g->visited.size * (sizeof *g->visited.keys + 1);
+}
+
 void qg_graph_free(struct qg_graph *g)
 {
 	if (!g)

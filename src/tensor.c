@@ -31,6 +31,11 @@ struct qg_ctx *qg_ctx_new(size_t max_tensors)
 	return ctx;
 }
 
+size_t qg_ctx_bytes(const struct qg_ctx *ctx)
+{
+	return ctx ? sizeof *ctx + ctx->capacity * sizeof(struct qg_tensor) : 0;
+}
+
 void qg_ctx_free(struct qg_ctx *ctx)
 {
 	free(ctx);

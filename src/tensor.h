@@ -88,6 +88,8 @@ const char *qg_ctx_error_text(const struct qg_ctx *ctx);
 /* Record ERR (-errno) with a printf-style reason, unless an error is already kept.  Returns NULL. */
 void *qg_ctx_fail(struct qg_ctx *ctx, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Bytes CTX holds: itself and room for its capacity of tensor structs (0 for NULL). */
+size_t qg_ctx_bytes(const struct qg_ctx *ctx);
 /* Tensor structs in use, and the arena's capacity. */
 size_t qg_ctx_used(const struct qg_ctx *ctx);
 size_t qg_ctx_capacity(const struct qg_ctx *ctx);

@@ -1,0 +1,184 @@
+/*
+ * raw-client.h - a client that speaks qgraphd's protocol by hand, for tests
+ * that need what libqgraph does not do: an upload held open between its
+ * chunks, a request with its own time-out, a record pushed without waiting
+ * for its answer.  (hostile-test.c has its own copy, written before this.)
+ */
+#ifndef QG_TESTS_RAW_CLIENT_H
+#define QG_TESTS_RAW_CLIENT_H
+
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qgraph.pb-c.h"
+#include "region.h"
+#include "ring.h"
+#include "shm.h"
+#include "sock.h"
+
+struct raw {
+	int sock, bell;
+	struct qg_region_layout l;
+	unsigned char *base, *arena;
+	struct qg_ring submit, complete;
+	char error[512];
+};
+
+/* What the daemon answered a record with. */
+struct raw_reply {
+	int status;		/* Qgraph__Status, or -errno when no answer came */
+	uint64_t request_id, handle;
+	int stored_type;
+	int sessions_listed;	/* stats: the sessions listed (-1: no stats) */
+	unsigned sessions_hidden;
+	char error[512];
+};
+
+/* Connect to the daemon at SOCK with an arena of ARENA bytes.  0, or -errno (R->error says why). */
+__attribute__((unused))
+static int raw_connect(struct raw *r, const char *sock, uint64_t arena)
+{
+	uint8_t buf[8192];
+	int fds[2], nfds;
+
+	memset(r, 0, sizeof *r);
+	r->bell = -1;
+	r->sock = qg_sock_connect(sock);
+	if (r->sock < 0)
+		return r->sock;
+	Qgraph__Hello h = QGRAPH__HELLO__INIT;
+	h.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
+	h.client_name = "raw";
+	h.arena_bytes = arena;
+	qg_sock_send(r->sock, buf, qgraph__hello__pack(&h, buf), NULL, 0);
+	struct pollfd p = { .fd = r->sock, .events = POLLIN };
+	if (poll(&p, 1, 5000) != 1)
+		return -ETIMEDOUT;
+	ssize_t n = qg_sock_recv(r->sock, buf, sizeof buf, fds, 2, &nfds);
+	if (n <= 0)
+		return n == 0 ? -ECONNRESET : (int)n;
+	Qgraph__Welcome *w = qgraph__welcome__unpack(NULL, (size_t)n, buf);
+	if (!w)
+		return -EPROTO;
+	if ((w->error && *w->error) || !w->region || nfds != 2) {
+		snprintf(r->error, sizeof r->error, "%s", w->error ? w->error : "no region");
+		qgraph__welcome__free_unpacked(w, NULL);
+		return -EPROTO;
+	}
+	const Qgraph__RegionLayout *rl = w->region;
+	r->l = (struct qg_region_layout){ rl->layout_version, rl->region_bytes, rl->submit_offset, rl->submit_bytes,
+					  rl->complete_offset, rl->complete_bytes, rl->events_offset, rl->event_count,
+					  rl->arena_offset, rl->arena_bytes };
+	qgraph__welcome__free_unpacked(w, NULL);
+	void *base;
+	if (qg_region_layout_check(&r->l) || qg_shm_map_checked(fds[0], r->l.region_bytes, &base))
+		return -EPROTO;
+	close(fds[0]);
+	r->bell = fds[1];
+	r->base = base;
+	r->arena = r->base + r->l.arena_offset;
+	qg_ring_attach(&r->submit, r->base + r->l.submit_offset, r->l.submit_bytes, 1);
+	qg_ring_attach(&r->complete, r->base + r->l.complete_offset, r->l.complete_bytes, 0);
+	return 0;
+}
+
+__attribute__((unused))
+static void raw_close(struct raw *r)
+{
+	if (r->base)
+		qg_shm_unmap(r->base, r->l.region_bytes);
+	if (r->sock >= 0)
+		close(r->sock);
+	if (r->bell >= 0)
+		close(r->bell);
+	r->base = NULL;
+	r->sock = r->bell = -1;
+}
+
+/* Publish request REQ and ring the doorbell if the daemon sleeps, as libqgraph does.  0 or -errno. */
+__attribute__((unused))
+static int raw_send(struct raw *r, const Qgraph__Request *req)
+{
+	static uint8_t buf[1 << 16];
+	size_t len = qgraph__request__get_packed_size(req);
+
+	if (len > sizeof buf)
+		return -EMSGSIZE;
+	qgraph__request__pack(req, buf);
+	int err = qg_ring_push(&r->submit, buf, (uint32_t)len);
+	struct qg_region_header *h = (struct qg_region_header *)r->base;
+	uint64_t one = 1;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&h->daemon_sleeping))
+		(void)!write(r->bell, &one, sizeof one);
+	return err;
+}
+
+/* The next completion, waiting at most TIMEOUT_MS: 0 and *OUT, or -ETIMEDOUT / -EPROTO. */
+__attribute__((unused))
+static int raw_reply(struct raw *r, int timeout_ms, struct raw_reply *out)
+{
+	uint8_t buf[8192];
+
+	memset(out, 0, sizeof *out);
+	out->status = -ETIMEDOUT;
+	for (int i = 0; i < timeout_ms; i++) {
+		ssize_t n = qg_ring_pop(&r->complete, buf, sizeof buf);
+		if (n == -EAGAIN) {
+			usleep(1000);
+			continue;
+		}
+		if (n < 0)
+			return out->status = (int)n;
+		Qgraph__Completion *c = qgraph__completion__unpack(NULL, (size_t)n, buf);
+		if (!c)
+			return out->status = -EPROTO;
+		out->status = c->status;
+		out->request_id = c->request_id;
+		out->handle = c->handle;
+		out->stored_type = c->stored_type;
+		out->sessions_listed = c->stats ? (int)c->stats->n_session : -1;
+		out->sessions_hidden = c->stats ? c->stats->sessions_hidden : 0;
+		snprintf(out->error, sizeof out->error, "%s", c->error ? c->error : "");
+		qgraph__completion__free_unpacked(c, NULL);
+		return 0;
+	}
+	return -ETIMEDOUT;
+}
+
+/*
+ * One chunk of a weights upload: LEN bytes at arena offset OFF, which are
+ * bytes [AT, AT + LEN) of a ROWS x COLS matrix of SRC to be stored as
+ * TARGET; UPLOAD 0 opens it.  The daemon's answer in *OUT; 0 or -errno.
+ */
+__attribute__((unused))
+static int raw_upload_chunk(struct raw *r, uint64_t upload, int src, int target, int64_t rows, int64_t cols,
+			    uint64_t off, uint64_t len, uint64_t at, int last, struct raw_reply *out)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__UploadWeights up = QGRAPH__UPLOAD_WEIGHTS__INIT;
+	Qgraph__Span span = QGRAPH__SPAN__INIT;
+
+	span.offset = off;
+	span.bytes = len;
+	up.upload_id = upload;
+	up.src_type = (Qgraph__Type)src;
+	up.target_type = (Qgraph__Type)target;
+	up.rows = rows;
+	up.cols = cols;
+	up.chunk_offset = at;
+	up.data = &span;
+	up.last = last;
+	req.request_id = at + 1;
+	req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
+	req.upload = &up;
+	int e = raw_send(r, &req);
+	return e ? e : raw_reply(r, 30000, out);
+}
+
+#endif /* QG_TESTS_RAW_CLIENT_H */
