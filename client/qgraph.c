@@ -1,7 +1,7 @@
 /*
  * qgraph.c - libqgraph: the public API over the engine.
  *
- * The formats' functions are the engine's (src/quant.c) behind public
+ * The formats' functions are the engine's (src/kernels/quant.c) behind public
  * names; this file checks that the two enums agree and converts nothing.
  */
 #include "config.h"

@@ -2,10 +2,10 @@
  * loop-restrict-test.c - the io_uring ring of the event loop can do what
  * the loop does and nothing else: polls are served, while a NOP, a READ,
  * an sqe flag and any io_uring_register call are refused with EACCES.  It
- * includes src/loop.c to reach the ring.  Skipped where io_uring cannot be
+ * includes daemon/loop.c to reach the ring.  Skipped where io_uring cannot be
  * had (qemu, kernel.io_uring_disabled) or the kernel has no restrictions.
  */
-#include "../src/loop.c"
+#include "../daemon/loop.c"
 
 #include <poll.h>
 

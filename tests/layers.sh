@@ -1,0 +1,45 @@
+#!/bin/sh
+# layers.sh - src/'s layers include only downwards: with the include path
+# each layer's library is compiled with, a header of its own layer and of
+# the layers below it compiles, and a header of any layer above does not.
+# QG_CC and QG_*_CPPFLAGS come from make (Makefile.am's layer flags).
+set -u
+cc=${QG_CC:-cc}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/qg-layers.XXXXXX") || exit 99
+trap 'rm -rf "$dir"' EXIT
+n=0
+failed=0
+
+# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail
+try() {
+	n=$((n + 1))
+	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
+	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1; then got=ok; else got=fail; fi
+	if [ "$got" = "$4" ]; then
+		echo "ok $n - $1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
+	else
+		echo "not ok $n - $1 including $3: expected $4, got $got"
+		sed 's/^/# /' "$dir/out" | head -n 5
+		failed=$((failed + 1))
+	fi
+}
+
+k=$QG_KERNELS_CPPFLAGS i=$QG_IPC_CPPFLAGS e=$QG_ENGINE_CPPFLAGS
+try kernels "$k" quant.h ok
+try kernels "$k" mulmat.h ok
+try kernels "$k" ring.h fail
+try kernels "$k" event.h fail
+try kernels "$k" tensor.h fail
+try kernels "$k" wire.h fail
+try ipc "$i" region.h ok
+try ipc "$i" quant.h ok
+try ipc "$i" tensor.h fail
+try ipc "$i" backend.h fail
+try ipc "$i" wire.h fail
+try engine "$e" backend.h ok
+try engine "$e" region.h ok
+try engine "$e" wire.h fail
+try engine "$e" qgraph.h fail
+try engine "$e" loop.h fail
+echo "1..$n"
+[ "$failed" -eq 0 ]
