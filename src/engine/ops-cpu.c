@@ -72,23 +72,6 @@ static inline int64_t bcast(int64_t i, int64_t n)
 
 /* --- MUL_MAT -------------------------------------------------------------- */
 
-void qg_ops_mm_for(const struct qg_tensor *t, int64_t i2, int64_t i3, struct qg_mm *mm)
-{
-	const struct qg_tensor *w = t->src[0], *x = t->src[1];
-	const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-
-	memset(mm, 0, sizeof *mm);
-	mm->wtype = w->type;
-	mm->w = w->data ? (const char *)w->data + i2 / r2 * w->nb[2] + i3 / r3 * w->nb[3] : NULL;
-	mm->m = w->ne[1];
-	mm->k = w->ne[0];
-	mm->x = x->data ? (const float *)((const char *)x->data + i2 * x->nb[2] + i3 * x->nb[3]) : NULL;
-	mm->ldx = x->nb[1] / sizeof(float);
-	mm->n = x->ne[1];
-	mm->y = t->data ? (float *)row_at(t, 0, i2, i3) : NULL;
-	mm->ldy = t->nb[1] / sizeof(float);
-}
-
 /* Bytes of one batch's scratch: the same for every batch of T. */
 static size_t mm_slot(const struct qg_tensor *t)
 {

@@ -81,6 +81,23 @@ static bool cpy_type(enum qg_type t)
 	return t == QG_TYPE_F32 || t == QG_TYPE_F16 || t == QG_TYPE_Q8_0;
 }
 
+void qg_ops_mm_for(const struct qg_tensor *t, int64_t i2, int64_t i3, struct qg_mm *mm)
+{
+	const struct qg_tensor *w = t->src[0], *x = t->src[1];
+	const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+
+	memset(mm, 0, sizeof *mm);
+	mm->wtype = w->type;
+	mm->w = w->data ? (const char *)w->data + i2 / r2 * w->nb[2] + i3 / r3 * w->nb[3] : NULL;
+	mm->m = w->ne[1];
+	mm->k = w->ne[0];
+	mm->x = x->data ? (const float *)((const char *)x->data + i2 * x->nb[2] + i3 * x->nb[3]) : NULL;
+	mm->ldx = x->nb[1] / sizeof(float);
+	mm->n = x->ne[1];
+	mm->y = t->data ? (float *)((char *)t->data + i2 * t->nb[2] + i3 * t->nb[3]) : NULL;
+	mm->ldy = t->nb[1] / sizeof(float);
+}
+
 /* The checks on shapes and types, without data: 0 or -EINVAL. */
 static int check_shapes(const struct qg_tensor *t)
 {
