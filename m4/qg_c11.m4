@@ -1,5 +1,5 @@
-# AX_REQUIRE_C11: make sure the compiler speaks C11 with GNU extensions.
-AC_DEFUN([AX_REQUIRE_C11], [
+# QG_REQUIRE_C11: make sure the compiler speaks C11 with GNU extensions.
+AC_DEFUN([QG_REQUIRE_C11], [
   AC_CACHE_CHECK([whether $CC accepts -std=gnu11], [qg_cv_gnu11], [
     qg_save_CFLAGS=$CFLAGS
     CFLAGS="$CFLAGS -std=gnu11"

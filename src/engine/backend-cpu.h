@@ -6,16 +6,16 @@
  * pool holds the other THREADS - 1.  Worker i (1..THREADS-1) is pinned to
  * the CPU at position i modulo the list's length, so with one thread per
  * listed core the first core is left for the caller (which the backend
- * does not pin: the daemon pins its loop thread itself if it wants).  More
- * threads than cores work (the barrier then sleeps sooner than it spins).
+ * pins only when asked to, with qg_backend_cpu_pin_caller).  More threads
+ * than cores work (the barrier then sleeps sooner than it spins).
  *
  * Idle workers spin for SPIN_US after a run, then sleep on a futex: an
  * idle daemon uses no CPU.  A graph with less work than SMALL_WORK
  * multiply-accumulates (counting one per result element for the ops that
  * are not MUL_MAT) runs on the calling thread alone, without waking the
- * pool: under QG_CPU_SMALL_WORK (1 << 18, about 10 us of one core's
- * int8 work) waking a sleeping worker (a futex wake, 5 to 50 us before it
- * runs) and the barriers cost more than the second core gives back.
+ * pool: for so little work, waking a sleeping worker (a futex wake, and
+ * the scheduler's delay before it runs) and the barriers cost more than
+ * another core gives back.
  */
 #ifndef QG_BACKEND_CPU_H
 #define QG_BACKEND_CPU_H

@@ -148,13 +148,6 @@ void qg_graph_free(struct qg_graph *g)
 	free(g);
 }
 
-void qg_graph_reset(struct qg_graph *g)
-{
-	g->n_nodes = g->n_leafs = 0;
-	qg_hash_reset(&g->visited);
-	memset(g->state, 0, g->visited.size);
-}
-
 /* The next tensor T depends on, from position *POS on: src[] then view_src. */
 static struct qg_tensor *next_dep(struct qg_tensor *t, int *pos)
 {

@@ -56,8 +56,6 @@ struct qg_graph *qg_graph_new(size_t capacity);
 void qg_graph_free(struct qg_graph *g);
 /* Bytes G holds: itself, its node, leaf and building arrays and its hash set (0 for NULL). */
 size_t qg_graph_bytes(const struct qg_graph *g);
-/* Forget every node and leaf. */
-void qg_graph_reset(struct qg_graph *g);
 /*
  * Add OUT and everything it depends on that G does not hold yet.  0, or
  * -ENOSPC when the graph is full, -ELOOP on a cycle, -EINVAL on a NULL

@@ -207,13 +207,6 @@ struct qg_tensor *qg_tensor_dup(struct qg_ctx *ctx, const struct qg_tensor *a)
 	return qg_tensor_new(ctx, a->type, QG_MAX_DIMS, a->ne);
 }
 
-struct qg_tensor *qg_tensor_set_name(struct qg_tensor *t, const char *name)
-{
-	if (t && name)
-		snprintf(t->name, sizeof t->name, "%s", name);
-	return t;
-}
-
 struct qg_tensor *qg_tensor_new_op(struct qg_ctx *ctx, enum qg_op op, enum qg_type type, const int64_t *ne,
 				   struct qg_tensor *src0, struct qg_tensor *src1)
 {

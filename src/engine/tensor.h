@@ -113,8 +113,6 @@ struct qg_tensor *qg_tensor_new_4d(struct qg_ctx *ctx, enum qg_type type, int64_
 				   int64_t ne2, int64_t ne3);
 /* A new tensor with A's type and shape (contiguous, op NONE). */
 struct qg_tensor *qg_tensor_dup(struct qg_ctx *ctx, const struct qg_tensor *a);
-/* Set T's name (truncated to QG_MAX_NAME - 1 bytes).  Returns T. */
-struct qg_tensor *qg_tensor_set_name(struct qg_tensor *t, const char *name);
 
 /* Elements, rows (ne1*ne2*ne3) and bytes spanned (highest byte touched + 1; SIZE_MAX past what a size_t holds). */
 int64_t qg_tensor_nelements(const struct qg_tensor *t);

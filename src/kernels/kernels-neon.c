@@ -5,17 +5,18 @@
  *
  * Without sdot the multiply is smull/smlal: eight int8 x int8 products
  * into int16 lanes per instruction.  The weights are taken as plain 4-bit
- * values in [-8, 7] (three shifts per 16 bytes, kernels-arm.h), not times
- * 16, so a product is at most 8 * 128 = 1024 in magnitude and an int16 lane
- * can take the 8 products one block gives it, then a pairwise add (16
- * products, |sum| <= 16384) before widening to int32 with saddlp.  The
- * arithmetic is exact for every input byte, -128 included.
+ * values in [-8, 7] (three shifts per 16 bytes, in the asm below), not
+ * times 16, so a product is at most 8 * 128 = 1024 in magnitude and an
+ * int16 lane can take the 8 products one block gives it, then a pairwise
+ * add (16 products, |sum| <= 16384) before widening to int32 with saddlp.
+ * The arithmetic is exact for every input byte, -128 included.
  *
  * The weights are used in the "4x4 canonical" form (vector c = bytes
  * 4c..4c+3 of four rows); the 8-byte layouts reach it with two uzp per 32
- * bytes.  The activation side is replicated so that its lanes line up with
- * the weights': a 32-bit lane (4 values of one activation row) duplicated
- * into all four lanes multiplies the 4 weight rows' bytes for those values.
+ * bytes, in the asm.  The activation side is replicated so that its lanes
+ * line up with the weights': a 32-bit lane (4 values of one activation row)
+ * duplicated into all four lanes multiplies the 4 weight rows' bytes for
+ * those values.
  *
  * GEMV: 8 duplicated activation vectors per block serve every row group;
  * per block and group of 4 rows, 16 multiplies, 12 nibble and 2 reduction
