@@ -118,19 +118,26 @@ static void daemon_cleanup(struct test_daemon *d)
 	rmdir(d->dir);
 }
 
+/* How many lines of the daemon's log contain WHAT. */
+__attribute__((unused))
+static int daemon_log_count(const struct test_daemon *d, const char *what)
+{
+	char line[2048];
+	int n = 0;
+	FILE *f = fopen(d->log, "r");
+
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
 /* True if a line of the daemon's log contains WHAT. */
 __attribute__((unused))
 static int daemon_log_has(const struct test_daemon *d, const char *what)
 {
-	char line[1024];
-	int found = 0;
-	FILE *f = fopen(d->log, "r");
-
-	while (f && !found && fgets(line, sizeof line, f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
+	return daemon_log_count(d, what) > 0;
 }
 
 /* The value of "KEY N" in the daemon's stats, as session S reads them, or -1. */

@@ -71,20 +71,6 @@ static int start(struct test_daemon *d, const char *extra)
 	return r;
 }
 
-/* Lines of D's log that contain WHAT. */
-static int log_count(struct test_daemon *d, const char *what)
-{
-	char line[2048];
-	int n = 0;
-	FILE *f = fopen(d->log, "r");
-
-	while (f && fgets(line, sizeof line, f))
-		n += strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return n;
-}
-
 /* Connect with libqgraph and read the stats: 0, or -errno with the reason in ERR. */
 static int honest_client(struct test_daemon *d, char *err, size_t errlen)
 {
@@ -424,8 +410,8 @@ static void test_emfile(void)
 	tap_ok(used >= 0 && (double)used < 0.1 * secs * (double)tick,
 	       "and the daemon does not spin: %.0f%% of a CPU over %.1f s", 100.0 * (double)used / ((double)tick * secs),
 	       secs);
-	tap_ok(log_count(&d, "out of file descriptors") == 1, "its log says so once (%d)",
-	       log_count(&d, "out of file descriptors"));
+	tap_ok(daemon_log_count(&d, "out of file descriptors") == 1, "its log says so once (%d)",
+	       daemon_log_count(&d, "out of file descriptors"));
 	for (int i = 0; i < n_silent; i++)
 		close(silent[i]);
 	qgraph_session_close(s[0]);
@@ -598,12 +584,12 @@ static void test_log(void)
 	struct pollfd p = { .fd = r.sock, .events = POLLIN };
 	int dropped = poll(&p, 1, 3000) == 1 && recv(r.sock, junk, 1, 0) == 0;
 	snprintf(want, sizeof want, "closed: submit ring corrupt");
-	tap_ok(answered == 30 && dropped && log_count(&d, want) == 1,
-	       "after 30 refused requests, the session's end is logged: \"%s\" (%d)", want, log_count(&d, want));
+	tap_ok(answered == 30 && dropped && daemon_log_count(&d, want) == 1,
+	       "after 30 refused requests, the session's end is logged: \"%s\" (%d)", want, daemon_log_count(&d, want));
 	raw_close(&r);
 
 	/* 2000 connections of one uid, each a garbage Hello */
-	int lines0 = log_count(&d, "qgraphd");
+	int lines0 = daemon_log_count(&d, "qgraphd");
 	for (int i = 0; i < 2000; i++) {
 		int fd = qg_sock_connect(d.sock);
 		if (fd < 0)
@@ -612,12 +598,12 @@ static void test_log(void)
 		close(fd);
 	}
 	int got = honest_client(&d, err, sizeof err);
-	int lines = log_count(&d, "qgraphd") - lines0;
+	int lines = daemon_log_count(&d, "qgraphd") - lines0;
 	tap_ok(got == 0 && lines < 60, "2000 connections with a bad Hello wrote %d log lines (a bucket per uid) %s", lines,
 	       err);
 	int said = 0;
 	for (int i = 0; i < 40 && !said; i++, usleep(50000))	/* once the bucket has a token again */
-		said = log_count(&d, "messages about its connections were suppressed");
+		said = daemon_log_count(&d, "messages about its connections were suppressed");
 	tap_ok(said == 1, "and once the flood is over, the log says how many it held back");
 	daemon_stop(&d, SIGTERM);
 	if (tap_failed)

@@ -62,19 +62,6 @@ static int status_field(pid_t pid, const char *field, char *out, size_t len)
 	return r;
 }
 
-static int log_has(struct test_daemon *d, const char *what)
-{
-	char line[1024];
-	int found = 0;
-	FILE *f = fopen(d->log, "r");
-
-	while (f && !found && fgets(line, sizeof line, f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 /* In the child: connect, ask for stats, run SCALE(x, 3) on 16 floats.  0 works, 1 refused, 2 no connection. */
 static int client_body(const char *sock, char *msg, size_t len)
 {
@@ -185,7 +172,7 @@ static void test_clients(const char *sock, struct test_daemon *d)
 	       OUTSIDER_UID, msg);
 	r = client_as(sock, 0, 0, NULL, 0, msg, sizeof msg);
 	tap_ok(r == 0, "root is always served %s", msg);
-	tap_ok(log_has(d, "refused a client") && log_has(d, "uid 60002"), "the refusal is in the daemon's log");
+	tap_ok(daemon_log_has(d, "refused a client") && daemon_log_has(d, "uid 60002"), "the refusal is in the daemon's log");
 }
 
 /* Started as nobody: it runs, and says once what it lacks. */
@@ -222,9 +209,9 @@ static void test_unprivileged(const char *top)
 	r = client_as(u.sock, nobody, nogroup, NULL, 0, msg, sizeof msg);
 	tap_ok(r == 0, "and serves its own user %s", msg);
 	daemon_stop(&u, SIGTERM);
-	tap_ok(log_has(&u, "running unprivileged, as it was started: it lacks CAP_IPC_LOCK"),
+	tap_ok(daemon_log_has(&u, "running unprivileged, as it was started: it lacks CAP_IPC_LOCK"),
 	       "its log says what it lacks");
-	if (!log_has(&u, "it lacks"))
+	if (!daemon_log_has(&u, "it lacks"))
 		daemon_dump_log(&u);
 	daemon_cleanup(&u);
 }
