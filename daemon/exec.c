@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "backend-cpu.h"
+#include "cpulist.h"
 #include "exec.h"
 #include "galloc.h"
 #include "hugepool.h"
@@ -164,15 +165,39 @@ static void on_done_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	(void)!read(fd, &v, sizeof v);
 }
 
+/* Every CPU this process may use, as a CPU list in BUF (LEN bytes).  0 or -errno. */
+static int usable_cpus(char *buf, size_t len)
+{
+	cpu_set_t set;
+	int cpus[QG_CPU_MAX], n = 0;
+
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		return -errno;
+	for (int c = 0; c < CPU_SETSIZE && n < QG_CPU_MAX; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	return n ? qg_cpulist_format(cpus, n, buf, len) < 0 ? -ENOSPC : 0 : -ENOENT;
+}
+
 int qgd_exec_init(struct qgd_server *srv)
 {
 	struct qgd_exec *x = calloc(1, sizeof *x);
+	char all[1024];
 	int r;
 
 	if (!x)
 		return -ENOMEM;
 	x->queue_tail = &x->queue;
-	struct qg_cpu_opts po = { .cpus = srv->cfg.cpus, .threads = srv->cfg.threads }, so = { .threads = 1 };
+	/*
+	 * The pool is pinned, on --cpus or else on every CPU the daemon may
+	 * use: left to the scheduler, a woken worker is often placed on the
+	 * waking executor's CPU and the two share it, the executor's barrier
+	 * spin included, until load balancing moves one away.
+	 */
+	const char *cpus = srv->cfg.cpus;
+	if (!cpus && usable_cpus(all, sizeof all) == 0)
+		cpus = all;
+	struct qg_cpu_opts po = { .cpus = cpus, .threads = srv->cfg.threads }, so = { .threads = 1 };
 	if ((r = qg_backend_cpu_new(&po, &x->pool)) || (r = qg_backend_cpu_new(&so, &x->solo))) {
 		qgd_error("cannot start the CPU backend (cpus %s, threads %d): %s", srv->cfg.cpus ? srv->cfg.cpus : "any",
 			  srv->cfg.threads, strerror(-r));

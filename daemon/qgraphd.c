@@ -61,7 +61,7 @@ static void usage(FILE *f)
 		"      --max-graphs N     registered graphs per session (default 1024)\n"
 		"      --max-message SIZE the largest request record (default 1M)\n"
 		"      --graph-timeout MS a graph that runs longer is cancelled (default 60000)\n"
-		"      --cpus LIST        run graphs on these CPUs (\"0-3,8\"; default: any)\n"
+		"      --cpus LIST        run graphs on these CPUs (\"0-3,8\"; default: all usable)\n"
 		"      --threads N        compute threads (default: one per CPU of --cpus, or\n"
 		"                         of the machine)\n"
 		"      --reserve-hugepages  as root, raise vm.nr_hugepages until the pool fits\n"

@@ -43,7 +43,7 @@ struct qgd_config {
 	uint32_t handshake_ms;
 	uint32_t graph_timeout_ms;
 	uint32_t poll_us;		/* how long to poll rings after activity before sleeping */
-	const char *cpus;		/* CPU list for the worker pool; NULL: any, unpinned */
+	const char *cpus;		/* CPU list the compute threads are pinned to; NULL: every usable CPU */
 	char cpus_store[256];
 	int threads;			/* compute threads, the executor's included; 0: one per CPU */
 	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
