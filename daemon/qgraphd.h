@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,6 +19,7 @@
 #include "region.h"
 #include "ring.h"
 #include "hotpath.h"
+#include "stamp.h"
 #include "wire.h"
 
 struct qg_buft;
@@ -181,7 +183,8 @@ struct qgd_server {
 	int loop_cpu;			/* the CPU the loop last found itself on (-1: not known); told to every session */
 	unsigned beside;		/* answers in a row to BESIDE_SESSION's client, on the loop's CPU */
 	const struct qgd_session *beside_session;
-	uint64_t moved_ms;		/* when the loop last moved away from a client (qgd_server_beside_client) */
+	bool move_loop;			/* reply.c asks the loop to leave the CPU it shares with BESIDE_SESSION's client */
+	uint64_t moved_ms;		/* when the loop last moved away from a client */
 	uint64_t next_session_id;
 	int stopping;
 	uint64_t stop_deadline_ms;
@@ -201,26 +204,37 @@ int qgd_server_listen(struct qgd_server *srv);
 /* Watch the socket and the signals in the loop.  0 or -1 (logged). */
 int qgd_server_start(struct qgd_server *srv);
 int qgd_server_run(struct qgd_server *srv);
-/*
- * The loop has just answered S's client, which spins on its CPU (and yields
- * to the loop there): if that keeps happening with the same client, move
- * to another CPU, at most ten times a second.  (Yielding back to it after
- * each answer kept the two together for good, at a context switch a round
- * trip, and with 8 clients on 2 CPUs cut their throughput fivefold.)
- */
-void qgd_server_beside_client(struct qgd_server *srv, const struct qgd_session *s);
-uint64_t qgd_now_ms(void);
-uint64_t qgd_now_ns(void);
+
+/* The daemon's clock: CLOCK_MONOTONIC, from the CPU's counter where it can be (stamp.h). */
+static inline uint64_t qgd_now_ns(void)
+{
+	return qg_stamp_ns();
+}
+
+static inline uint64_t qgd_now_ms(void)
+{
+	return qg_stamp_ns() / 1000000u;
+}
 
 /* session.c */
+/* A session for the client connected on FD (its credentials read), or NULL. */
 struct qgd_session *qgd_session_new(struct qgd_server *srv, int fd);
-void qgd_session_drop(struct qgd_session *s, const char *why);
+/* Free S and everything it holds; its event waiters see an error.  NULL is fine. */
 void qgd_session_free(struct qgd_session *s);
+/* Take and serve S's next request if there is one and room for its answer: 1 if it did, 0 if not. */
 int qgd_session_step(struct qgd_session *s);
+/* True if S has a request waiting in its ring. */
 int qgd_session_pending(struct qgd_session *s);
+
+/* reply.c: what every file above may do to a session's client; calls nothing above it */
+/* End S (logged with WHY, once); the server frees it at its next reap. */
+void qgd_session_drop(struct qgd_session *s, const char *why);
+/* Post completion C to S's ring and wake its client if it sleeps; a broken ring drops S. */
 void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c);
+/* Answer request REQUEST_ID of S with status ST and the message FMT (logged, rate limited). */
 void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Record each of the N events EV on S's event table, with STATUS. */
 void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status);
 
 /* memory.c: the pool, mapped and locked before the privilege drop */

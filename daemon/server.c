@@ -39,16 +39,6 @@
 
 #define QGD_HELLO_MAX 4096
 
-uint64_t qgd_now_ns(void)
-{
-	return qg_stamp_ns();	/* read twice a request: from the CPU's counter where it can (stamp.h) */
-}
-
-uint64_t qgd_now_ms(void)
-{
-	return qgd_now_ns() / 1000000u;
-}
-
 static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
 {
 	uint64_t v;
@@ -561,23 +551,21 @@ static void note_cpu(struct qgd_server *srv)
 			atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(c + 1), memory_order_relaxed);
 }
 
-void qgd_server_beside_client(struct qgd_server *srv, const struct qgd_session *s)
+/*
+ * Move the loop away from the CPU it shares with a client that spins for
+ * its answers there (reply.c asks, after 16 in a row to one client): at
+ * most ten times a second, and only off that CPU, then free again, so the
+ * scheduler keeps it where it went until it has a reason not to.
+ */
+static void move_loop(struct qgd_server *srv)
 {
 	cpu_set_t all, others;
 
-	/* one client, answered again and again: with many, moving helps none of them */
-	if (s != srv->beside_session) {
-		srv->beside_session = s;
-		srv->beside = 0;
-	}
-	if (++srv->beside < 16)
-		return;
-	srv->beside = 0;
+	srv->move_loop = false;
 	uint64_t now = qgd_now_ms();
 	if (now - srv->moved_ms < 100)
 		return;	/* at most ten moves a second */
 	srv->moved_ms = now;
-	/* away from this CPU, then free again: the scheduler keeps us where we went until it has a reason not to */
 	if (sched_getaffinity(0, sizeof all, &all) || CPU_COUNT(&all) < 2)
 		return;
 	others = all;
@@ -599,6 +587,8 @@ int qgd_server_run(struct qgd_server *srv)
 	for (;;) {
 		int did = qgd_exec_reap(srv);
 		did |= scan(srv);
+		if (srv->move_loop)
+			move_loop(srv);
 		reap(srv);
 		if (srv->accept_paused_ms)
 			resume_accept(srv);

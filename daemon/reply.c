@@ -1,0 +1,143 @@
+/*
+ * reply.c - the daemon's side of the completion protocol, under everything
+ * else in daemon/ that answers a client: completions posted to a session's
+ * ring and the futex wake that goes with them, refusals, event records, and
+ * the end of a session.  It calls nothing above it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "hotpath.h"
+#include "qgraphd.h"
+
+/* Wake whoever sleeps on WORD (a futex in memory shared with the client). */
+static void futex_wake_shared(_Atomic uint32_t *word)
+{
+	/* no FUTEX_PRIVATE_FLAG: the waiter is in another process */
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/*
+ * The loop has just answered S's client, which spins on the loop's CPU
+ * (and yields to the loop there): after 16 such answers in a row to the
+ * same client, ask the server to move the loop to another CPU.  Yielding
+ * back to the client after each answer would keep the two together for
+ * good, at a context switch a round trip.
+ */
+static void beside_client(struct qgd_server *srv, const struct qgd_session *s)
+{
+	/* one client, answered again and again: with many, moving helps none of them */
+	if (s != srv->beside_session) {
+		srv->beside_session = s;
+		srv->beside = 0;
+	}
+	if (++srv->beside < 16)
+		return;
+	srv->beside = 0;
+	srv->move_loop = true;
+}
+
+void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
+{
+	uint8_t buf[QGD_MAX_COMPLETION];
+
+	if (s->state != QGD_READY)
+		return;
+	/* by hand unless it carries stats (the same bytes: hotpath.h) */
+	size_t len = qg_hot_pack_completion(c, buf, sizeof buf);
+	if (!len) {
+		len = qgraph__completion__get_packed_size(c);
+		if (len > sizeof buf) {
+			/* only stats can grow; cut them rather than post what cannot fit */
+			c->stats = NULL;
+			len = qgraph__completion__get_packed_size(c);
+		}
+		qgraph__completion__pack(c, buf);
+	}
+	if (c->status == QGRAPH__STATUS__STATUS_OK)
+		s->completed++;
+	else
+		s->failed++;
+	/* room was checked before the request was taken (qgd_session_step) */
+	int err = qg_ring_push(&s->complete, buf, (uint32_t)len);
+	if (err) {
+		qgd_session_drop(s, err == -EPROTO ? "completion ring corrupt" : "completion ring full");
+		return;
+	}
+	/*
+	 * Publish, then look for a sleeper.  The release in the ring push and
+	 * this increment make the record visible before the count; the full
+	 * fence orders the increment before the read of CLIENT_WAITING, and
+	 * pairs with the client's fence between setting CLIENT_WAITING and
+	 * re-reading the ring: one of the two sides sees the other.
+	 */
+	atomic_fetch_add_explicit(&s->hdr->completions, 1, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->hdr->client_waiting, memory_order_relaxed))
+		futex_wake_shared(&s->hdr->completions);
+	/* a client spinning for it on this CPU: the loop may have to move (the server does, after its scan) */
+	else if (s->srv->loop_cpu >= 0 &&
+		 atomic_load_explicit(&s->hdr->waiter_cpu, memory_order_relaxed) == (uint32_t)s->srv->loop_cpu + 1)
+		beside_client(s->srv, s);
+	else
+		s->srv->beside = 0;
+}
+
+void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
+{
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	c.request_id = request_id;
+	c.status = st;
+	c.error = msg;
+	qgd_log_limited(&s->rl, QGD_LOG_INFO, "session %llu (%s): request %llu refused: %s",
+			(unsigned long long)s->id, s->name, (unsigned long long)request_id, msg);
+	qgd_session_complete(s, &c);
+}
+
+void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t idx = ev[i]->index;
+		if (idx >= s->layout.event_count)	/* checked before the run too */
+			continue;
+		/* the trusted word, published to the client's slot (event.c says how, and why it is safe) */
+		qg_event_record_seq(&s->ev[idx], (uint32_t)ev[i]->value, status);
+	}
+}
+
+void qgd_session_drop(struct qgd_session *s, const char *why)
+{
+	if (s->state == QGD_DEAD)
+		return;
+	/*
+	 * The last word of a session whose start was logged is never dropped
+	 * (its refusals' rate limit is not this one's); one that never got that
+	 * far speaks through its uid's bucket, like its connection did.
+	 */
+	if (s->announced)
+		qgd_info("session %llu (%s, uid %u): closed: %s", (unsigned long long)s->id, s->name,
+			 (unsigned)s->uid, why);
+	else
+		qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): closed: %s", (unsigned long long)s->id,
+			    s->name, (unsigned)s->uid, why);
+	s->state = QGD_DEAD;
+	if (s->sock_watch)
+		qg_loop_unwatch(s->srv->loop, s->sock_watch);
+	if (s->bell_watch)
+		qg_loop_unwatch(s->srv->loop, s->bell_watch);
+	s->sock_watch = s->bell_watch = NULL;
+}
