@@ -5,6 +5,9 @@
  * types, offsets outside the data or misaligned or overlapping, names and
  * keys given twice) are refused with an error that names the field and its
  * offset.  Under ASan and UBSan nothing may be read outside the buffer.
+ *
+ * "gguf-test --write FILE" writes the valid file to FILE instead (for the
+ * shell tests of qgraph-submit inspect).
  */
 #include "config.h"
 
@@ -466,9 +469,26 @@ static void test_writer_errors(void)
 	qg_gguf_writer_free(w);
 }
 
-int main(void)
+/* Write the valid file to PATH, for the shell tests. */
+static int write_fixture(const char *path)
+{
+	void *buf;
+	size_t len;
+	FILE *f;
+
+	if (write_valid(0, &buf, &len) || !(f = fopen(path, "wb")))
+		return 1;
+	int bad = fwrite(buf, 1, len, f) != len;
+	bad |= fclose(f) != 0;
+	free(buf);
+	return bad;
+}
+
+int main(int argc, char **argv)
 {
 	fill_data();
+	if (argc == 3 && strcmp(argv[1], "--write") == 0)
+		return write_fixture(argv[2]);
 	test_types();
 	test_round_trip(0);
 	test_round_trip(64);
