@@ -682,6 +682,75 @@ static int cmd_inspect(int argc, char **argv)
 	return 0;
 }
 
+/* qgraph_progress_fn for load: tensors done / total and MiB/s on a terminal. */
+static void load_progress(void *ctx, size_t done, size_t total, uint64_t bytes_done, uint64_t bytes_total)
+{
+	double t = now_s() - *(double *)ctx;
+
+	if (quiet || !isatty(STDERR_FILENO))
+		return;
+	fprintf(stderr, "\rloading: %zu/%zu tensors, %.1f/%.1f MiB, %.1f MiB/s", done, total, bytes_done / 1048576.0,
+		bytes_total / 1048576.0, t > 0 ? bytes_done / 1048576.0 / t : 0.0);
+	if (done == total)
+		fputc('\n', stderr);
+}
+
+static int cmd_load(int argc, char **argv)
+{
+	const char *path = NULL, *name = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0) {
+			printf("Usage: qgraph-submit load FILE.gguf [--name MODEL]\n"
+			       "Load a GGUF model into the daemon, held there for every client until\n"
+			       "'qgraph-submit unload MODEL'.  MODEL defaults to the file's name without\n"
+			       ".gguf; its tensors are opened as \"MODEL/tensor.name\".\n");
+			return 0;
+		}
+		if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
+			name = argv[++i];
+		else if (strncmp(argv[i], "--name=", 7) == 0)
+			name = argv[i] + 7;
+		else if (argv[i][0] != '-' && !path)
+			path = argv[i];
+		else {
+			fprintf(stderr, "Usage: qgraph-submit load FILE.gguf [--name MODEL]\n");
+			return EXIT_USAGE;
+		}
+	}
+	if (!path) {
+		fprintf(stderr, "Usage: qgraph-submit load FILE.gguf [--name MODEL]\n");
+		return EXIT_USAGE;
+	}
+	struct qgraph_session *s = connect_or_die("qgraph-submit load", 16u << 20);
+	double t0 = now_s();
+	int r = qgraph_model_load(s, path, name, load_progress, &t0);
+	if (r) {
+		fprintf(stderr, "\nqgraph-submit load: %s\n", qgraph_session_error(s));
+		qgraph_session_close(s);
+		return EXIT_WRONG;
+	}
+	if (!quiet)
+		printf("loaded %s in %.2f s\n", path, now_s() - t0);
+	qgraph_session_close(s);
+	return 0;
+}
+
+static int cmd_unload(int argc, char **argv)
+{
+	if (argc != 2 || strcmp(argv[1], "--help") == 0) {
+		fprintf(argc == 2 ? stdout : stderr, "Usage: qgraph-submit unload MODEL\n"
+						     "Let the daemon go of a model loaded with 'load' or preload.\n");
+		return argc == 2 ? 0 : EXIT_USAGE;
+	}
+	struct qgraph_session *s = connect_or_die("qgraph-submit unload", 1 << 20);
+	int r = qgraph_model_unload(s, argv[1]);
+	if (r)
+		fprintf(stderr, "qgraph-submit unload: %s\n", qgraph_session_error(s));
+	qgraph_session_close(s);
+	return r ? EXIT_WRONG : 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: qgraph-submit [--socket PATH] [--quiet] COMMAND [OPTIONS]\n"
@@ -692,7 +761,9 @@ static void usage(FILE *f)
 		   "  bench   latency and throughput of small graphs\n"
 		   "  stats   the daemon's sessions, memory, plans, kernels\n"
 		   "  info    what the daemon runs on\n"
-		   "  inspect a GGUF file's metadata and tensors\n\n"
+		   "  inspect a GGUF file's metadata and tensors\n"
+		   "  load    a GGUF model into the daemon, for every client\n"
+		   "  unload  a model the daemon holds\n\n"
 		   "COMMAND --help tells more.  Exit status: 0 ok, 1 failed or wrong, 2 usage,\n"
 		   "3 no daemon.  The socket: --socket, else $QGRAPH_SOCKET, else qgraphd's default.\n");
 }
@@ -735,6 +806,10 @@ int main(int argc, char **argv)
 		return cmd_info(argc, argv);
 	if (strcmp(cmd, "inspect") == 0)
 		return cmd_inspect(argc, argv);
+	if (strcmp(cmd, "load") == 0)
+		return cmd_load(argc, argv);
+	if (strcmp(cmd, "unload") == 0)
+		return cmd_unload(argc, argv);
 	fprintf(stderr, "qgraph-submit: unknown command '%s'\n", cmd);
 	usage(stderr);
 	return EXIT_USAGE;
