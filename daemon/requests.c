@@ -177,7 +177,7 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 						(int)u->target_type);
 		if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0) && dst != src)
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"%s weights are stored as they are (target %s)",
+						"%s weights are stored as they are: the target must be %s",
 						qg_type_name((enum qg_type)src), qg_type_name((enum qg_type)src));
 		if (u->model) {
 			const char *why;

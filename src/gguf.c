@@ -482,18 +482,19 @@ static int rd_tensor_info(struct cursor *c, struct qg_gguf *g, size_t i)
 		return fail(c, "dimension 0 at offset %zu: %lld is not a multiple of %s's %u values per block",
 			    t->file_offset + 8 + strlen(t->name) + 4, (long long)t->ne[0], ggml_types[t->type].name, bv);
 	/* bytes = ne0 / bv * bb * ne1 * ne2 * ne3, each step checked */
+	size_t shape_at = t->file_offset + 8 + strlen(t->name);
 	uint64_t bytes = (uint64_t)t->ne[0] / bv;
 	if (bytes > UINT64_MAX / bb)
-		return fail(c, "shape: the size overflows");
+		return fail(c, "shape at offset %zu: the size in bytes overflows", shape_at);
 	bytes *= bb;
 	for (unsigned d = 1; d < QG_GGUF_MAX_DIMS; d++) {
 		if (bytes > UINT64_MAX / (uint64_t)t->ne[d])
-			return fail(c, "shape: the size overflows");
+			return fail(c, "shape at offset %zu: the size in bytes overflows", shape_at);
 		bytes *= (uint64_t)t->ne[d];
 	}
 	if (bytes > c->len)
-		return fail(c, "shape: %llu bytes of data, more than the file's %zu", (unsigned long long)bytes,
-			    c->len);
+		return fail(c, "shape at offset %zu: %llu bytes of data, more than the file's %zu", shape_at,
+			    (unsigned long long)bytes, c->len);
 	t->bytes = bytes;
 	at = c->pos;
 	if ((r = rd_u64(c, "offset", &t->offset)))

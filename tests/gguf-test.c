@@ -344,11 +344,11 @@ static void test_hostile(void)
 	header(&f, 1, 0);
 	tinfo(&f, "w", 2, (uint64_t[]){ 1ULL << 62, 1 }, QG_GGML_F32, 0);
 	data(&f, 64);
-	refused(&f, -EINVAL, "tensor 0 (w): shape: the size overflows", "a size in bytes that overflows");
+	refused(&f, -EINVAL, "tensor 0 (w): shape at offset 33: the size in bytes overflows", "a size in bytes that overflows");
 	header(&f, 1, 0);
 	tinfo(&f, "w", 2, (uint64_t[]){ 1ULL << 20, 1ULL << 20 }, QG_GGML_F32, 0);
 	data(&f, 64);
-	refused(&f, -EINVAL, "tensor 0 (w): shape: 4398046511104 bytes of data, more than the file's",
+	refused(&f, -EINVAL, "tensor 0 (w): shape at offset 33: 4398046511104 bytes of data, more than the file's",
 		"4 TiB of data in a small file");
 
 	header(&f, 1, 0);
