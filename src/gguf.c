@@ -341,10 +341,14 @@ static int rd_value(struct cursor *c, struct qg_gguf *g, struct qg_gguf_kv *kv)
 		return 0;
 	}
 	for (uint64_t i = 0; i < kv->array_n; i++) {
-		char name[48];
-		snprintf(name, sizeof name, "string element %llu", (unsigned long long)i);
-		if ((r = rd_string(c, NULL, name, 1, NULL, NULL)))
-			return r;
+		size_t el = c->pos;
+		if (rd_string(c, NULL, "string element", 1, NULL, NULL)) {
+			/* read it again to name its index (only on the way out: token arrays are long) */
+			char name[48];
+			snprintf(name, sizeof name, "string element %llu", (unsigned long long)i);
+			c->pos = el;
+			return rd_string(c, NULL, name, 1, NULL, NULL);
+		}
 	}
 	return 0;
 }
