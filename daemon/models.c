@@ -196,7 +196,13 @@ int qgd_model_adopt(struct qgd_session *s, const char *name, struct qgd_weights 
 {
 	struct qgd_model *m = loading_of(s);
 	struct qgd_stored *e = w->stored;
+	const char *why;
 
+	/* the load may have ended (and another begun) while the upload's chunks came */
+	if (!m || qgd_model_may_upload(s, name, &why)) {
+		qgd_weights_release(s, w);
+		return -ENOENT;
+	}
 	qgd_weights_pin(e);
 	qgd_weights_release(s, w);	/* the model's pin keeps it */
 	return add_tensor(s->srv, m, name, e);

@@ -19,7 +19,8 @@ int qgd_model_may_upload(const struct qgd_session *s, const char *name, const ch
 /*
  * Hand S's fresh handle W (uploaded for its model under NAME) to the model
  * S is loading: the model pins the weights and the handle is released.
- * 0 or -ENOMEM.
+ * 0, -ENOENT (the load ended while the upload's chunks came: the handle is
+ * released, nothing kept) or -ENOMEM.
  */
 int qgd_model_adopt(struct qgd_session *s, const char *name, struct qgd_weights *w);
 /* A handle of S to the tensor NAME ("MODEL/tensor") of a loaded model: 0, -ENOENT or -ENOMEM. */

@@ -299,8 +299,12 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 	c.cols = w->cols;
 	if (up->model) {
 		c.handle = 0;	/* the model holds them, not the session */
-		if (qgd_model_adopt(s, up->name, w)) {
+		e = qgd_model_adopt(s, up->name, w);
+		if (e) {
 			upload_reset(s);
+			if (e == -ENOENT)
+				return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
+							"its model is no longer being loaded: upload dropped");
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 		}
 	}

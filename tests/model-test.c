@@ -30,6 +30,7 @@
 #include "mulmat.h"
 #include "qgraph.h"
 #include "quant.h"
+#include "raw-client.h"
 #include "tap.h"
 
 #define UID_OTHER 40021
@@ -350,6 +351,79 @@ static void test_sources(struct test_daemon *d)
 	qgraph_session_close(s);
 }
 
+/* Send a ModelRequest OP for NAME through R; the daemon's answer in *OUT.  0 or -errno. */
+static int raw_model(struct raw *r, Qgraph__ModelRequest__Op op, const char *name, struct raw_reply *out)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__ModelRequest mr = QGRAPH__MODEL_REQUEST__INIT;
+
+	mr.op = op;
+	mr.name = (char *)name;
+	req.request_id = 1000 + (uint64_t)op;
+	req.body_case = QGRAPH__REQUEST__BODY_MODEL;
+	req.model = &mr;
+	int e = raw_send(r, &req);
+	return e ? e : raw_reply(r, 30000, out);
+}
+
+/* An upload for a model, with a model request between its chunks; and uploads for no model or a wrong name. */
+static void test_protocol(struct test_daemon *d)
+{
+	struct raw r;
+	struct raw_reply rep, rep2;
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__UploadWeights up = QGRAPH__UPLOAD_WEIGHTS__INIT;
+	Qgraph__Span span = QGRAPH__SPAN__INIT;
+	size_t half = sizeof q8 / 2;
+
+	if (!tap_ok(raw_connect(&r, d->sock, 1 << 20) == 0, "a raw client connects"))
+		return;
+	memcpy(r.arena, q8, sizeof q8);
+	span.offset = 0;
+	span.bytes = half;
+	up.src_type = QGRAPH__TYPE__TYPE_Q8_0;
+	up.target_type = QGRAPH__TYPE__TYPE_Q8_0;
+	up.rows = Q8_ROWS;
+	up.cols = COLS;
+	up.data = &span;
+	up.model = 1;
+	up.name = "raw/w";
+	req.request_id = 1;
+	req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
+	req.upload = &up;
+	tap_ok(raw_send(&r, &req) == 0 && raw_reply(&r, 30000, &rep) == 0 && rep.status == QGRAPH__STATUS__STATUS_INVALID &&
+		       strstr(rep.error, "no model is being loaded"),
+	       "an upload for a model with none being loaded is refused: %s", rep.error);
+	tap_ok(raw_model(&r, QGRAPH__MODEL_REQUEST__OP__MODEL_BEGIN, "raw", &rep) == 0 && rep.status == 0,
+	       "begin loading model \"raw\"");
+	up.name = "other/w";
+	tap_ok(raw_send(&r, &req) == 0 && raw_reply(&r, 30000, &rep) == 0 && rep.status == QGRAPH__STATUS__STATUS_INVALID &&
+		       strstr(rep.error, "MODEL/tensor"),
+	       "an upload named outside the model is refused: %s", rep.error);
+	up.name = "raw/w";
+	int ok = raw_send(&r, &req) == 0 && raw_reply(&r, 30000, &rep) == 0 && rep.status == 0;
+	/* the load ends between the upload's chunks */
+	ok &= raw_model(&r, QGRAPH__MODEL_REQUEST__OP__MODEL_UNLOAD, "raw", &rep2) == 0 && rep2.status == 0;
+	up.upload_id = rep.handle;
+	up.name = NULL;
+	up.model = 0;
+	up.chunk_offset = half;
+	span.offset = half;
+	span.bytes = sizeof q8 - half;
+	up.last = 1;
+	req.request_id = 2;
+	ok &= raw_send(&r, &req) == 0 && raw_reply(&r, 30000, &rep) == 0;
+	tap_ok(ok && rep.status == QGRAPH__STATUS__STATUS_NOT_FOUND && strstr(rep.error, "no longer being loaded"),
+	       "an upload whose model load was abandoned between its chunks is refused at its end: %s", rep.error);
+	struct qgraph_session *s = connect_to(d, "model-after-raw");
+	unsigned tensors;
+	unsigned long long bytes;
+	tap_ok(s && model_listed(s, "raw", &tensors, &bytes) < 0 && stat_settles(s, "pinned_bytes", 0) == 0,
+	       "the daemon serves on, holding nothing of it");
+	qgraph_session_close(s);
+	raw_close(&r);
+}
+
 static void test_preload(const char *path, const char *cut)
 {
 	struct test_daemon d = { 0 };
@@ -418,6 +492,7 @@ int main(void)
 	}
 	test_load(&d, path, cut, root);
 	test_sources(&d);
+	test_protocol(&d);
 	if (tap_failed)
 		daemon_dump_log(&d);
 	daemon_stop(&d, SIGTERM);
