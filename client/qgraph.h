@@ -193,10 +193,11 @@ QGRAPH_API void qgraph_arena_free(struct qgraph_session *s, int64_t offset);
 QGRAPH_API const char *qgraph_session_info(struct qgraph_session *s);
 
 /*
- * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, Q4_0 or an
- * interleaved Q4_0 layout) at DATA, in chunks through the arena, to be
+ * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, F16, Q8_0, Q4_0 or
+ * an interleaved Q4_0 layout) at DATA, in chunks through the arena, to be
  * stored as TARGET (Q4_0: the daemon picks the fastest layout its CPU and
- * the shape allow; F32 quantized to any weight type).  Returns 0, the
+ * the shape allow; F32 quantized to any weight type; F16 and Q8_0 stored as
+ * they are, TARGET the same type).  Returns 0, the
  * handle in *HANDLE and the type they are stored as in *STORED (may be
  * NULL; graphs name the weights with that type), or -errno with the
  * daemon's reason in the session error.  Blocks until done.
@@ -224,6 +225,41 @@ QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, u
 				   enum qgraph_type *type, int64_t *rows, int64_t *cols);
 /* Free weights.  0 or -errno (-EBUSY while a registered graph uses them). */
 QGRAPH_API int qgraph_weights_free(struct qgraph_session *s, uint64_t handle);
+
+/* ---- models */
+
+/*
+ * Progress of qgraph_model_load(): TENSORS_DONE of TENSORS_TOTAL tensors
+ * and BYTES_DONE of BYTES_TOTAL bytes sent; called after each tensor.
+ */
+typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
+				   uint64_t bytes_total);
+/*
+ * Load the GGUF file PATH (versions 2 and 3) into the daemon as model NAME
+ * (NULL: the file's base name without ".gguf"; 1 to 47 bytes, no '/').
+ * Each tensor qgraph computes with is uploaded as weights named
+ * "NAME/tensor.name": Q4_0 stored in the daemon's best layout, Q8_0, F16
+ * and F32 as they are; a tensor of N dimensions is a matrix of ne[0]
+ * columns and ne[1] x ... x ne[N-1] rows.  Tensors of other types (q6_K,
+ * bf16, ...) are skipped.  The daemon holds the model, past this session,
+ * for every client it serves (they open its tensors with
+ * qgraph_weights_open()), until qgraph_model_unload().  PROGRESS (may be
+ * NULL) is called with CTX after each tensor.  Blocks until done; returns
+ * 0, or -errno with the reason in the session error: -EINVAL for a file
+ * the reader refuses (the field and its byte offset named), a bad name or
+ * a model NAME loaded already, -EDQUOT or -ENOMEM when the daemon's pool
+ * or quota cannot hold it, -ENAMETOOLONG when "NAME/tensor" passes 63 bytes.  A load that
+ * fails leaves nothing in the daemon.
+ */
+QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, const char *name,
+				 qgraph_progress_fn progress, void *ctx);
+/*
+ * Let the daemon go of model NAME: 0, -ENOENT (no such model) or -EPERM
+ * (only the user who loaded it and root may).  Sessions that hold handles
+ * to its weights keep them until they free them; the memory goes with the
+ * last holder.
+ */
+QGRAPH_API int qgraph_model_unload(struct qgraph_session *s, const char *name);
 
 /* ---- graphs */
 

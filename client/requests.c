@@ -164,6 +164,7 @@ static int status_errno(Qgraph__Status st)
 	case QGRAPH__STATUS__STATUS_NOT_FOUND: return -ENOENT;
 	case QGRAPH__STATUS__STATUS_UNSUPPORTED: return -ENOTSUP;
 	case QGRAPH__STATUS__STATUS_SHUTTING_DOWN: return -ESHUTDOWN;
+	case QGRAPH__STATUS__STATUS_DENIED: return -EPERM;
 	default: return -EINVAL;
 	}
 }
@@ -171,7 +172,7 @@ static int status_errno(Qgraph__Status st)
 /* STATS as "key value" lines, malloc'd (NULL without memory). */
 static char *stats_text(const Qgraph__Stats *st)
 {
-	size_t len = 1024 + 256 * (st->n_kernels + st->n_session), at = 0;
+	size_t len = 1024 + 256 * (st->n_kernels + st->n_session + st->n_model), at = 0;
 	char *buf = malloc(len);
 
 	if (!buf)
@@ -197,6 +198,9 @@ static char *stats_text(const Qgraph__Stats *st)
 		    (unsigned long long)st->session[k]->weight_bytes, st->session[k]->graphs,
 		    (unsigned long long)st->session[k]->completed,
 		    (unsigned long long)st->session[k]->memory_bytes);
+	for (size_t k = 0; k < st->n_model; k++)
+		PUT("model \"%s\" tensors %u bytes %llu uid %u\n", st->model[k]->name, st->model[k]->tensors,
+		    (unsigned long long)st->model[k]->bytes, st->model[k]->uid);
 #undef PUT
 	return buf;
 }
@@ -493,6 +497,18 @@ QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char 
 					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
 					   uint64_t *handle, enum qgraph_type *stored)
 {
+	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored);
+}
+
+int qg_client_call(struct qgraph_session *s, void *req)
+{
+	return call(s, req, NULL);
+}
+
+int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum qgraph_type src_type,
+		     enum qgraph_type target, int64_t rows, int64_t cols, const void *data, uint64_t *handle,
+		     enum qgraph_type *stored)
+{
 	ssize_t total = src_type == QGRAPH_TYPE_F32 ? qgraph_matrix_size(QGRAPH_TYPE_F32, rows, cols)
 						   : qgraph_matrix_size(src_type, rows, cols);
 	if (!s || !data || !handle)
@@ -525,6 +541,7 @@ QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char 
 		up.data = &span;
 		if (upload == 0 && name)
 			up.name = (char *)name;	/* named when the upload opens */
+		up.model = upload == 0 && model;
 		up.last = done + n == (size_t)total;
 		req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
 		req.upload = &up;

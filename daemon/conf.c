@@ -45,6 +45,7 @@ enum kind {
 	K_SHARE,	/* share-groups */
 	K_CPUS,		/* a CPU list */
 	K_STATS_GROUP,	/* stats-group */
+	K_FILE,		/* a file's path, in a char[PATH_MAX] */
 };
 
 struct setting {
@@ -91,6 +92,7 @@ static const struct setting settings[] = {
 	{ .name = "stats-group", .kind = K_STATS_GROUP },
 	{ .name = "reserve-hugepages", .kind = K_FLAG, .off = OFF(reserve_hugepages) },
 	{ .name = "require-hugepages", .kind = K_FLAG, .off = OFF(require_hugepages) },
+	{ .name = "preload", .kind = K_FILE, .off = OFF(preload) },
 	{ .name = "test-hash-collide", .kind = K_FLAG, .off = OFF(test_hash_collide), .cli_only = 1 },
 };
 
@@ -276,6 +278,11 @@ static int set_one(struct qgd_config *cfg, const struct setting *st, const char 
 				    sizeof(((struct sockaddr_un *)0)->sun_path));
 		snprintf(cfg->socket_store, sizeof cfg->socket_store, "%s", v);
 		cfg->socket_path = cfg->socket_store;
+		return 0;
+	case K_FILE:
+		if (strlen(v) >= PATH_MAX)
+			return fail(err, errlen, "a path must be shorter than %d bytes", PATH_MAX);
+		snprintf(base + st->off, PATH_MAX, "%s", v);
 		return 0;
 	case K_SIZE:
 		if (parse_size(v, &n) || n < st->lo || n > st->hi)

@@ -20,6 +20,7 @@
 #include "conf.h"
 #include "exec.h"
 #include "kernels.h"
+#include "models.h"
 #include "paths.h"
 #include "priv.h"
 #include "qgraphd.h"
@@ -48,6 +49,8 @@ static void usage(FILE *f)
 		"                         everyone who can open the socket)\n"
 		"      --pool-size SIZE   memory for weights and intermediates, mapped on hugepages\n"
 		"                         and locked where it may be (default 1G)\n"
+		"      --preload FILE     hold the GGUF model FILE from start-up (as model FILE's\n"
+		"                         base name without .gguf), until an unload\n"
 		"      --arena-size SIZE  a session's tensor arena unless it asks (default 64M)\n"
 		"      --max-arena SIZE   the largest arena a session may ask for (default 1G)\n"
 		"      --max-nodes N      tensors per graph (default 4096)\n"
@@ -279,6 +282,9 @@ int main(int argc, char **argv)
 		qgd_info("kernel for %s: %s (%s)", qg_type_name(qg_layout_type((enum qg_layout)l)),
 			 qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
 
+	/* a preloaded model: read as the daemon's own user, before any client is served */
+	if (cfg->preload[0] && qgd_models_preload(&srv, cfg->preload, NULL))
+		return 1;
 	if (qgd_server_start(&srv))
 		return 1;
 	if (cfg->ready_fd >= 0) {
@@ -288,6 +294,7 @@ int main(int argc, char **argv)
 
 	int rc = qgd_server_run(&srv);
 	qgd_exec_fini(&srv);
+	qgd_models_fini(&srv);
 	qgd_memory_fini(&srv);
 	if (srv.listen_fd >= 0) {
 		close(srv.listen_fd);

@@ -65,6 +65,7 @@ struct qgd_config {
 	uint64_t max_message;		/* bytes of one request record */
 	uint32_t max_wait_ms;		/* the longest a request may wait for its events */
 	int require_hugepages;		/* fail unless the pool is on hugetlb pages */
+	char preload[PATH_MAX];		/* a GGUF model to hold from start-up ("": none) */
 	struct qgd_priv_config priv;	/* user, group, socket mode, access policy */
 	char socket_store[PATH_MAX];	/* socket_path, when the daemon chose or was told it */
 };
@@ -77,7 +78,8 @@ struct qgd_stored {
 	int64_t rows, cols;
 	void *data;
 	size_t bytes;
-	uint32_t refs;			/* handles to it, in every session */
+	uint32_t refs;			/* handles to it, in every session, and models holding it */
+	uint32_t model_refs;		/* models holding it: it is theirs, every client may open it */
 	uid_t owner;			/* who uploaded it first */
 	uint64_t owner_in_share_group;	/* bit i: the owner is in cfg.share_gids[i] */
 	char name[QGD_WEIGHTS_NAME_MAX];	/* "" when unnamed */
@@ -113,6 +115,7 @@ struct qgd_upload {
 	size_t stage_bytes, staged, bounced;
 	uint64_t values_done;		/* f32 sources: values converted so far */
 	char name[QGD_WEIGHTS_NAME_MAX];
+	int model;			/* for the model this session is loading (models.c) */
 };
 
 struct qgd_graph;
@@ -192,6 +195,7 @@ struct qgd_server {
 	uint64_t pinned_bytes;
 	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
 	struct qgd_stored *stored;	/* every matrix in pinned memory */
+	struct qgd_model *models;	/* models held, and being loaded (models.c) */
 	uint32_t n_stored;
 	uint64_t weights_referenced;	/* bytes of every handle of every session */
 	struct qgd_exec *exec;
@@ -274,6 +278,26 @@ void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w);
 void qgd_weights_release_all(struct qgd_session *s);
 /* True if S's client is in group G, as primary or supplementary group (what sharing and stats go by). */
 int qgd_weights_in_group(const struct qgd_session *s, gid_t g);
+/*
+ * The layout to store Q4_0 weights of ROWS rows in: this CPU's best, else
+ * the 4-row layout with the same 8-byte interleave when only 4 rows
+ * divide, else plain Q4_0.
+ */
+enum qg_type qgd_weights_best_layout(int64_t rows);
+/* A model's hold on E: every client may open it by name while one lasts. */
+void qgd_weights_pin(struct qgd_stored *e);
+/* Let go of a model's hold on E (freed with its last holder). */
+void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e);
+/*
+ * Store the converted matrix DATA (from qgd_weights_alloc, consumed) for
+ * no session (a model the daemon loads itself), pinned once for the
+ * caller's model; identical bytes another model holds are shared.  0 with
+ * *OUT, or -ENOMEM.
+ */
+int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t rows, int64_t cols, void *data,
+			     size_t bytes, struct qgd_stored **out);
+/* A new handle of S to stored matrix E (a model's).  0 or -ENOMEM. */
+int qgd_weights_open_stored(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out);
 
 /* requests.c */
 /* The kernel chosen for each layout, for a Welcome or a Stats (KC holds them, KCP points at them). */

@@ -13,6 +13,7 @@
 #include "exec.h"
 #include "hugepool.h"
 #include "kernels.h"
+#include "models.h"
 #include "qgraphd.h"
 
 /* qg_wire_weights_fn for this session's graphs. */
@@ -38,22 +39,6 @@ static void upload_reset(struct qgd_session *s)
 	free(up->stage);
 	free(up->bounce);
 	memset(up, 0, sizeof *up);
-}
-
-/*
- * The layout to store weights of ROWS rows in, when the client lets us
- * pick: this CPU's best, else the 4-row layout with the same 8-byte
- * interleave when only 4 rows divide, else plain Q4_0.
- */
-static enum qg_type pick_layout(int64_t rows)
-{
-	enum qg_type best = qg_best_weight_type();
-
-	if (rows % qg_type_row_group(best) == 0)
-		return best;
-	if (rows % 4 == 0)
-		return QG_TYPE_Q4_0_4X8;	/* best was 8x8 */
-	return QG_TYPE_Q4_0;
 }
 
 /* The plain type whose rows make up TYPE's row groups (TYPE itself when it is plain). */
@@ -183,17 +168,29 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 		int src = qg_wire_type(u->src_type), dst = qg_wire_type(u->target_type);
 		if (up->id)
 			upload_reset(s);	/* an abandoned upload gives way */
-		if (src < 0 || (src != QG_TYPE_F32 && src != QG_TYPE_Q4_0 && qg_layout_of((enum qg_type)src) < 0))
+		if (src < 0 || (src != QG_TYPE_F32 && src != QG_TYPE_F16 && src != QG_TYPE_Q8_0 && src != QG_TYPE_Q4_0 &&
+				qg_layout_of((enum qg_type)src) < 0))
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"weights arrive as f32, q4_0 or an interleaved q4_0 layout");
+						"weights arrive as f32, f16, q8_0, q4_0 or an interleaved q4_0 layout");
 		if (dst < 0 || !qg_type_is_weight((enum qg_type)dst))
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "target type %d is not a weight type",
 						(int)u->target_type);
-		if (src != QG_TYPE_F32 && (dst == QG_TYPE_F32 || dst == QG_TYPE_F16 || dst == QG_TYPE_Q8_0))
+		if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0) && dst != src)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+						"%s weights are stored as they are: the target must be %s",
+						qg_type_name((enum qg_type)src), qg_type_name((enum qg_type)src));
+		if (u->model) {
+			const char *why;
+			if (qgd_model_may_upload(s, u->name, &why))
+				return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model weights \"%.64s\": %s",
+							u->name ? u->name : "", why);
+		}
+		if (src != QG_TYPE_F32 && src != QG_TYPE_F16 && src != QG_TYPE_Q8_0 &&
+		    (dst == QG_TYPE_F32 || dst == QG_TYPE_F16 || dst == QG_TYPE_Q8_0))
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"q4_0 weights can only be stored as q4_0 layouts");
 		if (dst == QG_TYPE_Q4_0)	/* "q4_0": the best layout this CPU and shape allow */
-			dst = pick_layout(u->rows);
+			dst = qgd_weights_best_layout(u->rows);
 		ssize_t in = qg_matrix_size((enum qg_type)src, u->rows, u->cols);
 		ssize_t out = qg_matrix_size((enum qg_type)dst, u->rows, u->cols);
 		if (in < 0 || out < 0)
@@ -231,6 +228,7 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 		}
 		up->id = s->next_handle++;
 		snprintf(up->name, sizeof up->name, "%s", u->name ? u->name : "");
+		up->model = u->model;
 	} else if (u->upload_id != up->id) {
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no upload %llu in progress",
 					(unsigned long long)u->upload_id);
@@ -281,7 +279,8 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 	size_t out = up->dst_bytes;
 	void *mem = up->dst;
 	up->dst = NULL;	/* qgd_weights_add consumes it */
-	e = qgd_weights_add(s, up->target_type, up->rows, up->cols, mem, out, up->name, &w, &why);
+	/* a model's tensor: stored unnamed (its name is the model's label for it) and handed to the model */
+	e = qgd_weights_add(s, up->target_type, up->rows, up->cols, mem, out, up->model ? NULL : up->name, &w, &why);
 	if (e) {
 		char name[QGD_WEIGHTS_NAME_MAX];
 		snprintf(name, sizeof name, "%s", up->name);
@@ -294,18 +293,32 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 	qgd_debug("session %llu: weights %llu: %s %lld x %lld (%zu bytes, %u users)", (unsigned long long)s->id,
 		  (unsigned long long)w->handle, qg_type_name(w->type), (long long)w->rows, (long long)w->cols, out,
 		  w->stored->refs);
-	upload_reset(s);
 	c.handle = w->handle;
 	c.stored_type = (Qgraph__Type)qg_wire_type_of(w->type);	/* stored weights always have a wire type */
 	c.rows = w->rows;
 	c.cols = w->cols;
+	if (up->model) {
+		c.handle = 0;	/* the model holds them, not the session */
+		e = qgd_model_adopt(s, up->name, w);
+		if (e) {
+			upload_reset(s);
+			if (e == -ENOENT)
+				return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
+							"its model is no longer being loaded: upload dropped");
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		}
+	}
+	upload_reset(s);
 	qgd_session_complete(s, &c);
 }
 
 static void serve_open_weights(struct qgd_session *s, uint64_t rid, const char *name)
 {
 	struct qgd_weights *w;
-	int e = name && *name ? qgd_weights_open(s, name, &w) : -EINVAL;
+	int e = name && *name ? qgd_model_open(s, name, &w) : -EINVAL;
+
+	if (e == -ENOENT)	/* not a model's: weights a session uploaded under that name */
+		e = qgd_weights_open(s, name, &w);
 
 	if (e == -EINVAL)
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "open weights: no name given");
@@ -453,6 +466,7 @@ static void serve_stats(struct qgd_session *s, uint64_t rid, int all)
 	Qgraph__Stats st = QGRAPH__STATS__INIT;
 	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
 	Qgraph__SessionStats ss[16], *ssp[16];
+	Qgraph__ModelStats ms[16], *msp[16];
 	size_t n = 0;
 
 	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
@@ -496,6 +510,8 @@ static void serve_stats(struct qgd_session *s, uint64_t rid, int all)
 	}
 	st.n_session = n;
 	st.session = ssp;
+	st.n_model = qgd_models_stats(srv, ms, msp, sizeof ms / sizeof ms[0]);
+	st.model = msp;
 	c.request_id = rid;
 	c.stats = &st;
 	qgd_session_complete(s, &c);
@@ -567,6 +583,9 @@ void qgd_request_serve(struct qgd_session *s)
 	case QGRAPH__REQUEST__BODY_STATS:
 		serve_stats(s, rid, r->stats && r->stats->all_sessions);
 		break;
+	case QGRAPH__REQUEST__BODY_MODEL:
+		qgd_model_serve(s, rid, r->model);
+		break;
 	default:
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a request without a body");
 		break;
@@ -579,4 +598,5 @@ void qgd_session_release_all(struct qgd_session *s)
 	qgd_exec_release_session(s);
 	qgd_weights_release_all(s);
 	upload_reset(s);
+	qgd_models_session_gone(s);
 }

@@ -16,6 +16,10 @@
  * them opens them by that name without sending the bytes.  Names are
  * scoped like sharing: a client sees only the names its sharing rule lets
  * it see, and two owners may use the same name for different weights.
+ *
+ * Models (models.c) hold their matrices with a pin: a pinned matrix is
+ * the daemon's, seen and shared by every client it serves, and stays until
+ * the last model and the last session let go of it.
  */
 #include "config.h"
 
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "grow.h"
@@ -104,7 +109,7 @@ static int may_share(const struct qgd_session *s, const struct qgd_stored *e)
 {
 	const struct qgd_config *cfg = &s->srv->cfg;
 
-	if (e->owner == s->uid)
+	if (e->owner == s->uid || e->model_refs)
 		return 1;
 	for (size_t i = 0; i < cfg->n_share_gids; i++) {
 		gid_t g = cfg->share_gids[i];
@@ -202,6 +207,67 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 	int r = add_handle(s, e, out);
 	if (r)
 		unref(srv, e);
+	return r;
+}
+
+enum qg_type qgd_weights_best_layout(int64_t rows)
+{
+	enum qg_type best = qg_best_weight_type();
+
+	if (rows % qg_type_row_group(best) == 0)
+		return best;
+	if (rows % 4 == 0)
+		return QG_TYPE_Q4_0_4X8;	/* best was 8x8 */
+	return QG_TYPE_Q4_0;
+}
+
+void qgd_weights_pin(struct qgd_stored *e)
+{
+	e->refs++;
+	e->model_refs++;
+}
+
+void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e)
+{
+	e->model_refs--;
+	unref(srv, e);
+}
+
+int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t rows, int64_t cols, void *data,
+			     size_t bytes, struct qgd_stored **out)
+{
+	uint64_t h = hash_bytes(srv, data, bytes);
+	struct qgd_stored *e;
+
+	for (e = srv->stored; e; e = e->next)
+		if (e->model_refs && e->hash == h && e->type == type && e->rows == rows && e->cols == cols &&
+		    e->bytes == bytes && memcmp(e->data, data, bytes) == 0)
+			break;	/* only what models hold is everyone's to share */
+	if (e) {
+		pinned_free(srv, data, bytes);
+	} else {
+		e = calloc(1, sizeof *e);
+		if (!e) {
+			pinned_free(srv, data, bytes);
+			return -ENOMEM;
+		}
+		*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data,
+					  .bytes = bytes, .owner = getuid() };
+		e->next = srv->stored;
+		srv->stored = e;
+		srv->n_stored++;
+	}
+	qgd_weights_pin(e);
+	*out = e;
+	return 0;
+}
+
+int qgd_weights_open_stored(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out)
+{
+	e->refs++;
+	int r = add_handle(s, e, out);
+	if (r)
+		unref(s->srv, e);
 	return r;
 }
 

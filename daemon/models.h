@@ -1,0 +1,41 @@
+/*
+ * models.h - models held by the daemon: named weights that outlive the
+ * session that loaded them, until an unload (models.c).
+ */
+#ifndef QGD_MODELS_H
+#define QGD_MODELS_H
+
+#include "qgraph.pb-c.h"
+#include "qgraphd.h"
+
+/* Serve a ModelRequest of S (begin, commit, unload): exactly one completion. */
+void qgd_model_serve(struct qgd_session *s, uint64_t rid, const Qgraph__ModelRequest *m);
+/*
+ * Whether S may upload weights named NAME into the model it is loading:
+ * 0, or -ENOENT (no load in progress) or -EINVAL (NAME not "MODEL/...")
+ * with *WHY.
+ */
+int qgd_model_may_upload(const struct qgd_session *s, const char *name, const char **why);
+/*
+ * Hand S's fresh handle W (uploaded for its model under NAME) to the model
+ * S is loading: the model pins the weights and the handle is released.
+ * 0, -ENOENT (the load ended while the upload's chunks came: the handle is
+ * released, nothing kept) or -ENOMEM.
+ */
+int qgd_model_adopt(struct qgd_session *s, const char *name, struct qgd_weights *w);
+/* A handle of S to the tensor NAME ("MODEL/tensor") of a loaded model: 0, -ENOENT or -ENOMEM. */
+int qgd_model_open(struct qgd_session *s, const char *name, struct qgd_weights **out);
+/* S goes away: a model it was loading goes with it. */
+void qgd_models_session_gone(struct qgd_session *s);
+/* Fill up to MAX entries of MS (and pointers MSP) with the loaded models; returns how many. */
+size_t qgd_models_stats(const struct qgd_server *srv, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp, size_t max);
+/*
+ * Read the GGUF file PATH and hold its computable tensors (Q4_0 in the
+ * best layout, Q8_0, F16 and F32 as they are) as model NAME (NULL: the
+ * file's base name without ".gguf").  0 or -1 (logged: start-up fails).
+ */
+int qgd_models_preload(struct qgd_server *srv, const char *path, const char *name);
+/* Let go of every model (at exit). */
+void qgd_models_fini(struct qgd_server *srv);
+
+#endif /* QGD_MODELS_H */
