@@ -364,9 +364,9 @@ static void test_hostile(void)
 	data(&f, 64);
 	refused(&f, -ENOTSUP, "type at offset 53: 31 (q4_0_4_4) was removed from ggml", "removed type 31");
 	header(&f, 1, 0);
-	tinfo(&f, "w", 2, ne2, 42, 0);
+	tinfo(&f, "w", 2, ne2, 43, 0);
 	data(&f, 64);
-	refused(&f, -ENOTSUP, "42 is not a ggml type", "type 42");
+	refused(&f, -ENOTSUP, "43 is not a ggml type", "type 43 (one past ggml's last)");
 
 	header(&f, 1, 0);
 	tinfo(&f, "w", 2, (uint64_t[]){ 16, 2 }, QG_GGML_Q4_0, 0);
@@ -434,7 +434,7 @@ static void test_types(void)
 		{ 22, 256, 82, "iq2_s" }, { 23, 256, 136, "iq4_xs" }, { 24, 1, 1, "i8" },	{ 25, 1, 2, "i16" },
 		{ 26, 1, 4, "i32" },	  { 27, 1, 8, "i64" },	     { 28, 1, 8, "f64" },	{ 29, 256, 56, "iq1_m" },
 		{ 30, 1, 2, "bf16" },	  { 34, 256, 54, "tq1_0" },  { 35, 256, 66, "tq2_0" },	{ 39, 32, 17, "mxfp4" },
-		{ 40, 64, 36, "nvfp4" },  { 41, 128, 18, "q1_0" },
+		{ 40, 64, 36, "nvfp4" },  { 41, 128, 18, "q1_0" },  { 42, 64, 18, "q2_0" },
 	};
 	int ok = 1, n_known = 0;
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -444,7 +444,7 @@ static void test_types(void)
 	}
 	for (uint32_t id = 0; id < 64; id++)
 		n_known += qg_ggml_type_name(id) != NULL;
-	tap_ok(ok && n_known == 34, "ggml's %d type ids: names, values and bytes per block", n_known);
+	tap_ok(ok && n_known == 35, "ggml's %d type ids: names, values and bytes per block", n_known);
 	uint32_t bv, bb;
 	tap_ok(qg_ggml_type_size(4, &bv, &bb) == -ENOTSUP && qg_ggml_type_size(33, &bv, &bb) == -ENOTSUP &&
 		       qg_ggml_type_size(38, &bv, &bb) == -ENOTSUP && qg_ggml_type_size(UINT32_MAX, &bv, &bb) == -ENOTSUP,

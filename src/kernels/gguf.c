@@ -66,6 +66,7 @@ static const struct {
 	[39] = { "mxfp4", 32, 17, 0 },
 	[40] = { "nvfp4", 64, 36, 0 },
 	[41] = { "q1_0", 128, 18, 0 },
+	[42] = { "q2_0", 64, 18, 0 },
 };
 
 static const char *const vtype_names[QG_GGUF_VTYPE_COUNT] = {

@@ -52,7 +52,7 @@ enum {
 	QG_GGML_F16 = 1,
 	QG_GGML_Q4_0 = 2,
 	QG_GGML_Q8_0 = 8,
-	QG_GGML_TYPE_LIMIT = 42	/* ids are below this */
+	QG_GGML_TYPE_LIMIT = 43	/* ids are below this (GGML_TYPE_COUNT at the pinned llama.cpp) */
 };
 
 /* One metadata pair.  Strings are copies, NUL-terminated, without interior NULs. */
