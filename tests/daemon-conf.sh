@@ -72,5 +72,16 @@ $qgd --config "$dir/dump.conf" --dump-config >"$dir/dump2.conf" 2>&1 && cmp -s "
 	ok "what --dump-config prints is read back to the same configuration" ||
 	{ not_ok "--dump-config does not read back"; diff "$dir/dump.conf" "$dir/dump2.conf" | sed 's/^/# /'; }
 
+# without --foreground and without the journal the log is syslog's, but a failed start still says why on stderr
+out=$($qgd --no-config --socket "$dir/no/such/dir/q.sock" 2>&1)
+rc=$?
+[ $rc -ne 0 ] && case $out in *"cannot create the runtime directory"*) true ;; *) false ;; esac &&
+	ok "a failed start without --foreground says why on stderr (exit $rc)" || not_ok "a silent failed start: $rc '$out'"
+# stderr the journal's stream ($JOURNAL_STREAM its device:inode): lines with <N> priorities, no timestamps
+: >"$dir/journal"
+JOURNAL_STREAM=$(stat -c '%d:%i' "$dir/journal") $qgd --no-config --socket "$dir/no/such/dir/q.sock" 2>>"$dir/journal"
+grep -q '^<6>info: configuration: none' "$dir/journal" && grep -q '^<3>error: cannot create the runtime directory' "$dir/journal" &&
+	ok "under the journal: <6> and <3> prefixes" || { not_ok "journal prefixes"; sed 's/^/# /' "$dir/journal"; }
+
 echo "1..$n"
 [ $fails -eq 0 ]
