@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -107,6 +108,63 @@ static int check_daemon(struct qgraph_session *s, const char *path)
 			      path, (unsigned)uid, (int)pid);
 }
 
+/*
+ * Why connecting to PATH failed with ERR, in BUF: for EACCES the owner,
+ * group and mode of the socket (or of its directory, where that is what
+ * is closed), and the group to join.
+ */
+static void connect_error(const char *path, int err, char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+	const char *what = "socket", *where = path;
+	struct stat st;
+
+	if (err != -EACCES) {
+		snprintf(buf, len, "%s: %s", path, strerror(-err));
+		return;
+	}
+	/* the socket's group, or, where its directory is closed to us, the directory's */
+	if (stat(path, &st) < 0) {
+		if (qg_path_dir(path, dir, sizeof dir) || stat(dir, &st) < 0) {
+			snprintf(buf, len, "%s: %s", path, strerror(-err));
+			return;
+		}
+		what = "directory";
+		where = dir;
+	}
+	char gbuf[1024], gname[64];
+	struct group gr, *found = NULL;
+	if (getgrgid_r(st.st_gid, &gr, gbuf, sizeof gbuf, &found) == 0 && found)
+		snprintf(gname, sizeof gname, "%s", found->gr_name);
+	else
+		snprintf(gname, sizeof gname, "%u", (unsigned)st.st_gid);
+	snprintf(buf, len, "%s: %s (the %s %s is uid %u, group %s, mode %04o: join the group %s, "
+		 "e.g. usermod -aG %s $USER, and log in again)", path, strerror(-err), what, where,
+		 (unsigned)st.st_uid, gname, (unsigned)(st.st_mode & 07777), gname, gname);
+}
+
+/*
+ * Check the directory of PATH and connect S to it.  0, or -errno with the
+ * message set; TRIED (AT bytes, may be NULL) names the paths tried before,
+ * for the message.
+ */
+static int connect_one(struct qgraph_session *s, const char *path, const char *tried, size_t at)
+{
+	char why[PATH_MAX + 512];
+	int r;
+
+	if ((r = qg_socket_dir_check(path, geteuid(), why, sizeof why)))
+		return qg_client_fail(s, r, "refusing to connect through %s: %s", path, why);
+	s->sock = qg_sock_connect(path);
+	if (s->sock >= 0)
+		return 0;
+	r = s->sock;
+	connect_error(path, r, why, sizeof why);
+	qg_client_fail(s, r, "cannot connect to qgraphd: %.*s%s%s", (int)at, tried ? tried : "", why,
+		       r == -ENOENT || r == -ECONNREFUSED ? " (is qgraphd running? QGRAPH_SOCKET names its socket)" : "");
+	return r;
+}
+
 static void session_free(struct qgraph_session *s)
 {
 	if (s->base)
@@ -143,22 +201,28 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 	pthread_mutex_init(&s->lock, NULL);
 	s->sock = s->bell = -1;
 	s->next_id = 1;
-	if (!o.socket) {
-		if (qg_default_socket_path(path, sizeof path)) {
+	if (o.socket) {
+		if ((r = connect_one(s, o.socket, NULL, 0)))
+			goto out;
+	} else {
+		/* the user's own daemon, else the system's: every path tried is named if none answers */
+		char paths[2][PATH_MAX], tried[2 * PATH_MAX + 256] = "";
+		int n = qg_client_socket_paths(paths, 2);
+		size_t at = 0;
+		if (n < 0) {
 			r = qg_client_fail(s, -ENAMETOOLONG, "the default socket path is too long");
 			goto out;
 		}
-		o.socket = path;
-	}
-	char why[PATH_MAX + 128];
-	if ((r = qg_socket_dir_check(o.socket, geteuid(), why, sizeof why))) {
-		r = qg_client_fail(s, r, "refusing to connect through %s: %s", o.socket, why);
-		goto out;
-	}
-	s->sock = qg_sock_connect(o.socket);
-	if (s->sock < 0) {
-		r = qg_client_fail(s, s->sock, "cannot connect to qgraphd at %s: %s", o.socket, strerror(-s->sock));
-		goto out;
+		for (int i = 0; i < n; i++) {
+			snprintf(path, sizeof path, "%s", paths[i]);
+			o.socket = path;
+			r = connect_one(s, path, tried, at);
+			if (r != -ENOENT || i == n - 1)
+				break;
+			at += (size_t)snprintf(tried + at, sizeof tried - at, "%s: %s; ", path, strerror(ENOENT));
+		}
+		if (r)
+			goto out;
 	}
 	if ((r = check_daemon(s, o.socket)))
 		goto out;

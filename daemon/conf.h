@@ -11,10 +11,13 @@
 #define QGD_CONF_H
 
 #include <getopt.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define QGD_CONF_FILE "/etc/qgraph/qgraphd.conf"
+#ifndef QGD_CONF_FILE
+#define QGD_CONF_FILE "/etc/qgraph/qgraphd.conf"	/* the build names $(sysconfdir)/qgraph/qgraphd.conf */
+#endif
 #define QGD_CONF_MAX_BYTES (1u << 20)	/* a larger file is refused */
 #define QGD_CONF_MAX_LINE 4096u		/* so is a longer line */
 
@@ -67,5 +70,21 @@ const char *qgd_conf_name(int i);
 
 /* The setting named by short option C, or -1. */
 int qgd_conf_by_short(int c);
+
+/* Write every setting of CFG that the file may hold, in the file's syntax ("#key =" for one left at its default). */
+void qgd_conf_dump(const struct qgd_config *cfg, FILE *f);
+
+/*
+ * A reload: take from NEXT into CUR every setting a running daemon can
+ * change (log level, quotas, limits, time-outs, allow-users, allow-groups,
+ * stats-group); NOTE (may be NULL) is called for each setting that
+ * differs, with its values as the file writes them and whether it was
+ * applied (0: it needs a restart, and CUR keeps its value).
+ */
+void qgd_conf_apply(struct qgd_config *cur, const struct qgd_config *next,
+		    void (*note)(const char *name, const char *from, const char *to, int applied));
+
+/* 1 if the setting NAME needs a restart to change, 0 if a reload applies it, -1 if there is none. */
+int qgd_conf_restart_key(const char *name);
 
 #endif /* QGD_CONF_H */

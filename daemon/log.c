@@ -5,7 +5,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,17 +15,43 @@
 #include "log.h"
 
 static int log_foreground = 1;
+static int log_journal;		/* stderr is the journal's stream: "<N>" prefixes, no timestamp */
+static int log_starting = 1;	/* until qgd_log_serving(): errors reach stderr whatever the log */
 static enum qgd_log_level log_level = QGD_LOG_INFO;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 static const int level_prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
 
+/* Is stderr the stream the journal gave us ($JOURNAL_STREAM is its "device:inode")? */
+static int stderr_is_journal(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char end;
+
+	if (!env || sscanf(env, "%llu:%llu%c", &dev, &ino, &end) != 2 || fstat(STDERR_FILENO, &st) < 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
 void qgd_log_open(int foreground, enum qgd_log_level level)
 {
-	log_foreground = foreground;
+	log_journal = stderr_is_journal();
+	log_foreground = foreground || log_journal;
 	log_level = level;
-	if (!foreground)
+	if (!log_foreground)
 		openlog("qgraphd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+void qgd_log_set_level(enum qgd_log_level level)
+{
+	log_level = level;
+}
+
+void qgd_log_serving(void)
+{
+	log_starting = 0;
 }
 
 void qgd_log_reopen(void)
@@ -49,17 +77,31 @@ static void log_v(enum qgd_log_level level, const char *fmt, va_list ap)
 	if (level > log_level)
 		return;
 	vsnprintf(msg, sizeof msg, fmt, ap);
+	/* one write per line, so lines from a crash are never interleaved */
+	char line[1200];
+	int n;
+	if (log_journal) {
+		/* the journal stamps the line and reads its priority from the prefix (sd-daemon(3)) */
+		n = snprintf(line, sizeof line, "<%d>%s: %s\n", level_prio[level], level_names[level], msg);
+		if (n > 0)
+			(void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+		return;
+	}
 	if (!log_foreground) {
 		syslog(level_prio[level], "%s", msg);
+		/* a failed start is said where whoever started it looks, too */
+		if (log_starting && level == QGD_LOG_ERROR) {
+			n = snprintf(line, sizeof line, "qgraphd: %s\n", msg);
+			if (n > 0)
+				(void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+		}
 		return;
 	}
 	struct timespec ts;
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	/* one write per line, so lines from a crash are never interleaved */
-	char line[1200];
-	int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ qgraphd %s: %s\n",
+	n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ qgraphd %s: %s\n",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 			 ts.tv_nsec / 1000000, level_names[level], msg);
 	if (n > 0)

@@ -1,6 +1,9 @@
 /*
- * log.h - qgraphd's log: to stderr with a timestamp in the foreground, to
- * syslog (and so the journal) otherwise.  Messages about one session's
+ * log.h - qgraphd's log: to stderr with a timestamp in the foreground
+ * (--foreground), to stderr with "<N>" priority prefixes when stderr is the
+ * journal's stream ($JOURNAL_STREAM, as systemd starts a service), to
+ * syslog otherwise; errors before the daemon serves reach stderr in every
+ * case, so a failed start is never silent.  Messages about one session's
  * requests go through that session's rate limit, and messages about
  * connections (accepted, refused, closed before anyone heard of them)
  * through a token bucket per uid, so that a misbehaving client, or one that
@@ -19,8 +22,12 @@ enum qgd_log_level {
 	QGD_LOG_DEBUG,
 };
 
-/* Where and how much to log.  FOREGROUND: stderr, else syslog. */
+/* Where and how much to log.  FOREGROUND: stderr, else the journal's stream or syslog. */
 void qgd_log_open(int foreground, enum qgd_log_level level);
+/* Log up to LEVEL from now on (a reload). */
+void qgd_log_set_level(enum qgd_log_level level);
+/* Start-up is over: errors go to the log alone from now on. */
+void qgd_log_serving(void);
 /* Reopen the log (SIGHUP). */
 void qgd_log_reopen(void);
 /* The level named NAME ("error", "warn", "info", "debug"), or -1. */

@@ -85,22 +85,41 @@ int qgd_priv_runtime_dir(const struct qgd_priv_config *pc, const char *socket_pa
 		qgd_error("cannot create the runtime directory %s: %s", dir, strerror(errno));
 		return err;
 	}
-	if (!other || (!created && !is_service_runtime_dir(dir)))
-		return 0;	/* someone else's directory: left as it is */
-	/* from here on, by descriptor: a path could be swapped under us */
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
+	if (!other)
+		return 0;
+	/*
+	 * From here on, by descriptor: a path could be swapped under us.  O_PATH,
+	 * because a directory a previous run handed over (mode 0750, the service
+	 * user's) cannot be read by a root that lacks CAP_DAC_READ_SEARCH, as
+	 * under the unit's bounding set; its owner can still be changed.
+	 */
+	int pfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0 || fstat(pfd, &st) < 0) {
 		int err = -errno;
 		qgd_error("cannot open the runtime directory %s: %s", dir, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+		if (pfd >= 0)
+			close(pfd);
 		return err;
 	}
+	/* ours to hand over: made now, the service manager's, or the one a previous run gave the user */
+	if (!created && !is_service_runtime_dir(dir) && !(pc->has_user && st.st_uid == pc->uid)) {
+		close(pfd);
+		return 0;	/* someone else's directory: left as it is */
+	}
 	/* ours until the socket in it is finished (a previous run may have handed it over already) */
-	if ((st.st_uid != geteuid() && fchown(fd, geteuid(), (gid_t)-1) < 0) || fchmod(fd, 0750) < 0) {
+	if (st.st_uid != geteuid() && fchownat(pfd, "", geteuid(), (gid_t)-1, AT_EMPTY_PATH) < 0) {
 		int err = -errno;
 		qgd_error("cannot take back the runtime directory %s: %s", dir, strerror(errno));
-		close(fd);
+		close(pfd);
+		return err;
+	}
+	int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(pfd);
+	if (fd < 0 || fchmod(fd, 0750) < 0) {
+		int err = -errno;
+		qgd_error("cannot take back the runtime directory %s: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return err;
 	}
 	*dir_fd = fd;

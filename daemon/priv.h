@@ -32,8 +32,9 @@ struct qgd_priv_config {
 
 /*
  * Create the directory that holds SOCKET_PATH if it is missing (one level).
- * When the daemon will run as another user, a directory it created, or the
- * one the service manager made for it ($RUNTIME_DIRECTORY), is to be given
+ * When the daemon will run as another user, a directory it created, the
+ * one the service manager made for it ($RUNTIME_DIRECTORY), or one that
+ * user owns already (a previous run handed it over), is to be given
  * to that user and group: it is opened (never through a link), kept root's
  * with mode 0750 for now (taken back if a previous run gave it away), and
  * its descriptor returned in *DIR_FD for qgd_priv_hand_over_dir() once the

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
+#include <sysexits.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -36,7 +38,8 @@ static void usage(FILE *f)
 		"      --config PATH      read settings from PATH (default " QGD_CONF_FILE ",\n"
 		"                         if it exists); the command line wins over it\n"
 		"      --no-config        read no configuration file\n"
-		"  -f, --foreground       stay in the foreground, log to stderr (else syslog)\n"
+		"  -f, --foreground       log to stderr, with timestamps (qgraphd never forks;\n"
+		"                         without it: to the journal under systemd, else syslog)\n"
 		"  -s, --socket PATH      listen on PATH (default: $QGRAPH_SOCKET, else\n"
 		"                         /run/qgraph/qgraphd.sock as root,\n"
 		"                         $XDG_RUNTIME_DIR/qgraph/qgraphd.sock otherwise)\n"
@@ -76,12 +79,17 @@ static void usage(FILE *f)
 		"  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 		"      --ready-fd N       write \"READY\\n\" to fd N once clients are accepted\n"
 		"      --info             print the CPU's features and chosen kernels, and exit\n"
+		"      --check-config     read the configuration, say what is wrong, and exit\n"
+		"                         (0: good, 78: not)\n"
+		"      --dump-config      print the configuration in effect, in the file's syntax\n"
 		"      --test-hash-collide  for tests: make every weights hash collide (the\n"
 		"                         bytes are still compared)\n"
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n"
 		"\n"
-		"SIZE takes a K, M or G suffix.  See qgraphd(8).\n");
+		"SIZE takes a K, M or G suffix.  A configuration error exits with status 78\n"
+		"(EX_CONFIG).  SIGHUP reads the configuration again (qgraphd.conf(5) names\n"
+		"what needs a restart).  See qgraphd(8).\n");
 }
 
 static void print_info(void)
@@ -122,22 +130,24 @@ static void close_between(unsigned from, unsigned to)
 
 /*
  * Close every descriptor above stderr that the launcher left open but
- * --ready-fd's: a client of the daemon must never reach what its launcher
- * held (a terminal, a pipe, a file), and the descriptors are max-sessions'.
- * Socket activation (LISTEN_FDS from 3 on) would be kept here too; the
- * daemon does not take sockets from systemd yet.
+ * --ready-fd's and the N_LISTEN sockets the service manager passed (from
+ * SD_LISTEN_FDS_START on): a client of the daemon must never reach what its
+ * launcher held (a terminal, a pipe, a file), and the descriptors are
+ * max-sessions'.
  */
-static void close_inherited(int ready_fd)
+static void close_inherited(int ready_fd, int n_listen)
 {
-	if (ready_fd >= 3) {
-		close_between(3, (unsigned)ready_fd - 1);
+	unsigned from = SD_LISTEN_FDS_START + (unsigned)(n_listen > 0 ? n_listen : 0);
+
+	if (ready_fd >= (int)from) {
+		close_between(from, (unsigned)ready_fd - 1);
 		close_between((unsigned)ready_fd + 1, ~0u);
 	} else {
-		close_between(3, ~0u);
+		close_between(from, ~0u);
 	}
 }
 
-enum { OPT_INFO = 256, OPT_CONFIG, OPT_NO_CONFIG, OPT_SETTING = 512 };
+enum { OPT_INFO = 256, OPT_CONFIG, OPT_NO_CONFIG, OPT_CHECK_CONFIG, OPT_DUMP_CONFIG, OPT_SETTING = 512 };
 
 /* The options that are no setting (the settings' own come from conf.c). */
 /* True if the directory of socket PATH is safe for this process (see qg_socket_dir_check); else says why. */
@@ -155,9 +165,85 @@ static const struct option extra_options[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "no-config", no_argument, NULL, OPT_NO_CONFIG },
 	{ "info", no_argument, NULL, OPT_INFO },
+	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+	{ "dump-config", no_argument, NULL, OPT_DUMP_CONFIG },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 };
+
+/* What the command line said, kept for a reload: the command line wins over the file then too. */
+static struct {
+	const char *path;	/* NULL: --no-config */
+	int named;		/* --config: a missing file is an error */
+	int n_given;
+	struct given {
+		int setting;
+		const char *value;
+	} given[256];
+} args = { .path = QGD_CONF_FILE };
+
+/*
+ * Fill CFG from the defaults, the file and the command line, and choose
+ * the socket if none is named.  0, or EX_CONFIG with the reason in MSG
+ * (LEN bytes).  *FOUND: the file was read.
+ */
+static int load_config(struct qgd_config *cfg, int *found, char *msg, size_t len)
+{
+	char why[512];
+
+	qgd_conf_defaults(cfg);
+	*found = 0;
+	if (args.path && qgd_conf_load(cfg, args.path, !args.named, found, msg, len))
+		return EX_CONFIG;
+	for (int i = 0; i < args.n_given; i++) {
+		const char *name = qgd_conf_name(args.given[i].setting);
+		if (qgd_conf_set(cfg, name, args.given[i].value, why, sizeof why)) {
+			snprintf(msg, len, "invalid value for --%s: '%.64s' (%s)", name,
+				 args.given[i].value ? args.given[i].value : "", why);
+			return EX_CONFIG;
+		}
+	}
+	if (qgd_conf_finish(cfg, msg, len))
+		return EX_CONFIG;
+	if (!cfg->socket_path) {
+		if (qg_default_socket_path(cfg->socket_store, sizeof cfg->socket_store)) {
+			snprintf(msg, len, "the default socket path is too long");
+			return EX_CONFIG;
+		}
+		cfg->socket_path = cfg->socket_store;
+	}
+	return 0;
+}
+
+/* A setting that differs after a reload: say whether it took. */
+static void note_change(const char *name, const char *from, const char *to, int applied)
+{
+	if (applied)
+		qgd_info("reload: %s: %s -> %s", name, from, to);
+	else
+		qgd_warn("reload: %s: %s -> %s needs a restart: ignored until then", name, from, to);
+}
+
+void qgd_reload(struct qgd_server *srv)
+{
+	static struct qgd_config next;
+	char msg[600];
+	int found;
+
+	sd_notify(0, "RELOADING=1");
+	qgd_log_reopen();
+	if (load_config(&next, &found, msg, sizeof msg)) {
+		qgd_error("reload: %s: the configuration in effect is kept", msg);
+	} else {
+		if (srv->activated)	/* the passed socket is the one served: no path to compare */
+			next.socket_path = srv->cfg.socket_path;
+		qgd_conf_apply(&srv->cfg, &next, note_change);
+		qgd_log_set_level((enum qgd_log_level)srv->cfg.log_level);
+		qgd_server_recheck(srv);
+		qgd_info("reload: configuration %s%s", found ? "read from " : "none", found ? args.path : "");
+	}
+	sd_notifyf(0, "READY=1\nSTATUS=serving on %s", srv->cfg.socket_path);
+}
 
 int main(int argc, char **argv)
 {
@@ -165,12 +251,7 @@ int main(int argc, char **argv)
 	struct qgd_config *cfg = &srv.cfg;
 	struct option options[64];
 	char shortopts[64], msg[600];
-	const char *conf_path = QGD_CONF_FILE;
-	int conf_named = 0, conf_found = 0, n_given = 0, c;
-	struct given {
-		int setting;
-		const char *value;
-	} given[256];
+	int conf_found = 0, c, check = 0, dump = 0;
 
 	if (!qgd_conf_options(options, sizeof options / sizeof options[0], OPT_SETTING, extra_options,
 					sizeof extra_options / sizeof extra_options[0]))
@@ -180,16 +261,18 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, shortopts, options, NULL)) != -1) {
 		int i = c >= OPT_SETTING ? c - OPT_SETTING : qgd_conf_by_short(c);
 		if (i >= 0 && qgd_conf_name(i)) {
-			if (n_given == sizeof given / sizeof given[0]) {
+			if (args.n_given == sizeof args.given / sizeof args.given[0]) {
 				fprintf(stderr, "qgraphd: too many options\n");
 				return 2;
 			}
-			given[n_given++] = (struct given){ i, optarg };
+			args.given[args.n_given++] = (struct given){ i, optarg };
 			continue;
 		}
 		switch (c) {
-		case OPT_CONFIG: conf_path = optarg; conf_named = 1; break;
-		case OPT_NO_CONFIG: conf_path = NULL; break;
+		case OPT_CONFIG: args.path = optarg; args.named = 1; break;
+		case OPT_NO_CONFIG: args.path = NULL; break;
+		case OPT_CHECK_CONFIG: check = 1; break;
+		case OPT_DUMP_CONFIG: dump = 1; break;
 		case OPT_INFO: print_info(); return 0;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("qgraphd %s\n", PACKAGE_VERSION); return 0;
@@ -201,32 +284,35 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	qgd_conf_defaults(cfg);
-	if (conf_path && qgd_conf_load(cfg, conf_path, !conf_named, &conf_found, msg, sizeof msg)) {
+	int rc = load_config(cfg, &conf_found, msg, sizeof msg);
+	if (rc) {
 		fprintf(stderr, "qgraphd: %s\n", msg);
-		return 2;
+		return rc;
 	}
-	for (int i = 0; i < n_given; i++) {
-		const char *name = qgd_conf_name(given[i].setting);
-		if (qgd_conf_set(cfg, name, given[i].value, msg, sizeof msg)) {
-			fprintf(stderr, "qgraphd: invalid value for --%s: '%s' (%s)\n", name,
-				given[i].value ? given[i].value : "", msg);
-			return 2;
-		}
+	if (check || dump) {
+		if (check)
+			printf("%s: good\n", conf_found ? args.path : args.path ? "no file, the defaults" : "--no-config");
+		if (dump)
+			qgd_conf_dump(cfg, stdout);
+		return fflush(stdout) ? 1 : 0;
 	}
-	if (qgd_conf_finish(cfg, msg, sizeof msg)) {
-		fprintf(stderr, "qgraphd: %s\n", msg);
-		return 2;
+	/* sockets the service manager passed (socket activation): kept through close_inherited */
+	int n_listen = sd_listen_fds(0);
+	if (n_listen < 0) {
+		fprintf(stderr, "qgraphd: LISTEN_FDS: %s\n", strerror(-n_listen));
+		return EX_CONFIG;
 	}
-	if (!cfg->socket_path) {
-		if (qg_default_socket_path(cfg->socket_store, sizeof cfg->socket_store)) {
-			fprintf(stderr, "qgraphd: the default socket path is too long\n");
-			return 1;
-		}
-		cfg->socket_path = cfg->socket_store;
+	if (n_listen > 1) {
+		fprintf(stderr, "qgraphd: the service manager passed %d sockets; qgraphd serves one\n", n_listen);
+		return EX_CONFIG;
 	}
-	close_inherited(cfg->ready_fd);
+	unsetenv("LISTEN_PID");	/* they are ours, not a child's */
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	close_inherited(cfg->ready_fd, n_listen);
 	qgd_log_open(cfg->foreground, (enum qgd_log_level)cfg->log_level);
+	if (n_listen == 1 && qgd_server_adopt(&srv, SD_LISTEN_FDS_START))
+		return EX_CONFIG;
 
 	/* signals arrive through the loop; a client that goes away is no SIGPIPE */
 	sigset_t mask;
@@ -234,25 +320,33 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR1);	/* read by the loop: never the default action, which kills */
+	sigaddset(&mask, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	srv.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (conf_found)
-		qgd_info("configuration: %s", conf_path);
+		qgd_info("configuration: %s", args.path);
 	else
-		qgd_info("configuration: none (%s)", conf_path ? "no file " QGD_CONF_FILE : "--no-config");
+		qgd_info("configuration: none (%s%s)", args.path ? "no file " : "--no-config", args.path ? args.path : "");
 
-	/* a socket directory in /tmp could be anyone's: never bind in one we do not own */
-	if (!socket_dir_ours(cfg->socket_path))
-		return 1;
 	/* what needs privileges, then the drop; the loop and any thread only after */
-	int run_dir = -1;
-	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_listen(&srv) ||
-	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) || qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) ||
-	    qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
-		return 1;
-	if (!socket_dir_ours(cfg->socket_path))	/* again: it may have been made between the check and mkdir */
-		return 1;
+	if (srv.activated) {
+		if (qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
+			return 1;
+	} else {
+		/* a socket directory in /tmp could be anyone's: never bind in one we do not own */
+		if (!socket_dir_ours(cfg->socket_path))
+			return 1;
+		int run_dir = -1;
+		if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_bind(&srv) ||
+		    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) ||
+		    qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) || qgd_memory_init(&srv) ||
+		    qgd_priv_drop(&cfg->priv))
+			return 1;
+		if (!socket_dir_ours(cfg->socket_path))	/* again: it may have been made between the check and mkdir */
+			return 1;
+	}
 
 	const char *why = NULL;
 	int err = qg_loop_new(cfg->force_epoll ? QG_LOOP_EPOLL : QG_LOOP_AUTO, &srv.loop, &why);
@@ -287,18 +381,22 @@ int main(int argc, char **argv)
 		return 1;
 	if (qgd_server_start(&srv))
 		return 1;
+	/* the pool is reserved and locked, the socket listens and the loop runs next: ready */
 	if (cfg->ready_fd >= 0) {
 		(void)!write(cfg->ready_fd, "READY\n", 6);
 		close(cfg->ready_fd);
 	}
+	sd_notifyf(0, "READY=1\nSTATUS=serving on %s", cfg->socket_path);
+	qgd_log_serving();
 
-	int rc = qgd_server_run(&srv);
+	rc = qgd_server_run(&srv);
 	qgd_exec_fini(&srv);
 	qgd_models_fini(&srv);
 	qgd_memory_fini(&srv);
 	if (srv.listen_fd >= 0) {
 		close(srv.listen_fd);
-		unlink(cfg->socket_path);
+		if (!srv.activated)
+			unlink(cfg->socket_path);
 	}
 	qg_loop_free(srv.loop);
 	close(srv.lock_fd);

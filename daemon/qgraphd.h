@@ -175,6 +175,7 @@ struct qgd_server {
 	struct qgd_config cfg;
 	struct qg_loop *loop;
 	int listen_fd, lock_fd;
+	int activated;			/* listen_fd came from the service manager (LISTEN_FDS): never unlinked */
 	int signal_fd, timer_fd;
 	struct qg_watch *listen_watch, *signal_watch, *timer_watch;
 	int reserve_fd;			/* /dev/null, given up to take a connection when descriptors run out */
@@ -203,9 +204,26 @@ struct qgd_server {
 };
 
 /* server.c */
-/* Bind and listen on the socket (before the privileges are dropped).  0 or -1 (logged). */
-int qgd_server_listen(struct qgd_server *srv);
-/* Watch the socket and the signals in the loop.  0 or -1 (logged). */
+/*
+ * Bind the socket, without listening (before the privileges are dropped):
+ * until qgd_server_start a client's connect() is refused at once rather
+ * than left waiting for a daemon that cannot serve yet.  0 or -1 (logged).
+ */
+int qgd_server_bind(struct qgd_server *srv);
+/*
+ * Serve on FD, a listening socket the service manager passed (socket
+ * activation): it must be a Unix SOCK_SEQPACKET socket that listens; the
+ * socket path becomes its address.  0 or -1 (logged).
+ */
+int qgd_server_adopt(struct qgd_server *srv, int fd);
+/*
+ * After a reload: refuse or drop every connection the access policy no
+ * longer allows (a served session is dropped, with the reason logged).
+ */
+void qgd_server_recheck(struct qgd_server *srv);
+/* qgraphd.c: SIGHUP: read the configuration again and apply what may change at run time (conf.h). */
+void qgd_reload(struct qgd_server *srv);
+/* Listen (unless the socket was passed) and watch the socket and the signals in the loop.  0 or -1 (logged). */
 int qgd_server_start(struct qgd_server *srv);
 int qgd_server_run(struct qgd_server *srv);
 

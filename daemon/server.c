@@ -25,7 +25,11 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <stddef.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -393,8 +397,14 @@ static void on_signal(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	(void)events;
 	while (read(fd, &si, sizeof si) == sizeof si) {
 		if (si.ssi_signo == SIGHUP) {
-			qgd_log_reopen();
-			qgd_info("SIGHUP: log reopened");
+			qgd_info("SIGHUP: reading the configuration again");
+			qgd_reload(srv);
+			continue;
+		}
+		if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
+			qgd_info("%s: %u connections, %llu graphs run, %llu bytes pinned%s", strsignal((int)si.ssi_signo),
+				 srv->n_sessions, (unsigned long long)srv->graphs_run,
+				 (unsigned long long)srv->pinned_bytes, srv->stopping ? ", stopping" : "");
 			continue;
 		}
 		if (!srv->stopping) {
@@ -404,10 +414,28 @@ static void on_signal(struct qg_watch *w, int fd, uint32_t events, void *arg)
 			if (srv->listen_watch)
 				qg_loop_unwatch(srv->loop, srv->listen_watch);
 			srv->listen_watch = NULL;
+			sd_notify(0, "STOPPING=1");
 			close(srv->listen_fd);
 			srv->listen_fd = -1;
-			unlink(srv->cfg.socket_path);
+			if (!srv->activated)	/* the service manager's socket stays for the next start */
+				unlink(srv->cfg.socket_path);
 		}
+	}
+}
+
+void qgd_server_recheck(struct qgd_server *srv)
+{
+	char why[256];
+
+	for (struct qgd_session *s = srv->sessions; s; s = s->next) {
+		if (s->state == QGD_DEAD || s->refused ||
+		    !qgd_priv_check_peer(&srv->cfg.priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
+			continue;
+		if (s->state == QGD_READY)
+			qgd_session_drop(s, "dropped at a reload: no longer among the users and groups served "
+				      "(allow-users, allow-groups)");
+		else
+			refuse(s, "%s", why);
 	}
 }
 
@@ -472,19 +500,56 @@ static int any_pending(struct qgd_server *srv)
 	return 0;
 }
 
-int qgd_server_listen(struct qgd_server *srv)
+int qgd_server_bind(struct qgd_server *srv)
 {
 	const char *path = srv->cfg.socket_path;
 
-	srv->listen_fd = qg_sock_listen(path, srv->cfg.priv.socket_mode, &srv->lock_fd);
+	srv->listen_fd = qg_sock_bind(path, srv->cfg.priv.socket_mode, &srv->lock_fd);
 	if (srv->listen_fd == -EADDRINUSE) {
 		qgd_error("another qgraphd is serving %s", path);
 		return -1;
 	}
 	if (srv->listen_fd < 0) {
-		qgd_error("cannot listen on %s: %s", path, strerror(-srv->listen_fd));
+		qgd_error("cannot bind %s: %s", path, strerror(-srv->listen_fd));
 		return -1;
 	}
+	return 0;
+}
+
+int qgd_server_adopt(struct qgd_server *srv, int fd)
+{
+	struct sockaddr_un sa;
+	socklen_t len = sizeof sa;
+	struct qgd_config *cfg = &srv->cfg;
+
+	if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
+		qgd_error("the socket passed by the service manager (fd %d) is not a listening Unix "
+			  "SOCK_SEQPACKET socket (ListenSequentialPacket= in qgraphd.socket)", fd);
+		return -1;
+	}
+	memset(&sa, 0, sizeof sa);
+	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || len <= offsetof(struct sockaddr_un, sun_path) ||
+	    sa.sun_path[0] == 0) {
+		qgd_error("the socket passed by the service manager (fd %d) has no path", fd);
+		return -1;
+	}
+	size_t n = strnlen(sa.sun_path, len - offsetof(struct sockaddr_un, sun_path));
+	if (n >= sizeof cfg->socket_store)
+		return qgd_error("the passed socket's path is too long"), -1;
+	if (cfg->socket_path && strcmp(cfg->socket_path, sa.sun_path) != 0)
+		qgd_info("socket %s not bound: serving %.*s, the socket the service manager passed", cfg->socket_path,
+			 (int)n, sa.sun_path);
+	memcpy(cfg->socket_store, sa.sun_path, n);
+	cfg->socket_store[n] = 0;
+	cfg->socket_path = cfg->socket_store;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		qgd_error("cannot make the passed socket non-blocking: %s", strerror(errno));
+		return -1;
+	}
+	srv->listen_fd = fd;
+	srv->lock_fd = -1;	/* the service manager runs one of us per socket */
+	srv->activated = 1;
 	return 0;
 }
 
@@ -529,12 +594,17 @@ int qgd_server_start(struct qgd_server *srv)
 		return -1;
 	}
 	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
+	/* only now, with the memory ready and the loop about to run, may clients queue */
+	if (!srv->activated && listen(srv->listen_fd, 128) < 0) {
+		qgd_error("cannot listen on %s: %s", srv->cfg.socket_path, strerror(errno));
+		return -1;
+	}
 	if (qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch) ||
 	    qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch)) {
 		qgd_error("cannot watch the socket");
 		return -1;
 	}
-	qgd_info("listening on %s", srv->cfg.socket_path);
+	qgd_info("listening on %s%s", srv->cfg.socket_path, srv->activated ? " (passed by the service manager)" : "");
 	return 0;
 }
 

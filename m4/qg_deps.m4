@@ -1,4 +1,5 @@
-# QG_CHECK_DEPS: find liburing, libcap-ng, protobuf-c and protoc-c.
+# QG_CHECK_DEPS: find liburing, libcap-ng, libsystemd, protobuf-c and protoc-c.
+# (libsystemd: qgraphd's readiness and socket activation, one code path.)
 # A missing dependency fails configure and names the Debian package.
 AC_DEFUN([QG_PKG_REQUIRE], [
   PKG_CHECK_MODULES([$1], [$2], [],
@@ -11,6 +12,7 @@ AC_DEFUN([QG_CHECK_DEPS], [
         [AC_MSG_ERROR([pkg-config not found: install the Debian package pkgconf])])
   QG_PKG_REQUIRE([LIBURING], [liburing >= 2.1], [liburing-dev])
   QG_PKG_REQUIRE([LIBCAPNG], [libcap-ng >= 0.7], [libcap-ng-dev])
+  QG_PKG_REQUIRE([LIBSYSTEMD], [libsystemd >= 221], [libsystemd-dev])
   QG_PKG_REQUIRE([PROTOBUF_C], [libprotobuf-c >= 1.3], [libprotobuf-c-dev])
   AC_ARG_VAR([PROTOC_C], [the protobuf-c compiler])
   AC_PATH_PROG([PROTOC_C], [protoc-c])

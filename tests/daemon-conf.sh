@@ -13,13 +13,13 @@ fails=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
 
-# refused KEY-FILE-TEXT WANT: the daemon must exit 2 saying WANT
+# refused KEY-FILE-TEXT WANT: the daemon must exit 78 (EX_CONFIG) saying WANT
 refused() {
 	printf '%b' "$1" >"$dir/bad.conf"
 	out=$($qgd --config "$dir/bad.conf" --foreground --socket "$dir/never.sock" 2>&1)
 	rc=$?
 	case $out in
-	*"$2"*) [ $rc -eq 2 ] && ok "refused (exit $rc): $out" || not_ok "exit $rc: $out" ;;
+	*"$2"*) [ $rc -eq 78 ] && ok "refused (exit $rc): $out" || not_ok "exit $rc: $out" ;;
 	*) not_ok "wanted '$2', got (exit $rc): $out" ;;
 	esac
 }
@@ -31,7 +31,7 @@ refused 'user = no-such-user-for-qgraphd\n' "bad.conf:1: invalid value for 'user
 [ -e "$dir/never.sock" ] && not_ok "a refused daemon left a socket" || ok "no refused daemon made its socket"
 
 out=$($qgd --config "$dir/missing.conf" --foreground 2>&1)
-[ $? -eq 2 ] && case $out in *missing.conf*) true ;; *) false ;; esac &&
+[ $? -eq 78 ] && case $out in *missing.conf*) true ;; *) false ;; esac &&
 	ok "a named file that is missing is an error: $out" || not_ok "missing file: $out"
 
 # a good file, with the command line over it: the socket given here wins
@@ -52,6 +52,36 @@ pid=
 [ $rc -eq 0 ] && ok "it stops cleanly" || not_ok "exit status $rc"
 # --no-config reads nothing, even a file named before it
 out=$($qgd --config "$dir/bad.conf" --no-config --info 2>&1) && ok "--no-config reads no file" || not_ok "--no-config: $out"
+
+# --check-config: like sshd -t, 0 for a good file, 78 and the reason for a bad one
+printf 'max-nodes = 10\nmax-nodes = 20\n' >"$dir/bad.conf"
+out=$($qgd --config "$dir/bad.conf" --check-config 2>&1)
+rc=$?
+[ $rc -eq 78 ] && case $out in *"bad.conf:2: 'max-nodes' is already set"*) true ;; *) false ;; esac &&
+	ok "--check-config: a bad file exits 78 with the reason" || not_ok "--check-config of a bad file: $rc $out"
+out=$($qgd --config "$dir/good.conf" --check-config 2>&1)
+[ $? -eq 0 ] && case $out in *"good.conf: good"*) true ;; *) false ;; esac &&
+	ok "--check-config: a good file exits 0" || not_ok "--check-config of a good file: $out"
+# --dump-config: like sshd -T, the configuration in effect, in the file's syntax: it reads back the same
+$qgd --config "$dir/good.conf" --max-nodes 77 --dump-config >"$dir/dump.conf" 2>&1
+grep -qx "max-nodes = 77" "$dir/dump.conf" && grep -qx "max-sessions = 2" "$dir/dump.conf" &&
+	grep -qx "socket = $dir/file.sock" "$dir/dump.conf" && grep -qx "log-level = warn" "$dir/dump.conf" &&
+	ok "--dump-config shows the file's and the command line's settings" ||
+	{ not_ok "--dump-config"; sed 's/^/# /' "$dir/dump.conf"; }
+$qgd --config "$dir/dump.conf" --dump-config >"$dir/dump2.conf" 2>&1 && cmp -s "$dir/dump.conf" "$dir/dump2.conf" &&
+	ok "what --dump-config prints is read back to the same configuration" ||
+	{ not_ok "--dump-config does not read back"; diff "$dir/dump.conf" "$dir/dump2.conf" | sed 's/^/# /'; }
+
+# without --foreground and without the journal the log is syslog's, but a failed start still says why on stderr
+out=$($qgd --no-config --socket "$dir/no/such/dir/q.sock" 2>&1)
+rc=$?
+[ $rc -ne 0 ] && case $out in *"cannot create the runtime directory"*) true ;; *) false ;; esac &&
+	ok "a failed start without --foreground says why on stderr (exit $rc)" || not_ok "a silent failed start: $rc '$out'"
+# stderr the journal's stream ($JOURNAL_STREAM its device:inode): lines with <N> priorities, no timestamps
+: >"$dir/journal"
+JOURNAL_STREAM=$(stat -c '%d:%i' "$dir/journal") $qgd --no-config --socket "$dir/no/such/dir/q.sock" 2>>"$dir/journal"
+grep -q '^<6>info: configuration: none' "$dir/journal" && grep -q '^<3>error: cannot create the runtime directory' "$dir/journal" &&
+	ok "under the journal: <6> and <3> prefixes" || { not_ok "journal prefixes"; sed 's/^/# /' "$dir/journal"; }
 
 echo "1..$n"
 [ $fails -eq 0 ]

@@ -89,6 +89,54 @@ run_tool "a directory is refused" 2 "not a regular file" run "$T"
 run_tool "two files is a usage error" 2 "one FILE" run "$T/mlp.qg" "$T/mlp.qg"
 run_tool "run --help" 0 "Usage: qgraph-submit run" run --help
 
+# global options through getopt_long; stats as JSON and as Prometheus text
+run_tool "-V prints the version" 0 "^qgraph-submit [0-9]" -V
+run_tool "an unknown global option is named" 2 "unrecognized option '--frobnicate'" --frobnicate stats
+run_tool "stats --help names --json and --prometheus" 0 "--prometheus" stats --help
+tool stats --json >"$T/stats.json" 2>&1
+st=$?
+ok $([ $st -eq 0 ] && grep -q '^{"version": "' "$T/stats.json"; echo $?) "stats --json prints one JSON object (exit $st)"
+if command -v python3 >/dev/null; then
+	python3 - "$T/stats.json" >"$T/out" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["sessions"] >= 1 and d["graphs_run"] >= 1 and d["pool_bytes"] > 0, d
+assert d["kernels"] and all("layout" in k and "kernel" in k for k in d["kernels"]), d["kernels"]
+assert len(d["session"]) == 1 and d["session"][0]["name"].startswith("qgraph-submit"), d["session"]
+PY
+	r=$?
+	ok $r "stats --json parses, with its counters, kernels and the asking session"
+	[ $r -eq 0 ] || { sed 's/^/# /' "$T/out" "$T/stats.json"; }
+fi
+tool stats --prometheus >"$T/stats.prom" 2>&1
+st=$?
+# the text exposition format: HELP and TYPE once per metric, before its samples; names qgraph_*; numbers
+awk '
+	/^# HELP / { if (help[$3]++) { print "two HELP lines for " $3; bad = 1 } next }
+	/^# TYPE / { if (type[$3]++) { print "two TYPE lines for " $3; bad = 1 }
+		     if ($4 != "gauge" && $4 != "counter") { print "type " $4; bad = 1 } t = $4; next }
+	/^#/ { print "stray comment: " $0; bad = 1; next }
+	{
+		name = $1; sub(/\{.*/, "", name)
+		if (name !~ /^qgraph_[a-z_]+$/) { print "bad name: " $0; bad = 1 }
+		if (!type[name]) { print "no TYPE before " name; bad = 1 }
+		if ($NF !~ /^[0-9]+$/) { print "bad value: " $0; bad = 1 }
+		if (t == "counter" && name !~ /_total$/) { print "counter without _total: " name; bad = 1 }
+		if ($0 ~ /\{/ && $0 !~ /^[a-z_]+\{([a-z_]+="([^"\\]|\\.)*",?)+\} [0-9]+$/) { print "bad labels: " $0; bad = 1 }
+		n++
+	}
+	END { if (n < 10) { print n " samples"; bad = 1 } exit bad }
+' "$T/stats.prom" >"$T/out" 2>&1
+r=$?
+ok $([ $st -eq 0 ] && [ $r -eq 0 ] && grep -q '^qgraph_graphs_run_total [1-9]' "$T/stats.prom" &&
+	grep -q '^qgraph_session_memory_bytes{session="' "$T/stats.prom"; echo $?) \
+	"stats --prometheus is the text exposition format, with qgraph_graphs_run_total and per-session series"
+[ $r -eq 0 ] || sed 's/^/# /' "$T/out" "$T/stats.prom"
+if command -v promtool >/dev/null; then
+	promtool check metrics <"$T/stats.prom" >"$T/out" 2>&1
+	ok $? "promtool check metrics"
+fi
+
 kill "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 pid=

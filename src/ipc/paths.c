@@ -24,12 +24,26 @@ int qg_default_socket_path(char *buf, size_t len)
 	if (env && *env)
 		n = snprintf(buf, len, "%s", env);
 	else if (geteuid() == 0)
-		n = snprintf(buf, len, "/run/qgraph/qgraphd.sock");
+		n = snprintf(buf, len, "%s", QG_SYSTEM_SOCKET);
 	else if (xdg && *xdg == '/')
 		n = snprintf(buf, len, "%s/qgraph/qgraphd.sock", xdg);
 	else
 		n = snprintf(buf, len, "/tmp/qgraph-%u/qgraphd.sock", (unsigned)geteuid());
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int qg_client_socket_paths(char (*paths)[PATH_MAX], size_t n)
+{
+	const char *env = getenv("QGRAPH_SOCKET");
+
+	if (n < 2)
+		return -EINVAL;
+	if (qg_default_socket_path(paths[0], PATH_MAX))
+		return -ENAMETOOLONG;
+	if ((env && *env) || strcmp(paths[0], QG_SYSTEM_SOCKET) == 0)
+		return 1;
+	snprintf(paths[1], PATH_MAX, "%s", QG_SYSTEM_SOCKET);
+	return 2;
 }
 
 int qg_path_dir(const char *path, char *buf, size_t len)

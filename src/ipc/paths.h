@@ -5,8 +5,11 @@
 #ifndef QG_PATHS_H
 #define QG_PATHS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#define QG_SYSTEM_SOCKET "/run/qgraph/qgraphd.sock"	/* the system daemon's (qgraphd.socket) */
 
 /*
  * The socket path when none is given: $QGRAPH_SOCKET if set, else
@@ -15,6 +18,14 @@
  * Returns 0, or -ENAMETOOLONG.
  */
 int qg_default_socket_path(char *buf, size_t len);
+
+/*
+ * Where a client that names no socket looks, in order: the default above,
+ * then, when that is a user's own (no $QGRAPH_SOCKET, not root), the system
+ * daemon's QG_SYSTEM_SOCKET.  Fills PATHS (N entries of LEN bytes each,
+ * N >= 2) and returns how many, or -ENAMETOOLONG.
+ */
+int qg_client_socket_paths(char (*paths)[PATH_MAX], size_t n);
 
 /* The directory part of PATH ("/" for "/x") in BUF (LEN bytes).  0, -EINVAL (no slash) or -ENAMETOOLONG. */
 int qg_path_dir(const char *path, char *buf, size_t len);

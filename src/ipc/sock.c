@@ -29,7 +29,7 @@ static int sock_addr(const char *path, struct sockaddr_un *sa)
 	return 0;
 }
 
-int qg_sock_listen(const char *path, unsigned mode, int *lock_fd)
+int qg_sock_bind(const char *path, unsigned mode, int *lock_fd)
 {
 	struct sockaddr_un sa;
 	char lock_path[PATH_MAX];
@@ -67,7 +67,7 @@ int qg_sock_listen(const char *path, unsigned mode, int *lock_fd)
 	mode_t old = umask(0177);
 	int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
 	umask(old);
-	if (r < 0 || chmod(path, mode) < 0 || listen(fd, 128) < 0)
+	if (r < 0 || chmod(path, mode) < 0)
 		goto fail;
 	*lock_fd = lfd;
 	return fd;
@@ -77,6 +77,20 @@ fail:
 		close(fd);
 	close(lfd);
 	return err;
+}
+
+int qg_sock_listen(const char *path, unsigned mode, int *lock_fd)
+{
+	int fd = qg_sock_bind(path, mode, lock_fd);
+
+	if (fd >= 0 && listen(fd, 128) < 0) {
+		int err = -errno;
+		close(fd);
+		close(*lock_fd);
+		*lock_fd = -1;
+		return err;
+	}
+	return fd;
 }
 
 int qg_sock_connect(const char *path)

@@ -21,6 +21,13 @@
  */
 int qg_sock_listen(const char *path, unsigned mode, int *lock_fd);
 
+/*
+ * qg_sock_listen() without the listen(): the socket is bound, so the path
+ * is taken, but a connect() is refused until the caller listens (a daemon
+ * that cannot serve yet must not let clients queue on it).
+ */
+int qg_sock_bind(const char *path, unsigned mode, int *lock_fd);
+
 /* Connect to PATH (blocking, close-on-exec).  Returns the fd or -errno. */
 int qg_sock_connect(const char *path);
 
