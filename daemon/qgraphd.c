@@ -224,7 +224,8 @@ static void note_change(const char *name, const char *from, const char *to, int 
 		qgd_warn("reload: %s: %s -> %s needs a restart: ignored until then", name, from, to);
 }
 
-void qgd_reload(struct qgd_server *srv)
+/* The server's reload hook: SIGHUP reads the configuration again and applies what may change (conf.h). */
+static void reload(struct qgd_server *srv)
 {
 	static struct qgd_config next;
 	char msg[600];
@@ -379,6 +380,7 @@ int main(int argc, char **argv)
 	/* a preloaded model: read as the daemon's own user, before any client is served */
 	if (cfg->preload[0] && qgd_models_preload(&srv, cfg->preload, NULL))
 		return 1;
+	srv.reload = reload;
 	if (qgd_server_start(&srv))
 		return 1;
 	/* the pool is reserved and locked, the socket listens and the loop runs next: ready */

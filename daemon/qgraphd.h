@@ -201,6 +201,8 @@ struct qgd_server {
 	uint64_t weights_referenced;	/* bytes of every handle of every session */
 	struct qgd_exec *exec;
 	char cpu_features[256];
+	/* SIGHUP: read the configuration again and apply what may change at run time (set by main) */
+	void (*reload)(struct qgd_server *srv);
 };
 
 /* server.c */
@@ -221,8 +223,6 @@ int qgd_server_adopt(struct qgd_server *srv, int fd);
  * longer allows (a served session is dropped, with the reason logged).
  */
 void qgd_server_recheck(struct qgd_server *srv);
-/* qgraphd.c: SIGHUP: read the configuration again and apply what may change at run time (conf.h). */
-void qgd_reload(struct qgd_server *srv);
 /* Listen (unless the socket was passed) and watch the socket and the signals in the loop.  0 or -1 (logged). */
 int qgd_server_start(struct qgd_server *srv);
 int qgd_server_run(struct qgd_server *srv);

@@ -398,7 +398,8 @@ static void on_signal(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	while (read(fd, &si, sizeof si) == sizeof si) {
 		if (si.ssi_signo == SIGHUP) {
 			qgd_info("SIGHUP: reading the configuration again");
-			qgd_reload(srv);
+			if (srv->reload)
+				srv->reload(srv);
 			continue;
 		}
 		if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {

@@ -175,7 +175,7 @@ static int rd_le(struct cursor *c, const char *name, unsigned n, uint64_t *out)
 
 static int rd_u32(struct cursor *c, const char *name, uint32_t *out)
 {
-	uint64_t v;
+	uint64_t v = 0;
 	int r = rd_le(c, name, 4, &v);
 
 	*out = (uint32_t)v;
@@ -240,7 +240,7 @@ static int reserve(void **array, size_t *cap, size_t i, size_t size)
 static int rd_string(struct cursor *c, struct qg_gguf *g, const char *name, int empty_ok, const char **out,
 		     uint64_t *out_len)
 {
-	uint64_t len;
+	uint64_t len = 0;
 	size_t at = c->pos;
 	int r = rd_u64(c, name, &len);
 
@@ -264,7 +264,7 @@ static int rd_string(struct cursor *c, struct qg_gguf *g, const char *name, int 
 /* Read one scalar of fixed-size type VT into KV's value. */
 static int rd_scalar(struct cursor *c, uint32_t vt, struct qg_gguf_kv *kv)
 {
-	uint64_t v;
+	uint64_t v = 0;
 	int r = rd_le(c, "value", vtype_bytes[vt], &v);
 
 	if (r)
@@ -458,7 +458,7 @@ static int rd_tensor_info(struct cursor *c, struct qg_gguf *g, size_t i)
 		t->ne[d] = 1;
 	uint64_t elements = 1;
 	for (unsigned d = 0; d < t->n_dims; d++) {
-		uint64_t ne;
+		uint64_t ne = 0;
 		char name[32];
 		snprintf(name, sizeof name, "dimension %u", d);
 		at = c->pos;
@@ -584,7 +584,7 @@ int qg_gguf_open(const void *buf, size_t len, struct qg_gguf **out, char *err, s
 {
 	struct cursor c = { .buf = buf, .len = len, .err = err, .errlen = errlen };
 	struct qg_gguf *g = NULL;
-	uint64_t n_tensors, n_kv, magic;
+	uint64_t n_tensors = 0, n_kv = 0, magic = 0;
 	int r;
 
 	*out = NULL;
