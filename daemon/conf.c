@@ -681,6 +681,9 @@ static int format_value(const struct qgd_config *cfg, const struct setting *st, 
 	case K_MODE:
 		snprintf(buf, len, "%04o", pc->socket_mode);
 		return 0;
+	case K_FILE:
+		snprintf(buf, len, "%s", base + st->off);
+		return buf[0] ? 0 : -1;
 	case K_USER:
 		if (!pc->has_user)
 			return -1;
