@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <stdarg.h>
 #include <sched.h>
 #include <signal.h>
@@ -256,6 +257,14 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 	}
 }
 
+/* True if a message waits on FD: a connection whose Hello came is not silent. */
+static bool has_input(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* Who holds the daemon's places: sessions served, and connections still in their handshake (all, and UID's). */
 struct census {
 	uint32_t served, shaking, shaking_uid;
@@ -311,7 +320,19 @@ static void admit(struct qgd_server *srv, int fd)
 	srv->n_sessions++;
 	qgd_log_uid(s->uid, QGD_LOG_DEBUG, "session %llu: accepted (pid %d, uid %u)", (unsigned long long)s->id,
 		    (int)s->pid, (unsigned)s->uid);
-	take_census(srv, s, s->uid, &c);
+	/*
+	 * The longest silent connection is dropped for room only if it is
+	 * silent: one whose Hello has come (an honest client's, not read yet
+	 * while the loop accepted others) is served instead.
+	 */
+	for (int k = 0; k < 8; k++) {
+		take_census(srv, s, s->uid, &c);
+		struct qgd_session *v = c.shaking_uid >= cfg->handshakes_per_user ? c.oldest_uid :
+					c.shaking >= cfg->max_handshakes ? c.oldest : NULL;
+		if (!v || v->refused || !has_input(v->sock))
+			break;
+		handshake(v);
+	}
 	if (c.shaking_uid >= cfg->handshakes_per_user)
 		refuse(c.oldest_uid, "handshakes-per-user: uid %u has %u connections that have not sent a Hello; "
 		       "the oldest is dropped", (unsigned)s->uid, c.shaking_uid + 1);
