@@ -654,7 +654,7 @@ static void test_killed_mid_graph(struct qgraph_session *s)
 static void test_pinned_pool(struct qgraph_session *s)
 {
 	const char *exec = getenv("QG_EXEC");
-	char path[96], line[256];
+	char path[320], line[256];
 	cpu_set_t usable;
 	int pinned = 0, distinct = 0, seen[CPU_SETSIZE] = { 0 };
 
