@@ -174,6 +174,23 @@ QGRAPH_API int qgraph_graph_weights(struct qgraph_graph *g, uint64_t handle, enu
 	return add(g, &t);
 }
 
+QGRAPH_API int qgraph_graph_weights_nd(struct qgraph_graph *g, uint64_t handle, enum qgraph_type type, int ndims,
+				       const int64_t *ne)
+{
+	struct gtensor t = { .type = type, .ndims = ndims, .ne = { 1, 1, 1, 1 }, .offset = -1, .weights = handle };
+
+	if (!g)
+		return -EINVAL;
+	if (!handle || !ne || ndims < 2 || ndims > 4 || qg_wire_type_of_public(type) < 0)
+		return graph_fail(g, -EINVAL);
+	for (int d = 0; d < ndims; d++) {
+		if (ne[d] < 1)
+			return graph_fail(g, -EINVAL);
+		t.ne[d] = ne[d];
+	}
+	return add(g, &t);
+}
+
 QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a, int b, float param)
 {
 	struct gtensor t = { .type = QGRAPH_TYPE_F32, .op = op, .src = { a, b }, .param = param, .offset = -1 };
@@ -212,7 +229,7 @@ QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a,
 		break;
 	case QGRAPH_OP_CPY:
 		if (!B)
-			return graph_fail(g, -EINVAL);
+			return graph_fail(g, -EINVAL);	/* a conversion is qgraph_graph_cast's */
 		t.type = B->type;
 		break;
 	case QGRAPH_OP_SCALE:
@@ -228,6 +245,22 @@ QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a,
 	default:
 		return graph_fail(g, -EINVAL);	/* views have builders of their own */
 	}
+	set_contiguous(&t);
+	return add(g, &t);
+}
+
+QGRAPH_API int qgraph_graph_cast(struct qgraph_graph *g, int a, enum qgraph_type type)
+{
+	struct gtensor t = { .type = type, .op = QGRAPH_OP_CPY, .src = { a, -1 }, .offset = -1 };
+
+	if (!g)
+		return -EINVAL;
+	if (a < 0)
+		return graph_fail(g, a);
+	if ((size_t)a >= g->n || qg_wire_type_of_public(type) < 0)
+		return graph_fail(g, -EINVAL);
+	memcpy(t.ne, g->t[a].ne, sizeof t.ne);
+	t.ndims = g->t[a].ndims;
 	set_contiguous(&t);
 	return add(g, &t);
 }

@@ -189,6 +189,17 @@ QGRAPH_API int64_t qgraph_arena_alloc(struct qgraph_session *s, size_t bytes);
 /* Give back what qgraph_arena_alloc() returned at OFFSET. */
 QGRAPH_API void qgraph_arena_free(struct qgraph_session *s, int64_t offset);
 
+/*
+ * Map the arena's bytes [OFFSET, OFFSET + BYTES) a second time, at ADDR,
+ * over whatever the caller had mapped there (MAP_FIXED: typically its own
+ * reservation of address space): writes through either mapping are seen
+ * by the daemon.  OFFSET, BYTES and ADDR are multiples of the page size
+ * (qgraph_arena_alloc a page more, and round up).  Unmap it with munmap(2)
+ * before the session closes.  0, -EINVAL (outside the arena, unaligned), or
+ * mmap's -errno.
+ */
+QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, size_t bytes, void *addr);
+
 /* What the daemon said about itself at connect time, one line per fact. */
 QGRAPH_API const char *qgraph_session_info(struct qgraph_session *s);
 
@@ -309,6 +320,15 @@ QGRAPH_API int qgraph_graph_input(struct qgraph_graph *g, enum qgraph_type type,
 				  int64_t offset);
 QGRAPH_API int qgraph_graph_weights(struct qgraph_graph *g, uint64_t handle, enum qgraph_type type, int64_t rows,
 				    int64_t cols);
+/*
+ * weights_nd: uploaded weights HANDLE of TYPE as NDIMS (2..4) dimensions NE:
+ *          NE[0] = cols, NE[1] * NE[2] * NE[3] = rows, a stack of matrices
+ *          of NE[1] rows each (whole row groups of the stored layout) that
+ *          MUL_MAT takes slice by slice, broadcast over the activations'
+ *          dimensions 2 and 3 as ggml does
+ */
+QGRAPH_API int qgraph_graph_weights_nd(struct qgraph_graph *g, uint64_t handle, enum qgraph_type type, int ndims,
+				       const int64_t *ne);
 QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a, int b, float param);
 QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset);
 /*
@@ -336,6 +356,14 @@ QGRAPH_API int qgraph_graph_transpose(struct qgraph_graph *g, int a);
 QGRAPH_API int qgraph_graph_permute(struct qgraph_graph *g, int a, const int axes[4]);
 QGRAPH_API int qgraph_graph_view(struct qgraph_graph *g, int a, int ndims, const int64_t *ne, const uint64_t *nb,
 				 uint64_t offset);
+/*
+ * A new tensor: A's values as TYPE (QGRAPH_OP_CPY with one source).  It may
+ * be an output.  Conversions the daemon computes: between F32, F16 and
+ * Q8_0 (rows of whole blocks), and weights of Q4_0 in any layout into
+ * plain Q4_0, which reads uploaded weights back in ggml's layout, every
+ * scale and code as it was.
+ */
+QGRAPH_API int qgraph_graph_cast(struct qgraph_graph *g, int a, enum qgraph_type type);
 /* Bytes tensor T of G takes (for sizing its arena room), or -errno. */
 QGRAPH_API int64_t qgraph_graph_tensor_bytes(const struct qgraph_graph *g, int t);
 /* Before the graph runs, wait until EVENT reaches VALUE; after, record VALUE on EVENT. */

@@ -29,6 +29,7 @@ struct block {
 struct qgraph_session {
 	pthread_mutex_t lock;
 	int sock, bell;
+	int region_fd;			/* the region's memfd, for qgraph_arena_map_at */
 	struct qg_region_layout layout;
 	unsigned char *base;
 	struct qg_region_header *hdr;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -173,6 +174,8 @@ static void session_free(struct qgraph_session *s)
 		close(s->sock);
 	if (s->bell >= 0)
 		close(s->bell);
+	if (s->region_fd >= 0)
+		close(s->region_fd);
 	pthread_mutex_destroy(&s->lock);
 	free(s->rec);
 	for (size_t i = 0; i < s->n_done; i++)
@@ -199,7 +202,7 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 	if (!s)
 		return -ENOMEM;
 	pthread_mutex_init(&s->lock, NULL);
-	s->sock = s->bell = -1;
+	s->sock = s->bell = s->region_fd = -1;
 	s->next_id = 1;
 	if (o.socket) {
 		if ((r = connect_one(s, o.socket, NULL, 0)))
@@ -295,7 +298,8 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 	s->base = base;
 	s->hdr = base;
 	s->bell = fds[1];
-	fds[1] = -1;
+	s->region_fd = fds[0];
+	fds[0] = fds[1] = -1;
 	s->events = (struct qg_event_slot *)(s->base + s->layout.events_offset);
 	s->arena = s->base + s->layout.arena_offset;
 	if (qg_ring_attach(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes, 1) ||
@@ -314,7 +318,7 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 out:
 	for (int i = 0; i < 2; i++)
 		if (fds[i] >= 0)
-			close(fds[i]);	/* the mapping keeps the region alive */
+			close(fds[i]);
 	if (s) {
 		if (err && errlen)
 			snprintf(err, errlen, "%s", s->error);
@@ -344,6 +348,20 @@ QGRAPH_API void *qgraph_arena(struct qgraph_session *s, size_t *bytes)
 }
 
 /* ------------------------------------------------------------ the arena */
+
+QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, size_t bytes, void *addr)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!s || !addr || bytes == 0 || offset < 0 || page <= 0)
+		return -EINVAL;
+	uint64_t at = s->layout.arena_offset + (uint64_t)offset;
+	if ((uint64_t)offset > s->layout.arena_bytes || bytes > s->layout.arena_bytes - (uint64_t)offset ||
+	    at % (uint64_t)page || (uintptr_t)addr % (uintptr_t)page || bytes % (size_t)page)
+		return -EINVAL;
+	void *p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, s->region_fd, (off_t)at);
+	return p == MAP_FAILED ? -errno : 0;
+}
 
 QGRAPH_API int64_t qgraph_arena_alloc(struct qgraph_session *s, size_t bytes)
 {

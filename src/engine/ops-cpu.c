@@ -289,11 +289,29 @@ static float *thread_tmp(void *scratch, int64_t ne, int ith)
 	return (float *)((char *)scratch + (size_t)ith * align_up((size_t)ne * sizeof(float)));
 }
 
+/* A Q4_0 matrix of any layout into plain Q4_0 (qg_op_cpy_is_unpack): each thread takes whole row groups. */
+static int compute_unpack(const struct qg_tensor *t, int ith, int nth)
+{
+	const struct qg_tensor *a = t->src[0];
+	const int64_t group = qg_type_row_group(a->type), groups = a->ne[1] / group;
+	const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+
+	if (g0 == g1)
+		return 0;
+	ssize_t r = qg_repack(QG_TYPE_Q4_0, (char *)t->data + g0 * group * t->nb[1],
+			      (size_t)((g1 - g0) * group * t->nb[1]), a->type,
+			      (const char *)a->data + g0 * group * a->nb[1], (g1 - g0) * group, a->ne[0]);
+	return r < 0 ? (int)r : 0;
+}
+
 static int compute_cpy(const struct qg_tensor *t, int ith, int nth, void *scratch)
 {
 	const struct qg_tensor *a = t->src[0];
 	const int64_t ne0 = t->ne[0];
 	float *tmp = thread_tmp(scratch, ne0, ith);
+
+	if (qg_op_cpy_is_unpack(t))
+		return compute_unpack(t, ith, nth);
 
 	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
 		char *y = row_at(t, it.i1, it.i2, it.i3);

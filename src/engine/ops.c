@@ -81,6 +81,21 @@ static bool cpy_type(enum qg_type t)
 	return t == QG_TYPE_F32 || t == QG_TYPE_F16 || t == QG_TYPE_Q8_0;
 }
 
+/*
+ * A CPY of a Q4_0 matrix in any of its layouts into plain Q4_0 of the same
+ * shape: how a client reads weights back in ggml's layout (every scale and
+ * code carried over, see qg_repack).  Both are 2-D and contiguous.
+ */
+bool qg_op_cpy_is_unpack(const struct qg_tensor *t)
+{
+	const struct qg_tensor *a = t->src[0];
+
+	return t->op == QG_OP_CPY && a && t->type == QG_TYPE_Q4_0 &&
+	       (a->type == QG_TYPE_Q4_0 || a->type == QG_TYPE_Q4_0_4X4 || a->type == QG_TYPE_Q4_0_4X8 ||
+		a->type == QG_TYPE_Q4_0_8X8) &&
+	       a->ne[2] == 1 && a->ne[3] == 1 && qg_tensor_is_contiguous(a) && qg_tensor_is_contiguous(t);
+}
+
 void qg_ops_mm_for(const struct qg_tensor *t, int64_t i2, int64_t i3, struct qg_mm *mm)
 {
 	const struct qg_tensor *w = t->src[0], *x = t->src[1];
@@ -144,6 +159,8 @@ static int check_shapes(const struct qg_tensor *t)
 			return -EINVAL;
 		return 0;
 	case QG_OP_CPY:
+		if (a && qg_tensor_same_shape(t, a) && qg_op_cpy_is_unpack(t))
+			return a->ne[1] % qg_type_row_group(a->type) ? -EINVAL : 0;
 		if (!a || !cpy_type(a->type) || !cpy_type(t->type) || !qg_tensor_same_shape(t, a))
 			return -EINVAL;
 		/* block rows are read and written whole */

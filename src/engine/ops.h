@@ -79,6 +79,12 @@ int qg_op_check(const struct qg_tensor *t, bool need_data);
 /* True if OP may write its result over its first source (same layout, elementwise or by rows). */
 bool qg_op_can_inplace(enum qg_op op);
 
+/*
+ * Whether T is a CPY that unpacks a 2-D Q4_0 matrix of any layout (weights
+ * read back) into plain, contiguous Q4_0: every scale and code carried over.
+ */
+bool qg_op_cpy_is_unpack(const struct qg_tensor *t);
+
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
 int qg_op_n_phases(const struct qg_tensor *t);
 /* The most threads T's work can be split over (its rows, or row groups), at least 1. */

@@ -215,11 +215,15 @@ static int leaf(struct build *b, size_t i, const Qgraph__Tensor *wt, enum qg_typ
 		struct qg_wire_weights w;
 		if (!b->env->weights || b->env->weights(b->env->weights_ctx, wt->weights, &w))
 			return fail(b, -ENOENT, i, "unknown weight handle %llu", (unsigned long long)wt->weights);
-		if (w.type != type || w.cols != t->ne[0] || w.rows != t->ne[1] || t->ne[2] != 1 || t->ne[3] != 1)
+		/* a matrix, or a stack of ne[2] x ne[3] matrices of ne[1] rows each, whole row groups apiece */
+		if (w.type != type || w.cols != t->ne[0] || w.rows != t->ne[1] * t->ne[2] * t->ne[3])
 			return fail(b, -EINVAL, i, "weights %llu are %s %lld x %lld, not the %s %lld x %lld declared",
 				    (unsigned long long)wt->weights, qg_type_name(w.type), (long long)w.rows,
 				    (long long)w.cols, qg_type_name(type) ? qg_type_name(type) : "i32",
-				    (long long)t->ne[1], (long long)t->ne[0]);
+				    (long long)(t->ne[1] * t->ne[2] * t->ne[3]), (long long)t->ne[0]);
+		if (t->ne[1] != w.rows && t->ne[1] % qg_type_row_group(type))
+			return fail(b, -EINVAL, i, "a stack of %s matrices of %lld rows: each must be whole groups of %d",
+				    qg_type_name(type), (long long)t->ne[1], qg_type_row_group(type));
 		t->data = w.data;
 		t->flags |= QG_TENSOR_WEIGHTS;
 	} else if (wt->arena) {
@@ -264,11 +268,11 @@ static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_t
 	case QGRAPH__OP__OP_MUL_MAT:
 	case QGRAPH__OP__OP_ADD:
 	case QGRAPH__OP__OP_MUL:
-	case QGRAPH__OP__OP_CPY:
 	case QGRAPH__OP__OP_GET_ROWS:
 		if ((err = source(b, i, wt, 1, &c)))
 			return err;
 		break;
+	case QGRAPH__OP__OP_CPY:	/* into a second source, or (one source) a new tensor of the declared type */
 	case QGRAPH__OP__OP_SOFT_MAX:
 		if (wt->n_src > 1 && (err = source(b, i, wt, 1, &c)))
 			return err;
@@ -297,7 +301,11 @@ static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_t
 	case QGRAPH__OP__OP_GELU: t = qg_op_gelu(ctx, a); break;
 	case QGRAPH__OP__OP_RMS_NORM: t = qg_op_rms_norm(ctx, a, fparam(wt, 0, 1e-6f)); break;
 	case QGRAPH__OP__OP_SOFT_MAX: t = qg_op_soft_max(ctx, a, c, fparam(wt, 0, 1.0f)); break;
-	case QGRAPH__OP__OP_CPY: t = qg_op_cpy(ctx, a, c); break;
+	case QGRAPH__OP__OP_CPY: {
+		int type = qg_wire_type(wt->type);	/* the caller checked it is a type */
+		t = c ? qg_op_cpy(ctx, a, c) : qg_op_cast(ctx, a, (enum qg_type)type);
+		break;
+	}
 	case QGRAPH__OP__OP_GET_ROWS: t = qg_op_get_rows(ctx, a, c); break;
 	case QGRAPH__OP__OP_RESHAPE: t = qg_tensor_reshape(ctx, a, (int)wt->n_ne, wt->ne); break;
 	case QGRAPH__OP__OP_TRANSPOSE: t = qg_tensor_transpose(ctx, a); break;
@@ -410,7 +418,7 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 			}
 		}
 		if (wt->flags & 2) {	/* an output: computed, contiguous, in the arena */
-			if (wt->op == QGRAPH__OP__OP_NONE || qg_op_is_view(t->op) || t->op == QG_OP_CPY) {
+			if (wt->op == QGRAPH__OP__OP_NONE || qg_op_is_view(t->op) || (t->op == QG_OP_CPY && t->src[1])) {
 				r = fail(&b, -EINVAL, i, "an output must be a computed tensor");
 				goto out;
 			}
