@@ -52,6 +52,9 @@ static const struct stat_metric {
 	{ "graphs_run", "qgraph_graphs_run_total", "counter", "Graphs run since the daemon started." },
 	{ "threads", "qgraph_threads", "gauge", "Compute threads." },
 	{ "weights_stored", "qgraph_weights_stored", "gauge", "Weight matrices stored." },
+	{ "weights_uploaded", "qgraph_weights_uploaded_total", "counter", "Weight uploads completed since start." },
+	{ "mul_mat_interleaved", "qgraph_mul_mat_interleaved_total", "counter",
+	  "MUL_MAT nodes run on weights in an interleaved layout since start." },
 	{ "weights_referenced_bytes", "qgraph_weights_referenced_bytes", "gauge",
 	  "Bytes of every handle of every session to stored weights." },
 };

@@ -41,6 +41,7 @@ struct qgd_graph {
 	struct qg_backend *be;		/* runs it: the pool, or the loop's thread alone */
 	struct qg_plan *plan;
 	uint64_t work;			/* multiply-accumulates and elements, to choose where it runs */
+	uint32_t mm_interleaved;	/* its MUL_MATs on weights in an interleaved layout (stats) */
 	uint64_t runs;
 	uint64_t last_compute_ns;	/* its last whole run on the executor: what the next is expected to take */
 	size_t meta_bytes;		/* the heap it holds (graph_meta_bytes), counted in client-memory */
@@ -337,8 +338,10 @@ static int place(struct qgd_session *s, struct qgd_graph *g)
 	for (size_t i = 0; i < gr->n_nodes; i++) {
 		struct qg_tensor *t = gr->nodes[i];
 		uint64_t w = (uint64_t)qg_tensor_nelements(t);
-		if (t->op == QG_OP_MUL_MAT)
+		if (t->op == QG_OP_MUL_MAT) {
 			w *= (uint64_t)t->src[0]->ne[0];
+			g->mm_interleaved += qg_type_is_interleaved(t->src[0]->type) != 0;
+		}
 		g->work = g->work + w < g->work ? UINT64_MAX : g->work + w;
 	}
 	/* the session's own pieces of the pool: zeroed where another session had them */
@@ -410,6 +413,8 @@ static void job_answer(struct qgd_job *j)
 	int err = j->err;
 
 	s->srv->graphs_run++;
+	if (!err)
+		s->srv->mul_mat_interleaved += g->mm_interleaved;
 	g->runs++;
 	if (!j->on_stack && !err)
 		g->last_compute_ns = j->t_done - j->t_placed;

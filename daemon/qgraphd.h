@@ -193,6 +193,8 @@ struct qgd_server {
 	int stopping;
 	uint64_t stop_deadline_ms;
 	uint64_t graphs_run;
+	uint64_t mul_mat_interleaved;	/* MUL_MAT nodes run on interleaved weights, since start */
+	uint64_t weights_uploaded;	/* uploads completed, since start (shared ones too) */
 	uint64_t pinned_bytes;
 	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
 	struct qgd_stored *stored;	/* every matrix in pinned memory */

@@ -290,6 +290,7 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 						why);
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 	}
+	s->srv->weights_uploaded++;
 	qgd_debug("session %llu: weights %llu: %s %lld x %lld (%zu bytes, %u users)", (unsigned long long)s->id,
 		  (unsigned long long)w->handle, qg_type_name(w->type), (long long)w->rows, (long long)w->cols, out,
 		  w->stored->refs);
@@ -478,6 +479,8 @@ static void serve_stats(struct qgd_session *s, uint64_t rid, int all)
 	st.pool_used = qg_hugepool_in_use_total(srv->pool);
 	st.plans = qgd_exec_plans(srv);
 	st.graphs_run = srv->graphs_run;
+	st.weights_uploaded = srv->weights_uploaded;
+	st.mul_mat_interleaved = srv->mul_mat_interleaved;
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
 	st.loop = (char *)qg_loop_kind_name(srv->loop);
 	st.threads = (uint32_t)qgd_exec_threads(srv);

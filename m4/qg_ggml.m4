@@ -2,7 +2,7 @@
 # against a llama.cpp (or ggml) source tree DIR and its cmake build.
 #
 # QG_WITH_GGML sets GGML_CPPFLAGS, GGML_LIBS (libggml-base, with an rpath to
-# the build's library folder), GGML_COMMIT (the commit the tree is at, which
+# the build's library folder), GGML_BINDIR (that folder), GGML_COMMIT (the commit the tree is at, which
 # the backend compares with ggml_commit() before it registers) and the
 # conditional HAVE_GGML.  Without the option nothing is needed or built.
 AC_DEFUN([QG_WITH_GGML], [
@@ -51,5 +51,7 @@ return !f || fputs(ggml_commit(), f) < 0 || fclose(f);]])],
   AC_SUBST([GGML_CPPFLAGS])
   AC_SUBST([GGML_LIBS])
   AC_SUBST([GGML_COMMIT])
+  dnl where the build's programs are (test-backend-ops, llama-*): the tests run them from there
+  AC_SUBST([GGML_BINDIR], [$qg_ggml_libdir])
   AM_CONDITIONAL([HAVE_GGML], [test "x$with_ggml" != xno])
 ])
