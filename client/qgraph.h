@@ -234,6 +234,25 @@ QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char 
  */
 QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, uint64_t *handle,
 				   enum qgraph_type *type, int64_t *rows, int64_t *cols);
+/*
+ * The SHA-256 of a ROWS x COLS matrix of TYPE (Q4_0, F16 or Q8_0) at DATA,
+ * in ggml's layout: what the daemon knows its weights by (its own digest
+ * of what it stores, an interleaved Q4_0 matrix unpacked to Q4_0 for it).
+ * 0 or -EINVAL.
+ */
+QGRAPH_API int qgraph_weights_digest(enum qgraph_type type, int64_t rows, int64_t cols, const void *data,
+				     unsigned char digest[32]);
+/*
+ * A handle of this session to stored weights with DIGEST (as
+ * qgraph_weights_digest() computes it for TYPE) and shape ROWS x COLS that
+ * this process may share (its user's, a share group's, a model's), without
+ * sending them; their stored type in *STORED (may be NULL).  0, or -ENOENT.
+ * qgraph_weights_upload() tries this first for Q4_0, F16 and Q8_0 sources:
+ * a second process uploading the same weights sends nothing.
+ */
+QGRAPH_API int qgraph_weights_open_digest(struct qgraph_session *s, enum qgraph_type type, int64_t rows,
+					  int64_t cols, const unsigned char digest[32], uint64_t *handle,
+					  enum qgraph_type *stored);
 /* Free weights.  0 or -errno (-EBUSY while a registered graph uses them). */
 QGRAPH_API int qgraph_weights_free(struct qgraph_session *s, uint64_t handle);
 

@@ -20,12 +20,15 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <nettle/sha2.h>
 
 #include "futex.h"
 #include "grow.h"
@@ -488,10 +491,79 @@ static int call(struct qgraph_session *s, Qgraph__Request *req, struct qgraph_re
 	return r ? r : res->status;
 }
 
+/*
+ * Whether weights of SRC_TYPE uploaded as TARGET are stored with the same
+ * values, so that their digest finds them: Q4_0 in any layout (a TARGET of
+ * Q4_0 lets the daemon pick among them), F16 and Q8_0 as they are.
+ */
+static bool digest_finds(enum qgraph_type src_type, enum qgraph_type target)
+{
+	if (src_type == QGRAPH_TYPE_Q4_0)
+		return target == QGRAPH_TYPE_Q4_0 || target == QGRAPH_TYPE_Q4_0_4X4 || target == QGRAPH_TYPE_Q4_0_4X8 ||
+		       target == QGRAPH_TYPE_Q4_0_8X8;
+	return (src_type == QGRAPH_TYPE_F16 || src_type == QGRAPH_TYPE_Q8_0) && target == src_type;
+}
+
+QGRAPH_API int qgraph_weights_digest(enum qgraph_type type, int64_t rows, int64_t cols, const void *data,
+				     unsigned char digest[32])
+{
+	ssize_t bytes = qgraph_matrix_size(type, rows, cols);
+	struct sha256_ctx c;
+
+	if (bytes < 0)
+		return (int)bytes;
+	if (!data || !digest || (type != QGRAPH_TYPE_Q4_0 && type != QGRAPH_TYPE_F16 && type != QGRAPH_TYPE_Q8_0))
+		return -EINVAL;
+	sha256_init(&c);
+	sha256_update(&c, (size_t)bytes, data);
+	sha256_digest(&c, 32, digest);
+	return 0;
+}
+
+QGRAPH_API int qgraph_weights_open_digest(struct qgraph_session *s, enum qgraph_type type, int64_t rows, int64_t cols,
+					  const unsigned char digest[32], uint64_t *handle, enum qgraph_type *stored)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__OpenWeights ow = QGRAPH__OPEN_WEIGHTS__INIT;
+	struct qgraph_result res;
+	int wt = qg_wire_type_of_public(type);
+
+	if (!s || !digest || !handle || wt < 0 || rows < 1 || cols < 1)
+		return -EINVAL;
+	ow.digest.data = (uint8_t *)digest;
+	ow.digest.len = 32;
+	ow.digest_type = (Qgraph__Type)wt;
+	ow.rows = rows;
+	ow.cols = cols;
+	req.body_case = QGRAPH__REQUEST__BODY_OPEN_WEIGHTS;
+	req.open_weights = &ow;
+	int r = call(s, &req, &res);
+	if (r)
+		return r;
+	*handle = res.handle;
+	if (stored)
+		*stored = (enum qgraph_type)res.stored_type;
+	return 0;
+}
+
 QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type src_type, enum qgraph_type target,
 				     int64_t rows, int64_t cols, const void *data, uint64_t *handle,
 				     enum qgraph_type *stored)
 {
+	unsigned char digest[32];
+	enum qgraph_type got;
+
+	/* what the daemon holds already (this user's, a share group's, a model's) is not sent again */
+	if (s && handle && digest_finds(src_type, target) &&
+	    qgraph_weights_digest(src_type, rows, cols, data, digest) == 0 &&
+	    qgraph_weights_open_digest(s, src_type, rows, cols, digest, handle, &got) == 0) {
+		if (target == src_type || target == QGRAPH_TYPE_Q4_0 || got == target) {
+			if (stored)
+				*stored = got;
+			return 0;
+		}
+		qgraph_weights_free(s, *handle);	/* stored in another layout than the one asked for */
+	}
 	return qgraph_weights_upload_named(s, NULL, src_type, target, rows, cols, data, handle, stored);
 }
 

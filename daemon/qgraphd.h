@@ -83,6 +83,9 @@ struct qgd_stored {
 	uid_t owner;			/* who uploaded it first */
 	uint64_t owner_in_share_group;	/* bit i: the owner is in cfg.share_gids[i] */
 	char name[QGD_WEIGHTS_NAME_MAX];	/* "" when unnamed */
+	unsigned char digest[32];	/* SHA-256 of its values in ggml's layout of DIGEST_TYPE ... */
+	enum qg_type digest_type;	/* ... Q4_0 for every Q4_0 layout, else TYPE */
+	bool has_digest;		/* false if there was no memory to compute it */
 	struct qgd_stored *next;
 };
 
@@ -292,6 +295,13 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		    size_t bytes, const char *name, struct qgd_weights **out, const char **why);
 /* A new handle of S to the weights named NAME that S may share.  0, -ENOENT or -ENOMEM. */
 int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights **out);
+/*
+ * A new handle of S to stored weights whose values in ggml's layout of TYPE
+ * (Q4_0 for every Q4_0 layout) have the SHA-256 DIGEST and are ROWS x COLS,
+ * and that S may share.  0, -ENOENT (none), -ENOMEM.
+ */
+int qgd_weights_open_digest(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols,
+			    const unsigned char digest[32], struct qgd_weights **out);
 struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle);
 /* Drop handle W of S (the matrix goes when its last handle does). */
 void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w);

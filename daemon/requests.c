@@ -313,13 +313,28 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 	qgd_session_complete(s, &c);
 }
 
-static void serve_open_weights(struct qgd_session *s, uint64_t rid, const char *name)
+static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph__OpenWeights *ow)
 {
+	const char *name = ow->name;
 	struct qgd_weights *w;
-	int e = name && *name ? qgd_model_open(s, name, &w) : -EINVAL;
+	int e;
 
-	if (e == -ENOENT)	/* not a model's: weights a session uploaded under that name */
-		e = qgd_weights_open(s, name, &w);
+	if (ow->digest.len) {
+		int type = qg_wire_type(ow->digest_type);
+		if (ow->digest.len != 32 || type < 0 || ow->rows < 1 || ow->cols < 1)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+						"open weights by digest: a SHA-256 (32 bytes), a type and a shape");
+		e = qgd_weights_open_digest(s, (enum qg_type)type, ow->rows, ow->cols, ow->digest.data, &w);
+		if (e == -ENOENT)
+			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
+						"no %s %lld x %lld weights with that digest that this client may use",
+						qg_type_name((enum qg_type)type), (long long)ow->rows, (long long)ow->cols);
+		name = "";
+	} else {
+		e = name && *name ? qgd_model_open(s, name, &w) : -EINVAL;
+		if (e == -ENOENT)	/* not a model's: weights a session uploaded under that name */
+			e = qgd_weights_open(s, name, &w);
+	}
 
 	if (e == -EINVAL)
 		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "open weights: no name given");
@@ -530,7 +545,7 @@ void qgd_request_serve(struct qgd_session *s)
 		serve_upload(s, rid, r->upload);
 		break;
 	case QGRAPH__REQUEST__BODY_OPEN_WEIGHTS:
-		serve_open_weights(s, rid, r->open_weights->name);
+		serve_open_weights(s, rid, r->open_weights);
 		break;
 	case QGRAPH__REQUEST__BODY_FREE_WEIGHTS:
 		serve_free_weights(s, rid, r->free_weights->handle);

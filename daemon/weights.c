@@ -12,6 +12,12 @@
  * freed when the last one lets go (a freed handle, a closed or killed
  * session).
  *
+ * Digests: each stored matrix gets the SHA-256 of its values in ggml's
+ * layout (an interleaved Q4_0 matrix unpacked to plain Q4_0 for it), from
+ * the bytes stored, not from what the client sent or says: a client that
+ * has the same values (a ggml tensor, say) hashes them and opens the
+ * matrix by digest without sending it (qgd_weights_open_digest).
+ *
  * Names: an upload may name its weights; another session that may share
  * them opens them by that name without sending the bytes.  Names are
  * scoped like sharing: a client sees only the names its sharing rule lets
@@ -28,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <nettle/sha2.h>
 
 #include "exec.h"
 #include "grow.h"
@@ -128,6 +136,34 @@ static struct qgd_stored *find_named(const struct qgd_session *s, const char *na
 	return NULL;
 }
 
+/* Compute E's digest (see the top of this file); without the memory for a row group E has none. */
+static void stored_digest(struct qgd_stored *e)
+{
+	struct sha256_ctx c;
+	bool q4 = e->type == QG_TYPE_Q4_0_4X4 || e->type == QG_TYPE_Q4_0_4X8 || e->type == QG_TYPE_Q4_0_8X8;
+
+	sha256_init(&c);
+	if (q4) {
+		/* unpacked a row group at a time: the values as ggml lays them out */
+		int64_t g = qg_type_row_group(e->type);
+		size_t gbytes = (size_t)g * (size_t)qg_row_size(e->type, e->cols);
+		unsigned char *tmp = malloc(gbytes);
+		if (!tmp)
+			return;
+		for (int64_t r = 0; r < e->rows; r += g) {
+			qg_repack(QG_TYPE_Q4_0, tmp, gbytes, e->type, (const unsigned char *)e->data + (size_t)(r / g) * gbytes,
+				  g, e->cols);
+			sha256_update(&c, gbytes, tmp);
+		}
+		free(tmp);
+	} else {
+		sha256_update(&c, e->bytes, e->data);
+	}
+	sha256_digest(&c, sizeof e->digest, e->digest);
+	e->digest_type = q4 ? QG_TYPE_Q4_0 : e->type;
+	e->has_digest = true;
+}
+
 static void unref(struct qgd_server *srv, struct qgd_stored *e)
 {
 	if (--e->refs)
@@ -198,6 +234,7 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		for (size_t i = 0; i < srv->cfg.n_share_gids && i < 64; i++)
 			if (qgd_weights_in_group(s, srv->cfg.share_gids[i]))
 				e->owner_in_share_group |= 1ull << i;
+		stored_digest(e);
 		e->next = srv->stored;
 		srv->stored = e;
 		srv->n_stored++;
@@ -253,6 +290,7 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 		}
 		*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data,
 					  .bytes = bytes, .owner = getuid() };
+		stored_digest(e);
 		e->next = srv->stored;
 		srv->stored = e;
 		srv->n_stored++;
@@ -282,6 +320,18 @@ int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights
 	if (r)
 		unref(s->srv, e);
 	return r;
+}
+
+int qgd_weights_open_digest(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols,
+			    const unsigned char digest[32], struct qgd_weights **out)
+{
+	struct qgd_stored *e;
+
+	for (e = s->srv->stored; e; e = e->next)
+		if (e->has_digest && e->digest_type == type && e->rows == rows && e->cols == cols &&
+		    memcmp(e->digest, digest, sizeof e->digest) == 0 && may_share(s, e))
+			break;
+	return e ? qgd_weights_open_stored(s, e, out) : -ENOENT;
 }
 
 struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle)

@@ -1,5 +1,6 @@
-# QG_CHECK_DEPS: find liburing, libcap-ng, libsystemd, protobuf-c and protoc-c.
-# (libsystemd: qgraphd's readiness and socket activation, one code path.)
+# QG_CHECK_DEPS: find liburing, libcap-ng, libsystemd, nettle, protobuf-c and protoc-c.
+# (libsystemd: qgraphd's readiness and socket activation, one code path;
+# nettle: SHA-256, by which weights are found without sending them.)
 # A missing dependency fails configure and names the Debian package.
 AC_DEFUN([QG_PKG_REQUIRE], [
   PKG_CHECK_MODULES([$1], [$2], [],
@@ -14,6 +15,7 @@ AC_DEFUN([QG_CHECK_DEPS], [
   QG_PKG_REQUIRE([LIBCAPNG], [libcap-ng >= 0.7], [libcap-ng-dev])
   QG_PKG_REQUIRE([LIBSYSTEMD], [libsystemd >= 221], [libsystemd-dev])
   QG_PKG_REQUIRE([PROTOBUF_C], [libprotobuf-c >= 1.3], [libprotobuf-c-dev])
+  QG_PKG_REQUIRE([NETTLE], [nettle >= 3.4], [nettle-dev])
   AC_ARG_VAR([PROTOC_C], [the protobuf-c compiler])
   AC_PATH_PROG([PROTOC_C], [protoc-c])
   AS_IF([test -z "$PROTOC_C"],
