@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ggml.h"
@@ -103,7 +104,8 @@ static struct {
 	char desc[160];
 	struct qgg_graph cache[QGG_CACHE_MAX];
 	size_t n_cache, next_evict;
-	uint64_t n_graphs, n_cached_runs;	/* for the log at exit */
+	uint64_t n_graphs, n_cached_runs;
+	bool trace;				/* QGRAPH_GGML_TRACE: a line per graph on stderr */
 } qgg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static struct ggml_backend_reg qgg_reg;
@@ -603,6 +605,7 @@ struct xlate {
 	int *done_id;				/* ... and their qgraph tensor */
 	size_t n_done;
 	char error[256];
+	long long t0;				/* when graph_compute began (QGRAPH_GGML_TRACE) */
 };
 
 static int xlate_fail(struct xlate *x, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -747,7 +750,7 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t)
 /* Run the translated graph: by the handle it was registered under, or register it now. */
 static int run(struct xlate *x)
 {
-	struct qgraph_result res;
+	struct qgraph_result res = { 0 };
 	uint64_t id, h = hash_words(x->key, x->n_key);
 	struct qgg_graph *e = x->n_key == SIZE_MAX ? NULL : cache_find(x->key, x->n_key, h);
 	int err;
@@ -762,6 +765,13 @@ static int run(struct xlate *x)
 		err = qgraph_wait(qgg.s, id, -1, &res);
 	if (err == 0)
 		err = res.status;
+	if (qgg.trace) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		say("graph %s (%zu key words): %d, daemon total %.1f us, compute %.1f us, here %.1f us",
+		    e ? "run by handle" : "registered", x->n_key, err, res.total_ns / 1e3, res.compute_ns / 1e3,
+		    (double)(ts.tv_sec * 1000000000ll + ts.tv_nsec - x->t0) / 1e3);
+	}
 	if (err)
 		return xlate_fail(x, err, "qgraphd: %s", qgraph_session_error(qgg.s));
 	qgg.n_graphs++;
@@ -776,6 +786,11 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 	int err = 0, n_mm = 0;
 
 	(void)backend;
+	if (qgg.trace) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		x.t0 = ts.tv_sec * 1000000000ll + ts.tv_nsec;
+	}
 	pthread_mutex_lock(&qgg.lock);
 	if (!(x.g = qgraph_graph_new()))
 		err = xlate_fail(&x, -ENOMEM, "out of memory");
@@ -789,8 +804,16 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 		case GGML_OP_TRANSPOSE:
 			break;	/* no bytes move: their sources' addresses are read through them */
 		case GGML_OP_MUL_MAT:
+			if (ggml_nelements(t) == 0)
+				break;	/* ggml's empty products (no rows wanted): nothing to compute */
 			err = mul_mat(&x, t);
 			err = err < 0 ? err : 0;
+			if (err)
+				xlate_fail(&x, err,
+					   "cannot express %s = %s x %s in a qgraph graph (result [%" PRId64 ", %" PRId64
+					   ", %" PRId64 ", %" PRId64 "], activations' strides %zu %zu %zu): %s",
+					   t->name, t->src[0]->name, t->src[1]->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3],
+					   t->src[1]->nb[1], t->src[1]->nb[2], t->src[1]->nb[3], strerror(-err));
 			n_mm++;
 			break;
 		default:
@@ -976,6 +999,7 @@ static void connect_daemon(void)
 	char err[512];
 
 	qgg.arena_bytes = QGG_ARENA_DEFAULT;
+	qgg.trace = getenv("QGRAPH_GGML_TRACE") && *getenv("QGRAPH_GGML_TRACE") == '1';
 	if (env && *env) {
 		char *end;
 		unsigned long long v = strtoull(env, &end, 10);
