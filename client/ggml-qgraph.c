@@ -604,6 +604,12 @@ struct xlate {
 	const struct ggml_tensor **done;	/* ggml tensors computed by this graph ... */
 	int *done_id;				/* ... and their qgraph tensor */
 	size_t n_done;
+	struct qgg_span {			/* arena bytes the graph reads and writes */
+		int64_t lo, hi;
+		bool output;
+	} *spans;
+	size_t n_spans;
+	int n_mm;				/* its MUL_MATs */
 	char error[256];
 	long long t0;				/* when graph_compute began (QGRAPH_GGML_TRACE) */
 };
@@ -678,6 +684,46 @@ static int activations(struct xlate *x, const struct ggml_tensor *t)
 	int in = qgraph_graph_input(x->g, QGRAPH_TYPE_F32, 1, &ne, start);
 	const uint64_t nb[3] = { t->nb[1], t->nb[2], t->nb[3] };
 	return qgraph_graph_view(x->g, in, 4, t->ne, nb, (uint64_t)(off - start));
+}
+
+/* The arena bytes [*LO, *HI) that T's elements lie in; false if T is not in one of our buffers. */
+static bool tensor_span(const struct ggml_tensor *t, int64_t *lo, int64_t *hi)
+{
+	int64_t off = arena_offset(t), end = (int64_t)ggml_element_size(t);
+
+	if (off < 0)
+		return false;
+	for (int d = 0; d < 4; d++)
+		end += (t->ne[d] - 1) * (int64_t)t->nb[d];
+	*lo = off / QGG_ALIGN * QGG_ALIGN;	/* an input starts aligned (activations) */
+	*hi = off + end;
+	return true;
+}
+
+/*
+ * Whether a span [LO, HI) (an OUTPUT, or read) would share bytes with one
+ * of the graph so far where either is an output: the daemon refuses that
+ * (a graph's inputs and outputs are disjoint), so the graph so far runs
+ * first.  ggml's allocator reuses a buffer's bytes within one split, and a
+ * node may be listed twice (test-backend-ops perf).
+ */
+static bool span_conflicts(const struct xlate *x, int64_t lo, int64_t hi, bool output)
+{
+	for (size_t i = 0; i < x->n_spans; i++)
+		if ((output || x->spans[i].output) && lo < x->spans[i].hi && x->spans[i].lo < hi)
+			return true;
+	return false;
+}
+
+static int span_add(struct xlate *x, int64_t lo, int64_t hi, bool output)
+{
+	void *p = realloc(x->spans, (x->n_spans + 1) * sizeof *x->spans);
+
+	if (!p)
+		return -ENOMEM;
+	x->spans = p;
+	x->spans[x->n_spans++] = (struct qgg_span){ lo, hi, output };
+	return 0;
 }
 
 /* Remember that ggml tensor T is qgraph tensor ID of this graph. */
@@ -780,10 +826,55 @@ static int run(struct xlate *x)
 	return 0;
 }
 
+/* Start X over with an empty graph (what it held has run). */
+static int xlate_reset(struct xlate *x)
+{
+	qgraph_graph_free(x->g);
+	x->n_key = x->n_done = x->n_spans = 0;
+	x->n_mm = 0;
+	x->g = qgraph_graph_new();
+	return x->g ? 0 : xlate_fail(x, -ENOMEM, "out of memory");
+}
+
+/* Add MUL_MAT node T to X, running what X holds first where the two would overlap.  0 or -errno. */
+static int add_mul_mat(struct xlate *x, const struct ggml_tensor *t)
+{
+	const struct ggml_tensor *act = t->src[1];
+	int64_t olo, ohi, ilo = 0, ihi = 0;
+	bool repeated = false, fresh_input = true;
+	int err;
+
+	for (size_t i = 0; i < x->n_done; i++) {
+		repeated |= x->done[i] == t;
+		fresh_input &= x->done[i] != act;
+	}
+	if (!tensor_span(t, &olo, &ohi) || (fresh_input && !tensor_span(act, &ilo, &ihi)))
+		return xlate_fail(x, -EINVAL, "%s or its activations are not in a qgraph buffer", t->name);
+	if (x->n_mm && (repeated || span_conflicts(x, olo, ohi, true) ||
+			(fresh_input && span_conflicts(x, ilo, ihi, false)))) {
+		if ((err = run(x)) || (err = xlate_reset(x)))
+			return err;
+		fresh_input = true;
+		if (!tensor_span(act, &ilo, &ihi))
+			return xlate_fail(x, -EINVAL, "the activations of %s are not in a qgraph buffer", t->name);
+	}
+	err = mul_mat(x, t);
+	if (err < 0)
+		return xlate_fail(x, err,
+				  "cannot express %s = %s x %s in a qgraph graph (result [%" PRId64 ", %" PRId64 ", %" PRId64
+				  ", %" PRId64 "], activations' strides %zu %zu %zu): %s",
+				  t->name, t->src[0]->name, act->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], act->nb[1],
+				  act->nb[2], act->nb[3], strerror(-err));
+	x->n_mm++;
+	if ((fresh_input && (err = span_add(x, ilo, ihi, false))) || (err = span_add(x, olo, ohi, true)))
+		return xlate_fail(x, err, "out of memory");
+	return 0;
+}
+
 static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph *cgraph)
 {
 	struct xlate x = { 0 };
-	int err = 0, n_mm = 0;
+	int err = 0;
 
 	(void)backend;
 	if (qgg.trace) {
@@ -804,24 +895,15 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 		case GGML_OP_TRANSPOSE:
 			break;	/* no bytes move: their sources' addresses are read through them */
 		case GGML_OP_MUL_MAT:
-			if (ggml_nelements(t) == 0)
-				break;	/* ggml's empty products (no rows wanted): nothing to compute */
-			err = mul_mat(&x, t);
-			err = err < 0 ? err : 0;
-			if (err)
-				xlate_fail(&x, err,
-					   "cannot express %s = %s x %s in a qgraph graph (result [%" PRId64 ", %" PRId64
-					   ", %" PRId64 ", %" PRId64 "], activations' strides %zu %zu %zu): %s",
-					   t->name, t->src[0]->name, t->src[1]->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3],
-					   t->src[1]->nb[1], t->src[1]->nb[2], t->src[1]->nb[3], strerror(-err));
-			n_mm++;
+			if (ggml_nelements(t) > 0)	/* ggml's empty products (no rows wanted) compute nothing */
+				err = add_mul_mat(&x, t);
 			break;
 		default:
 			err = xlate_fail(&x, -EINVAL, "op %s is not supported here", ggml_op_name(t->op));
 			break;
 		}
 	}
-	if (!err && n_mm)
+	if (!err && x.n_mm)
 		err = run(&x);
 	pthread_mutex_unlock(&qgg.lock);
 	if (err)
@@ -830,6 +912,7 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 	free(x.key);
 	free(x.done);
 	free(x.done_id);
+	free(x.spans);
 	return err ? GGML_STATUS_FAILED : GGML_STATUS_SUCCESS;
 }
 

@@ -325,10 +325,14 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"open weights by digest: a SHA-256 (32 bytes), a type and a shape");
 		e = qgd_weights_open_digest(s, (enum qg_type)type, ow->rows, ow->cols, ow->digest.data, &w);
-		if (e == -ENOENT)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
-						"no %s %lld x %lld weights with that digest that this client may use",
-						qg_type_name((enum qg_type)type), (long long)ow->rows, (long long)ow->cols);
+		if (e == -ENOENT) {
+			/* a question, not a refusal: a client asks before it uploads anything new (no log line) */
+			Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+			c.request_id = rid;
+			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
+			c.error = "no weights with that digest, type and shape that this client may use";
+			return qgd_session_complete(s, &c);
+		}
 		name = "";
 	} else {
 		e = name && *name ? qgd_model_open(s, name, &w) : -EINVAL;
