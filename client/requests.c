@@ -186,14 +186,14 @@ static char *stats_text(const Qgraph__Stats *st)
 		if (k_ > 0)                                                        \
 			at += (size_t)k_;                                          \
 	} while (0)
-	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\npool %s\n"
-	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\nsessions_hidden %u\n"
-	    "weights_uploaded %llu\nmul_mat_interleaved %llu\n",
+	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\n"
+	    "weights_uploaded %llu\nmul_mat_interleaved %llu\npool %s\n"
+	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\nsessions_hidden %u\n",
 	    st->sessions, st->handshaking, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes,
-	    (unsigned long long)st->pool_used, st->plans,
-	    (unsigned long long)st->graphs_run, st->pool_kind, st->loop, st->threads, st->weights_stored,
-	    (unsigned long long)st->weights_referenced_bytes, st->sessions_hidden,
-	    (unsigned long long)st->weights_uploaded, (unsigned long long)st->mul_mat_interleaved);
+	    (unsigned long long)st->pool_used, st->plans, (unsigned long long)st->graphs_run,
+	    (unsigned long long)st->weights_uploaded, (unsigned long long)st->mul_mat_interleaved, st->pool_kind,
+	    st->loop, st->threads, st->weights_stored, (unsigned long long)st->weights_referenced_bytes,
+	    st->sessions_hidden);
 	for (size_t k = 0; k < st->n_kernels; k++)
 		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
 	for (size_t k = 0; k < st->n_session; k++)

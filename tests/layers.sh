@@ -11,10 +11,25 @@ n=0
 failed=0
 
 # try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail
+# find_ours HEADER CPPFLAGS: the first -I folder of CPPFLAGS that holds HEADER, as the compiler names it
+find_ours() {
+	for w in $2; do
+		case $w in
+		-I*) [ -f "${w#-I}/$1" ] && { echo "${w#-I}/$1"; return; } ;;
+		esac
+	done
+}
+
 try() {
 	n=$((n + 1))
 	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
-	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1; then got=ok; else got=fail; fi
+	# found means found in our tree: a system header of the same name
+	# (libevent's event.h) is not the layer's
+	got=fail
+	if $cc $2 -fsyntax-only -H "$dir/probe.c" >"$dir/out" 2>&1 &&
+		[ "$(sed -n 's/^\. //p' "$dir/out" | head -n 1)" = "$(find_ours "$3" "$2")" ]; then
+		got=ok
+	fi
 	if [ "$got" = "$4" ]; then
 		echo "ok $n - $1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
 	else
