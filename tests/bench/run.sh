@@ -15,4 +15,6 @@ for b in bench-mulmat bench-backend bench-service bench-alloc bench-pool; do
 	fi
 	"$dir/$b" "$@" || status=1
 done
+# ggml's MUL_MAT benchmark against the ggml backend, where it is built (--with-ggml)
+[ -f client/.libs/libggml-qgraph.so ] && { sh "${QG_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/bench/bench-ggml.sh" "$@" || status=1; }
 exit $status
