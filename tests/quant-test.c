@@ -526,6 +526,17 @@ static void test_roundtrip(struct tap_rng *rng, int scale)
 		tap_ok(ok, "%s family: repack between every pair of layouts carries every byte",
 		       fam ? "q8_0" : "q4_0");
 	}
+	/* the word-wise path (plain q4_0 <-> a layout) gives the reference's bytes, both ways */
+	for (size_t a = 1; a < NELEM(q4_layouts); a++) {
+		size_t sz = (size_t)qg_matrix_size(QG_TYPE_Q4_0, rows, cols);
+		ssize_t r1 = qg_repack(q4_layouts[a], q2, n * 4, QG_TYPE_Q4_0, q, rows, cols);
+		ssize_t r2 = qg_repack_ref(q4_layouts[a], q3, n * 4, QG_TYPE_Q4_0, q, rows, cols);
+		ssize_t r3 = qg_repack(QG_TYPE_Q4_0, y, n * 4, q4_layouts[a], q3, rows, cols);
+		ssize_t r4 = qg_repack_ref(QG_TYPE_Q4_0, y2, n * 4, q4_layouts[a], q3, rows, cols);
+		tap_ok(r1 == (ssize_t)sz && r2 == r1 && bytes_eq(q2, q3, sz) && r3 == r1 && r4 == r1 && bytes_eq(y, y2, sz),
+		       "q4_0 <-> %s: the word-wise repack gives the reference's bytes (%lld x %lld)",
+		       qg_type_name(q4_layouts[a]), (long long)rows, (long long)cols);
+	}
 	free(x);
 	free(y);
 	free(y2);

@@ -712,8 +712,67 @@ ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst
 	return (ssize_t)out_size;
 }
 
+/*
+ * Plain Q4_0 to an interleaved layout (TO_PACKED) or back, a group's block
+ * at a time: scales moved, quants moved ILEAVE bytes at a time through a
+ * word with the mask applied to all its bytes at once.  The same bytes as
+ * the byte-by-byte rule (qg_repack_ref), at memory speed.
+ */
+static void repack_q4_words(const struct type_info *packed, int to_packed, uint8_t *dst, const uint8_t *src,
+			    int64_t rows, int64_t nb)
+{
+	const int R = packed->row_group, I = packed->ileave, chunks = 16 / I;
+	const size_t gblock = (size_t)R * 18;
+	const uint64_t m8 = 0x0101010101010101ull * packed->mask;
+
+	for (int64_t g = 0; g < rows / R; g++) {
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *gb = (to_packed ? dst : (uint8_t *)src) + ((size_t)g * (size_t)nb + (size_t)b) * gblock;
+			for (int r = 0; r < R; r++) {
+				uint8_t *pb = (to_packed ? (uint8_t *)src : dst) +
+					      (((size_t)g * R + (size_t)r) * (size_t)nb + (size_t)b) * 18;
+				uint8_t *from_d = to_packed ? pb : gb + 2 * r, *to_d = to_packed ? gb + 2 * r : pb;
+				to_d[0] = from_d[0];
+				to_d[1] = from_d[1];
+				for (int c = 0; c < chunks; c++) {
+					uint8_t *plain = pb + 2 + c * I, *ilv = gb + 2 * R + ((size_t)c * R + r) * I;
+					uint8_t *in = to_packed ? plain : ilv, *out = to_packed ? ilv : plain;
+					if (I == 8) {
+						uint64_t w;
+						memcpy(&w, in, 8);
+						w ^= m8;
+						memcpy(out, &w, 8);
+					} else {
+						uint32_t w;
+						memcpy(&w, in, 4);
+						w ^= (uint32_t)m8;
+						memcpy(out, &w, 4);
+					}
+				}
+			}
+		}
+	}
+}
+
 ssize_t qg_repack(enum qg_type to, void *dst, size_t dst_size,
 		  enum qg_type from, const void *src, int64_t rows, int64_t cols)
+{
+	ssize_t size = qg_matrix_size(to, rows, cols);
+
+	/* plain Q4_0 to or from an interleaved layout: whole words (checked as the reference checks) */
+	if (type_valid(to) && type_valid(from) && src && dst && size >= 0 && dst_size >= (size_t)size &&
+	    qg_matrix_size(from, rows, cols) >= 0 && !overlaps(src, (size_t)size, dst, (size_t)size) &&
+	    ((from == QG_TYPE_Q4_0 && types[to].base == QG_TYPE_Q4_0 && types[to].row_group > 1) ||
+	     (to == QG_TYPE_Q4_0 && types[from].base == QG_TYPE_Q4_0 && types[from].row_group > 1))) {
+		const struct type_info *packed = &types[from == QG_TYPE_Q4_0 ? to : from];
+		repack_q4_words(packed, from == QG_TYPE_Q4_0, dst, src, rows, cols / QG_QK);
+		return size;
+	}
+	return qg_repack_ref(to, dst, dst_size, from, src, rows, cols);
+}
+
+ssize_t qg_repack_ref(enum qg_type to, void *dst, size_t dst_size,
+		      enum qg_type from, const void *src, int64_t rows, int64_t cols)
 {
 	struct layout lf, lt;
 	ssize_t size, in_size;

@@ -124,6 +124,13 @@ ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst
  */
 ssize_t qg_repack(enum qg_type to, void *dst, size_t dst_size,
 		  enum qg_type from, const void *src, int64_t rows, int64_t cols);
+/*
+ * The same, byte by byte through an index table: the reference.  qg_repack
+ * moves whole words between plain Q4_0 and its interleaved layouts (the
+ * upload path) and must give these bytes (quant-test compares them).
+ */
+ssize_t qg_repack_ref(enum qg_type to, void *dst, size_t dst_size,
+		      enum qg_type from, const void *src, int64_t rows, int64_t cols);
 
 /* --- row primitives the kernels and the dispatcher use (no checks) --- */
 
