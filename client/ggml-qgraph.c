@@ -627,6 +627,17 @@ static int xlate_fail(struct xlate *x, int err, const char *fmt, ...)
 	return err < 0 ? err : -EINVAL;
 }
 
+/*
+ * A graph's key: its records in order, each opened by a tag word (so that
+ * no two graphs of different structure give the same words): a MUL_MAT
+ * (with its weights' handle count) and its result's offset; its activations
+ * as an input (offset, then ne and nb) or as an earlier node's result (its
+ * index); its weights' handles.
+ */
+#define KEY_MUL_MAT (1ull << 60)
+#define KEY_INPUT (2ull << 60)
+#define KEY_EARLIER (3ull << 60)
+
 static void key_push(struct xlate *x, uint64_t v)
 {
 	if (x->n_key == x->cap_key) {
@@ -663,12 +674,16 @@ static int64_t arena_offset(const struct ggml_tensor *t)
  */
 static int activations(struct xlate *x, const struct ggml_tensor *t)
 {
-	for (size_t i = x->n_done; i-- > 0;)
-		if (x->done[i] == t)
+	for (size_t i = x->n_done; i-- > 0;) {
+		if (x->done[i] == t) {
+			key_push(x, KEY_EARLIER | i);
 			return x->done_id[i];
+		}
+	}
 	int64_t off = arena_offset(t);
 	if (off < 0)
 		return xlate_fail(x, -EINVAL, "activations %s are not in a qgraph buffer", t->name);
+	key_push(x, KEY_INPUT);
 	key_push(x, (uint64_t)off);
 	for (int d = 0; d < 4; d++) {
 		key_push(x, (uint64_t)t->ne[d]);
@@ -762,6 +777,7 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t)
 	int64_t off = arena_offset(t);
 	if (off < 0 || off % QGG_ALIGN)
 		return xlate_fail(x, -EINVAL, "the result %s is not in a qgraph buffer", t->name);
+	key_push(x, KEY_MUL_MAT | w->n_handles);
 	key_push(x, (uint64_t)off);
 	int a = activations(x, act);
 	if (a < 0)
