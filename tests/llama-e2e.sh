@@ -215,7 +215,7 @@ ok $? "the base log-probabilities are saved ($(wc -c <"$T/base.kld" 2>/dev/null 
 kl() {
 	label=$1
 	shift
-	envs= args=
+	envs='' args=''
 	for a in "$@"; do
 		case $a in
 		*=*) envs="$envs $a" ;;
