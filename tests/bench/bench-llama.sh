@@ -137,10 +137,11 @@ result() {
 	else
 		awk -v b="$b" -v be="$be" -v u="$unit" -v v="$v" -v ln="$ln" -v lv="$lv" -v x="$extra" 'BEGIN {
 			gsub(/"/, "", x); gsub(/^,/, "", x)
+			fv = v + 0 >= 1e5 ? sprintf("%.0f", v) : sprintf("%.6g", v)
 			if (ln != "" && lv + 0 > 0)
-				printf "%-18s %-7s %12.6g %-5s  x%.3f of %s %.6g  %s\n", b, be, v, u, v / lv, ln, lv, x
+				printf "%-19s %-7s %12s %-5s  x%.3f of %s %.6g  %s\n", b, be, fv, u, v / lv, ln, lv, x
 			else
-				printf "%-18s %-7s %12.6g %-5s  %s\n", b, be, v, u, x
+				printf "%-19s %-7s %12s %-5s  %s\n", b, be, fv, u, x
 		}'
 	fi
 }
