@@ -10,10 +10,15 @@ trap 'rm -rf "$dir"' EXIT
 n=0
 failed=0
 
-# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail
+# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail.
+# A header of the same name elsewhere on the system (libevent's event.h) is
+# not ours: the probe also asks for our include guard (QG_EVENT_H, QGRAPH_H).
 try() {
 	n=$((n + 1))
-	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
+	guard=$(printf '%s' "$3" | tr 'a-z.-' 'A-Z__')
+	[ "$guard" = QGRAPH_H ] || guard=QG_$guard
+	printf '#include "%s"\n#ifndef %s\n#error "%s" is not qgraph'"'"'s\n#endif\nint qg_layers_probe;\n' \
+		"$3" "$guard" "$3" >"$dir/probe.c"
 	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1; then got=ok; else got=fail; fi
 	if [ "$got" = "$4" ]; then
 		echo "ok $n - $1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
