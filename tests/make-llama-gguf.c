@@ -14,9 +14,9 @@
  * vocabulary (tokenizer.ggml.model "llama": <unk>, <s>, </s>, the 256
  * byte tokens <0x00>..<0xFF>, then whole tokens over the alphabet
  * "\u2581a..z" - singles, pairs, triples - up to --vocab, scored in that
- * order); Q4_0 matrices (token embedding, attention q, k,
- * v, output, feed-forward gate, up, down, and output.weight unless --tied)
- * and F32 norms.
+ * order); Q4_0 matrices (the token embedding, which llama.cpp reads with
+ * GET_ROWS on the CPU; attention q, k, v and output; feed-forward gate, up
+ * and down; output.weight unless --tied) and F32 norms.
  *
  * The weights come from the seed alone: each row of each tensor draws from
  * its own generator, keyed by the seed, the tensor's name and the row, so
