@@ -455,7 +455,7 @@ static int write_file(const char *path, const void *buf, size_t len)
 	snprintf(tmp, n, "%s.tmp.XXXXXX", path);
 	fd = mkstemp(tmp);
 	if (fd < 0) {
-		err("%s: %s", tmp, strerror(errno));
+		err("%s: cannot make a file beside it: %s", path, strerror(errno));
 		free(tmp);
 		return -1;
 	}
