@@ -1,0 +1,289 @@
+#!/bin/sh
+# llama-e2e.sh - llama.cpp runs a model that the project writes, and the
+# yardstick the ggml backend is judged by.  Prints TAP.
+#
+# tests/make-llama-gguf writes a tiny llama model with random weights: the
+# same bytes for the same seed whatever the thread count, other bytes for
+# another seed, a file qgraph-submit inspect reads, and bad shapes refused.
+# Then, where the pinned llama.cpp is built (`bash .ci/llama.sh --print`;
+# its GGML_BACKEND_DL build, which loads GGML_BACKEND_PATH in every tool):
+#   - llama-completion loads the model and generates tokens;
+#   - llama-perplexity gives a finite perplexity on a text made here, and
+#     saves its log-probabilities (--kl-divergence-base): stock llama.cpp,
+#     with its Q4_0 repack;
+#   - the baseline: stock llama.cpp with -nr (no repack) against that base,
+#     its mean KL divergence and its "same top p" share;
+#   - with the ggml backend (QG_GGML_PLUGIN=/path/libggml-qgraph.so, loaded
+#     through GGML_BACKEND_PATH): its device listed (so a qgraphd must be
+#     running for it), generation, and the KL divergence against
+#     the same base no worse than twice the baseline's: KL <= 2 x KL(-nr),
+#     same top p >= top(-nr) - (100 - top(-nr)).
+# Every llama tool runs with -t $QG_LLAMA_THREADS (default 2) --poll 0 and
+# OMP_WAIT_POLICY=passive.
+#
+# Environment: QG_LLAMA_DL names llama.cpp's DL bin directory (default:
+# from .ci/llama.sh --print); QG_GGML_PLUGIN the backend (unset or missing:
+# that part is skipped); QG_GGML_ENV more VAR=VALUE words for the plugin's
+# runs (e.g. QGRAPH_SOCKET=...); QG_LLAMA_KEEP=DIR keeps the model, the
+# text, the base and every log in DIR.
+set -u
+LC_ALL=C
+export LC_ALL
+
+top=${QG_TOP_BUILDDIR:-.}
+srcdir=${QG_TOP_SRCDIR:-$(dirname "$0")/..}
+threads=${QG_LLAMA_THREADS:-2}
+gen=$top/tests/make-llama-gguf
+if [ -n "${QEMU_AARCH64:-}" ]; then
+	sub=$top/client/.libs/qgraph-submit
+	inspect() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$sub" inspect "$@"; }
+	makegguf() { ${QG_EXEC:-} "$gen" "$@"; }
+else
+	sub=$top/client/qgraph-submit
+	inspect() { "$sub" inspect "$@"; }
+	makegguf() { "$gen" "$@"; }
+fi
+if [ ! -x "$gen" ] || [ ! -x "$sub" ]; then
+	echo "1..0 # SKIP tests/make-llama-gguf or qgraph-submit not built"
+	exit 0
+fi
+
+if [ -n "${QG_LLAMA_KEEP:-}" ]; then
+	T=$QG_LLAMA_KEEP
+	mkdir -p "$T" || exit 99
+else
+	T=$(mktemp -d "${TMPDIR:-/tmp}/qg-llama.XXXXXX") || exit 99
+	trap 'rm -rf "$T"' EXIT
+fi
+
+n=0
+failed=0
+ok() {
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $n - $2"
+	else
+		echo "not ok $n - $2"
+		failed=$((failed + 1))
+	fi
+}
+skip() {
+	n=$((n + 1))
+	echo "ok $n # SKIP $1"
+}
+# show FILE: the end of a log as TAP comments
+show() {
+	tail -n "${2:-15}" "$1" | sed 's/^/# /'
+}
+
+# ------------------------------------------------------------ the generator
+makegguf --preset tiny --seed 7 --threads 1 -o "$T/tiny.gguf" 2>"$T/gen.log"
+st=$?
+ok $st "make-llama-gguf writes the tiny model (exit $st)"
+[ $st -eq 0 ] || show "$T/gen.log"
+sed 's/^/# /' "$T/gen.log"
+
+makegguf --preset tiny --seed 7 --threads 3 -o "$T/again.gguf" 2>/dev/null &&
+	cmp -s "$T/tiny.gguf" "$T/again.gguf"
+ok $? "the same seed gives the same bytes with 1 and 3 threads"
+makegguf --preset tiny --seed 8 -o "$T/other.gguf" 2>/dev/null &&
+	! cmp -s "$T/tiny.gguf" "$T/other.gguf" &&
+	[ "$(wc -c <"$T/tiny.gguf")" -eq "$(wc -c <"$T/other.gguf")" ]
+ok $? "another seed gives other weights of the same size"
+rm -f "$T/again.gguf" "$T/other.gguf"
+
+inspect "$T/tiny.gguf" >"$T/inspect.out" 2>&1
+st=$?
+has() { grep -Eq -- "$1" "$T/inspect.out"; }
+[ $st -eq 0 ] && has '^architecture: llama$' && has '^  llama.embedding_length +u32 +256$' &&
+	has '^  llama.attention.head_count_kv +u32 +4$' && has '^  llama.rope.dimension_count +u32 +32$' &&
+	has '^  llama.attention.layer_norm_rms_epsilon +f32 ' && has '^  tokenizer.ggml.model +string +"llama"$' &&
+	has '^  tokenizer.ggml.tokens +array +\[string x 320\]$' &&
+	has '^  tokenizer.ggml.token_type +array +\[i32 x 320\]$'
+ok $? "qgraph-submit inspect reads it: the llama keys, typed as llama.cpp asks"
+[ $failed -eq 0 ] || show "$T/inspect.out" 40
+# 4 layers of 9 tensors, the embedding, the output norm and the output
+has '^tensors: 39$' && has '^  token_embd.weight +q4_0 +256 x 320 ' &&
+	has '^  blk.3.attn_k.weight +q4_0 +256 x 128 ' && has '^  blk.0.ffn_down.weight +q4_0 +768 x 256 ' &&
+	has '^  blk.0.ffn_norm.weight +f32 +256 ' && has '^  output.weight +q4_0 +256 x 320 '
+ok $? "its tensors: Q4_0 matrices in ggml's shapes, F32 norms"
+
+makegguf --heads 7 -o "$T/bad.gguf" >"$T/bad.out" 2>&1
+st=$?
+[ $st -eq 2 ] && grep -q 'heads 7 must divide --dim 256' "$T/bad.out" && [ ! -e "$T/bad.gguf" ]
+ok $? "a shape llama.cpp cannot run is refused (exit $st) and no file is left"
+
+# ------------------------------------------------------------ llama.cpp
+reason=
+if [ -n "${QEMU_AARCH64:-}" ]; then
+	reason="a cross build: llama.cpp runs natively only"
+elif [ -n "${QG_LLAMA_DL:-}" ]; then
+	bin=$QG_LLAMA_DL
+else
+	paths=$(bash "$srcdir/.ci/llama.sh" --print 2>/dev/null) || reason="llama.cpp is not built (bash .ci/llama.sh builds it)"
+	bin=$(printf '%s\n' "${paths:-}" | sed -n 's/.*LLAMA_DL=\([^ ]*\).*/\1/p')
+fi
+if [ -z "$reason" ] && { [ ! -x "$bin/llama-perplexity" ] || [ ! -x "$bin/llama-completion" ]; }; then
+	reason="no llama-perplexity or llama-completion in ${bin:-?}"
+fi
+if [ -n "$reason" ]; then
+	for what in "llama-completion generates" "llama-perplexity: finite" "the base log-probabilities" \
+		"stock -nr against the base" "with the plugin: its device is listed" "with the plugin: generation" "with the plugin: KL divergence"; do
+		skip "$what: $reason"
+	done
+	echo "1..$n"
+	[ $failed -eq 0 ]
+	exit
+fi
+echo "# llama.cpp: $bin; -t $threads --poll 0, OMP_WAIT_POLICY=passive"
+
+# A text of a few KB from a fixed word list and a fixed generator.
+awk 'BEGIN {
+	n = split("the of and a to in is was that for on as with by he at from his it an were are which this " \
+		"be or had not first also after but new one their its who two has time her they more she been " \
+		"other all there when used during into over city may between some only most would can years " \
+		"school later three such world called up him about where state many while part made national " \
+		"being both known", w, " ")
+	s = 12345
+	line = ""
+	for (i = 0; i < 700; i++) {
+		s = (s * 1103515245 + 12345) % 2147483648
+		line = line (line == "" ? "" : " ") w[int(s / 65536) % n + 1]
+		if (length(line) > 70) { print line "."; line = "" }
+	}
+	print line
+}' >"$T/text.txt"
+
+run() {
+	timeout 300 "$@"
+}
+# The tools log through a thread of their own that nobody waits for at
+# exit (llama.cpp's common_log is leaked on purpose), so their last lines
+# can be lost, more so while OpenMP's threads spin: they wait passively,
+# and a run whose summary line PATTERN is missing runs again, up to three
+# times in all.  tool_run LOG PATTERN COMMAND...: LOG.out and LOG.err hold
+# its output; the exit status of the last run, or 1 without PATTERN.
+OMP_WAIT_POLICY=passive
+export OMP_WAIT_POLICY
+tool_run() {
+	log=$1 pat=$2
+	shift 2
+	for try in 1 2 3; do
+		run "$@" >"$log.out" 2>"$log.err" </dev/null
+		st=$?
+		[ $st -ne 0 ] && return $st
+		grep -Eq -- "$pat" "$log.out" "$log.err" && return 0
+		echo "# $(basename "$log"): run $try lost its summary line ($pat)"
+	done
+	return 1
+}
+llama_args="-m $T/tiny.gguf -t $threads --poll 0"
+
+# gen LOG [VAR=VALUE...]: greedy generation of 16 tokens; 0 when they came
+gen_tokens() {
+	log=$1
+	shift
+	# "eval time = ... / 15 runs": the first token comes with the prompt
+	# shellcheck disable=SC2086
+	tool_run "$log" 'eval time = .* / +15 runs' env "$@" "$bin/llama-completion" $llama_args \
+		-p "the city of" -n 16 --temp 0 --ignore-eos -no-cnv &&
+		[ "$(wc -c <"$log.out")" -gt "$(printf 'the city of' | wc -c)" ]
+}
+gen_tokens "$T/gen-stock"
+r=$?
+ok $r "llama-completion generates 16 tokens from the model"
+[ $r -eq 0 ] || show "$T/gen-stock.err"
+echo "# stock: $(head -c 200 "$T/gen-stock.out" | tr -c '[:print:]' '?')"
+
+# The base: stock llama.cpp (with its repack); its perplexity on the way.
+ppl_args="-f $T/text.txt -c 128"
+# shellcheck disable=SC2086
+tool_run "$T/base" 'Final estimate: PPL' "$bin/llama-perplexity" $llama_args $ppl_args \
+	--kl-divergence-base "$T/base.kld"
+st=$?
+ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.eE+-]*\).*/\1/p' "$T/base.out" "$T/base.err" | head -n 1)
+[ $st -eq 0 ] && [ -n "$ppl" ] && awk -v p="$ppl" 'BEGIN { exit !(p + 0 > 1 && p + 0 < 1e30) }'
+r=$?
+ok $r "llama-perplexity: finite perplexity ${ppl:-none} (exit $st)"
+[ $r -eq 0 ] || show "$T/base.err"
+[ $st -eq 0 ] && [ -s "$T/base.kld" ]
+ok $? "the base log-probabilities are saved ($(wc -c <"$T/base.kld" 2>/dev/null || echo 0) bytes)"
+
+# kl LABEL ARGS-AND-ENV...: llama-perplexity --kl-divergence against the
+# base with llama ARGS (VAR=VALUE words go to env); sets kld and top (the
+# mean KL divergence and the same-top-p percentage) or returns 1.
+kl() {
+	label=$1
+	shift
+	envs='' args=''
+	for a in "$@"; do
+		case $a in
+		*=*) envs="$envs $a" ;;
+		*) args="$args $a" ;;
+		esac
+	done
+	# shellcheck disable=SC2086
+	tool_run "$T/$label" '^Same top p:' env $envs "$bin/llama-perplexity" $llama_args $ppl_args $args \
+		--kl-divergence-base "$T/base.kld" --kl-divergence
+	st=$?
+	kld=$(awk '/^Mean +KLD:/ { print $3; exit }' "$T/$label.out" "$T/$label.err")
+	top=$(awk '/^Same top p:/ { print $4; exit }' "$T/$label.out" "$T/$label.err")
+	[ $st -eq 0 ] && [ -n "$kld" ] && [ -n "$top" ]
+}
+
+kl nr -nr
+r=$?
+kld_nr=${kld:-} top_nr=${top:-}
+# the repacked and the plain kernels compute the same products: a small difference
+[ $r -eq 0 ] && awk -v k="$kld_nr" -v t="$top_nr" 'BEGIN { exit !(k >= 0 && k < 0.01 && t >= 90 && t <= 100) }'
+r=$?
+ok $r "stock -nr against the base: mean KLD ${kld_nr:-none}, same top p ${top_nr:-none}%"
+[ $r -eq 0 ] || show "$T/nr.err"
+
+plugin=${QG_GGML_PLUGIN:-}
+if [ -z "$plugin" ]; then
+	reason="QG_GGML_PLUGIN is not set (the path of libggml-qgraph.so)"
+elif [ ! -f "$plugin" ]; then
+	reason="QG_GGML_PLUGIN=$plugin does not exist"
+elif [ -z "$kld_nr" ]; then
+	reason="no baseline to compare with"
+else
+	reason=
+fi
+if [ -n "$reason" ]; then
+	skip "with the plugin: its device is listed: $reason"
+	skip "with the plugin: generation: $reason"
+	skip "with the plugin: KL divergence against the base: $reason"
+else
+	# the backend registers its device (an ACCEL one: --list-devices leaves out the CPU's)
+	# shellcheck disable=SC2086
+	run env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} "$bin/llama-completion" --list-devices \
+		>"$T/devices.out" 2>"$T/devices.err" </dev/null
+	st=$?
+	dev=$(sed -n 's/^  \([^ :]*\): .*/\1/p' "$T/devices.out" | tr '\n' ' ')
+	[ $st -eq 0 ] && [ -n "$dev" ]
+	r=$?
+	ok $r "with the plugin: llama.cpp lists its device: ${dev:-none}"
+	[ $r -eq 0 ] || { show "$T/devices.out" 5; show "$T/devices.err" 10; }
+
+	# shellcheck disable=SC2086
+	gen_tokens "$T/gen-plugin" GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-}
+	r=$?
+	ok $r "with the plugin: llama-completion generates 16 tokens"
+	[ $r -eq 0 ] || show "$T/gen-plugin.err"
+	echo "# plugin: $(head -c 200 "$T/gen-plugin.out" | tr -c '[:print:]' '?')"
+
+	# shellcheck disable=SC2086
+	kl plugin GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-}
+	r=$?
+	limit_k=$(awk -v k="$kld_nr" 'BEGIN { printf "%.6f", 2 * k }')
+	limit_t=$(awk -v t="$top_nr" 'BEGIN { printf "%.3f", t - (100 - t) }')
+	[ $r -eq 0 ] && awk -v k="$kld" -v t="$top" -v lk="$limit_k" -v lt="$limit_t" \
+		'BEGIN { exit !(k >= 0 && k <= lk && t >= lt) }'
+	r=$?
+	ok $r "with the plugin: mean KLD ${kld:-none} <= $limit_k, same top p ${top:-none}% >= $limit_t%"
+	[ $r -eq 0 ] || show "$T/plugin.err" 30
+fi
+
+echo "1..$n"
+[ $failed -eq 0 ]
