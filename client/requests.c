@@ -169,28 +169,70 @@ static int status_errno(Qgraph__Status st)
 	}
 }
 
-/* STATS as "key value" lines, malloc'd (NULL without memory). */
-static char *stats_text(const Qgraph__Stats *st)
+/* Status names in stats, by Qgraph__Status ("ok", "invalid", ...). */
+static const char *const status_names[] = {
+	"ok", "invalid", "no_memory", "quota", "cancelled", "timed_out", "not_found", "unsupported", "internal",
+	"shutting_down", "denied",
+};
+
+/*
+ * STATS as "key value" lines, malloc'd (NULL without memory): the
+ * daemon-wide lines, then its sessions and models from byte *LISTS on
+ * (a later page adds these alone).
+ */
+static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 {
-	size_t len = 1024 + 256 * (st->n_kernels + st->n_session + st->n_model), at = 0;
+	size_t len = 2048 + 256 * (st->n_kernels + st->n_session + st->n_model + st->n_completions +
+				   st->n_quota_refusals + st->n_latency_count),
+	       at = 0;
 	char *buf = malloc(len);
 
 	if (!buf)
 		return NULL;
+	buf[0] = 0;
 #define PUT(...)                                                                   \
 	do {                                                                       \
 		int k_ = snprintf(buf + at, at < len ? len - at : 0, __VA_ARGS__); \
 		if (k_ > 0)                                                        \
 			at += (size_t)k_;                                          \
 	} while (0)
-	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\npool %s\n"
-	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\nsessions_hidden %u\n",
+	uint64_t by[sizeof status_names / sizeof status_names[0]] = { 0 }, errors = 0;
+	for (size_t k = 0; k < st->n_completions; k++) {
+		size_t i = (size_t)st->completions[k]->status;
+		if (i < sizeof by / sizeof by[0])
+			by[i] = st->completions[k]->count;
+		if (i)
+			errors += st->completions[k]->count;
+	}
+	PUT("version %s\nuptime_ms %llu\n", st->version, (unsigned long long)st->uptime_ms);
+	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\n"
+	    "graphs_run %llu\npool %s\nloop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\n"
+	    "sessions_hidden %u\n",
 	    st->sessions, st->handshaking, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes,
-	    (unsigned long long)st->pool_used, st->plans,
-	    (unsigned long long)st->graphs_run, st->pool_kind, st->loop, st->threads, st->weights_stored,
-	    (unsigned long long)st->weights_referenced_bytes, st->sessions_hidden);
+	    (unsigned long long)st->pool_used, st->plans, (unsigned long long)st->graphs_run, st->pool_kind,
+	    st->loop, st->threads, st->weights_stored, (unsigned long long)st->weights_referenced_bytes,
+	    st->sessions_hidden);
+	PUT("requests %llu\nerrors %llu\ntimeouts %llu\ncancels %llu\nsessions_dropped %llu\n",
+	    (unsigned long long)st->requests, (unsigned long long)errors,
+	    (unsigned long long)by[QGRAPH__STATUS__STATUS_TIMED_OUT],
+	    (unsigned long long)by[QGRAPH__STATUS__STATUS_CANCELLED], (unsigned long long)st->sessions_dropped);
+	for (size_t k = 0; k < sizeof by / sizeof by[0]; k++)
+		PUT("status %s %llu\n", status_names[k], (unsigned long long)by[k]);
+	for (size_t k = 0; k < st->n_quota_refusals; k++)
+		PUT("quota %s %llu\n", st->quota_refusals[k]->quota, (unsigned long long)st->quota_refusals[k]->count);
+	/* cumulative, as a Prometheus histogram's buckets are */
+	uint64_t sum = 0;
+	for (size_t k = 0; k < st->n_latency_count; k++) {
+		sum += st->latency_count[k];
+		if (k < st->n_latency_le_ns)
+			PUT("latency_le_ns %llu %llu\n", (unsigned long long)st->latency_le_ns[k],
+			    (unsigned long long)sum);
+	}
+	PUT("latency_count %llu\nlatency_sum_ns %llu\n", (unsigned long long)sum,
+	    (unsigned long long)st->latency_sum_ns);
 	for (size_t k = 0; k < st->n_kernels; k++)
 		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
+	*lists = at < len ? at : len - 1;
 	for (size_t k = 0; k < st->n_session; k++)
 		PUT("session %llu pid %u uid %u name \"%s\" arena %llu weights %llu graphs %u completed %llu memory %llu\n",
 		    (unsigned long long)st->session[k]->session_id, st->session[k]->pid, st->session[k]->uid,
@@ -237,6 +279,7 @@ static void done_fill(struct done *d, const struct qg_hot_completion *h)
 {
 	d->id = h->request_id;
 	d->stats = NULL;
+	d->stats_more = 0;
 	d->error[0] = 0;
 	d->res.status = status_errno((Qgraph__Status)h->status);
 	d->res.handle = h->handle;
@@ -300,17 +343,22 @@ static int drain_locked(struct qgraph_session *s, uint8_t *buf, size_t cap)
 			h.total_ns = c->timings->total_ns;
 		}
 		done_fill(d, &h);
-		if (c->stats)
-			d->stats = stats_text(c->stats);
+		if (c->stats) {
+			d->stats = stats_text(c->stats, &d->stats_lists);
+			d->stats_more = c->stats->more;
+			d->next_session = c->stats->next_session;
+			d->next_model = c->stats->next_model;
+		}
 		qgraph__completion__free_unpacked(c, al);
 	}
 }
 
 /*
  * Take request ID's completion out of S->done (lock held): 1 found, 0 not.
- * A stats answer goes to *STATS if asked for, else is freed.
+ * The whole entry goes to *PAGE if asked for (a stats answer with it),
+ * else its stats text is freed.
  */
-static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_result *res, char **stats)
+static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_result *res, struct done *page)
 {
 	for (size_t i = 0; i < s->n_done; i++) {
 		if (s->done[i].id != id)
@@ -319,8 +367,8 @@ static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_resu
 			*res = s->done[i].res;
 		if (s->done[i].res.status)
 			snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
-		if (stats)
-			*stats = s->done[i].stats;
+		if (page)
+			*page = s->done[i];
 		else
 			free(s->done[i].stats);
 		if (i != --s->n_done)
@@ -345,7 +393,8 @@ static bool beside_loop(struct qgraph_session *s)
 	return atomic_load_explicit(&s->hdr->loop_cpu, memory_order_relaxed) == (uint32_t)c + 1;
 }
 
-static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
+static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res,
+		     struct done *page)
 {
 	uint8_t buf[QG_MAX_COMPLETION];
 	uint64_t start = qg_now_ns();
@@ -355,7 +404,7 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		int r = drain_locked(s, buf, sizeof buf);
-		int found = r == 0 && take_locked(s, id, res, stats);
+		int found = r == 0 && take_locked(s, id, res, page);
 		uint32_t read_to = s->complete.pos;	/* drained up to here */
 		pthread_mutex_unlock(&s->lock);
 		if (r)
@@ -411,11 +460,12 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 	}
 }
 
-static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
+static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res,
+		    struct done *page)
 {
 	if (!s)
 		return -EINVAL;
-	int r = wait_spin(s, id, timeout_ms, res, stats);
+	int r = wait_spin(s, id, timeout_ms, res, page);
 	atomic_store_explicit(&s->hdr->waiter_cpu, 0, memory_order_relaxed);	/* no one spins here now */
 	return r;
 }
@@ -619,24 +669,38 @@ QGRAPH_API ssize_t qgraph_stats(struct qgraph_session *s, char *buf, size_t len)
 	Qgraph__Request req = QGRAPH__REQUEST__INIT;
 	Qgraph__StatsRequest sr = QGRAPH__STATS_REQUEST__INIT;
 	struct qgraph_result res;
-	char *text = NULL;
+	size_t at = 0;
 	uint64_t id;
 	int r;
 
 	if (!s || !buf || !len)
 		return -EINVAL;
+	buf[0] = 0;
 	sr.all_sessions = 1;
 	req.body_case = QGRAPH__REQUEST__BODY_STATS;
 	req.stats = &sr;
-	if ((r = send_request(s, &req, 1, &id)) || (r = wait_for(s, id, -1, &res, &text)))
-		return r;
-	if (!text)
-		return res.status ? res.status : -ENOMEM;
-	size_t n = strlen(text);
-	if (n >= len)
-		n = len - 1;
-	memcpy(buf, text, n);
-	buf[n] = 0;
-	free(text);
-	return (ssize_t)n;
+	/* page after page: the daemon-wide lines of the first, the sessions and models of each */
+	for (int first = 1;; first = 0) {
+		struct done page = { 0 };
+		if ((r = send_request(s, &req, 1, &id)) || (r = wait_for(s, id, -1, &res, &page)))
+			return r;
+		if (!page.stats)
+			return res.status ? res.status : qg_client_fail(s, -ENOMEM, "no memory for the stats");
+		const char *text = page.stats + (first ? 0 : page.stats_lists);
+		size_t n = strlen(text);
+		if (n >= len - at)
+			n = len - at - 1;
+		memcpy(buf + at, text, n);
+		at += n;
+		buf[at] = 0;
+		free(page.stats);
+		if (!page.stats_more || at + 1 >= len)
+			break;
+		if (page.next_session < sr.first_session ||
+		    (page.next_session == sr.first_session && page.next_model <= sr.first_model))
+			return qg_client_fail(s, -EPROTO, "the daemon's stats pages do not move on");
+		sr.first_session = page.next_session;
+		sr.first_model = page.next_model;
+	}
+	return (ssize_t)at;
 }

@@ -20,6 +20,9 @@ struct done {
 	struct qgraph_result res;
 	char error[256];
 	char *stats;		/* a stats request's answer, as text */
+	size_t stats_lists;	/* where its sessions and models begin in STATS */
+	int stats_more;		/* more stats pages: ask again from these */
+	uint32_t next_session, next_model;
 };
 
 struct block {

@@ -103,6 +103,11 @@ d = json.load(open(sys.argv[1]))
 assert d["sessions"] >= 1 and d["graphs_run"] >= 1 and d["pool_bytes"] > 0, d
 assert d["kernels"] and all("layout" in k and "kernel" in k for k in d["kernels"]), d["kernels"]
 assert len(d["session"]) == 1 and d["session"][0]["name"].startswith("qgraph-submit"), d["session"]
+assert d["version"] and d["uptime_ms"] >= 0 and d["requests"] >= d["errors"] >= 0, d
+assert d["status"]["ok"] >= 1 and "quota" in d["status"] and "max-message" in d["quota_refusals"], d
+assert d["latency"]["count"] >= 1 and d["latency"]["cumulative"][-1] <= d["latency"]["count"], d["latency"]
+assert sorted(d["latency"]["le_ns"]) == d["latency"]["le_ns"], d["latency"]
+assert all(k in d for k in ("timeouts", "cancels", "sessions_dropped", "models")), d
 PY
 	r=$?
 	ok $r "stats --json parses, with its counters, kernels and the asking session"
@@ -110,27 +115,42 @@ PY
 fi
 tool stats --prometheus >"$T/stats.prom" 2>&1
 st=$?
-# the text exposition format: HELP and TYPE once per metric, before its samples; names qgraph_*; numbers
+# the text exposition format: HELP and TYPE once per metric, before its samples; names qgraph_*; numbers;
+# a histogram's samples are its _bucket (le="..." ascending to +Inf), _sum and _count
 awk '
 	/^# HELP / { if (help[$3]++) { print "two HELP lines for " $3; bad = 1 } next }
 	/^# TYPE / { if (type[$3]++) { print "two TYPE lines for " $3; bad = 1 }
-		     if ($4 != "gauge" && $4 != "counter") { print "type " $4; bad = 1 } t = $4; next }
+		     if ($4 != "gauge" && $4 != "counter" && $4 != "histogram") { print "type " $4; bad = 1 }
+		     t = $4; family = $3; next }
 	/^#/ { print "stray comment: " $0; bad = 1; next }
 	{
 		name = $1; sub(/\{.*/, "", name)
+		if (t == "histogram") {
+			if (name != family "_bucket" && name != family "_sum" && name != family "_count") {
+				print "not of histogram " family ": " name; bad = 1
+			}
+			if (name == family "_bucket") hist_buckets++
+			if ($0 ~ /le="\+Inf"/) inf = $NF
+			if (name == family "_count" && $NF != inf) { print "count " $NF " is not the +Inf bucket " inf; bad = 1 }
+			name = family
+		}
 		if (name !~ /^qgraph_[a-z_]+$/) { print "bad name: " $0; bad = 1 }
 		if (!type[name]) { print "no TYPE before " name; bad = 1 }
-		if ($NF !~ /^[0-9]+$/) { print "bad value: " $0; bad = 1 }
+		if ($NF !~ /^[0-9]+(\.[0-9]+)?$/) { print "bad value: " $0; bad = 1 }
 		if (t == "counter" && name !~ /_total$/) { print "counter without _total: " name; bad = 1 }
-		if ($0 ~ /\{/ && $0 !~ /^[a-z_]+\{([a-z_]+="([^"\\]|\\.)*",?)+\} [0-9]+$/) { print "bad labels: " $0; bad = 1 }
+		if ($0 ~ /\{/ && $0 !~ /^[a-z_]+\{([a-z_]+="([^"\\]|\\.)*",?)+\} [0-9]+(\.[0-9]+)?$/) { print "bad labels: " $0; bad = 1 }
 		n++
 	}
-	END { if (n < 10) { print n " samples"; bad = 1 } exit bad }
+	END { if (n < 10) { print n " samples"; bad = 1 }
+	      if (hist_buckets < 2) { print "no latency histogram"; bad = 1 } exit bad }
 ' "$T/stats.prom" >"$T/out" 2>&1
 r=$?
 ok $([ $st -eq 0 ] && [ $r -eq 0 ] && grep -q '^qgraph_graphs_run_total [1-9]' "$T/stats.prom" &&
-	grep -q '^qgraph_session_memory_bytes{session="' "$T/stats.prom"; echo $?) \
-	"stats --prometheus is the text exposition format, with qgraph_graphs_run_total and per-session series"
+	grep -q '^qgraph_session_memory_bytes{session="' "$T/stats.prom" &&
+	grep -q '^qgraph_completions_total{status="ok"} [1-9]' "$T/stats.prom" &&
+	grep -q '^qgraph_quota_refusals_total{quota="max-message"} 0' "$T/stats.prom" &&
+	grep -q '^qgraph_uptime_seconds [0-9]' "$T/stats.prom"; echo $?) \
+	"stats --prometheus is the text exposition format, with qgraph_graphs_run_total, per-session series, completions by status, quota refusals, uptime and a latency histogram"
 [ $r -eq 0 ] || sed 's/^/# /' "$T/out" "$T/stats.prom"
 if command -v promtool >/dev/null; then
 	promtool check metrics <"$T/stats.prom" >"$T/out" 2>&1
