@@ -117,6 +117,7 @@ static int send_request(struct qgraph_session *s, Qgraph__Request *req, int bloc
 	size_t len = hot ? 0 : qgraph__request__get_packed_size(req);
 	int r;
 
+	s->error[0] = 0;	/* the session error is this call's: cleared as it starts, set if it fails */
 	if (len > s->max_record)
 		return qg_client_fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
 	for (;;) {
@@ -141,7 +142,10 @@ static int send_request(struct qgraph_session *s, Qgraph__Request *req, int bloc
 		if (r == 0)
 			s->next_id++;
 		pthread_mutex_unlock(&s->lock);
-		if (r != -EAGAIN || !block)
+		if (r == -EAGAIN && !block)
+			return qg_client_fail(s, r, "the submit ring is full: the daemon has not taken the requests before "
+					      "(QGRAPH_SUBMIT_BLOCK waits for room)");
+		if (r != -EAGAIN)
 			return r;
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);	/* the daemon drains the ring as fast as it serves */
@@ -365,8 +369,8 @@ static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_resu
 			continue;
 		if (res)
 			*res = s->done[i].res;
-		if (s->done[i].res.status)
-			snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
+		/* the daemon's reason when it failed, "" when it did not */
+		snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
 		if (page)
 			*page = s->done[i];
 		else
@@ -405,12 +409,16 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 		pthread_mutex_lock(&s->lock);
 		int r = drain_locked(s, buf, sizeof buf);
 		int found = r == 0 && take_locked(s, id, res, page);
+		uint64_t next_id = s->next_id;	/* ids run from 1 up: one never given out would never complete */
 		uint32_t read_to = s->complete.pos;	/* drained up to here */
 		pthread_mutex_unlock(&s->lock);
 		if (r)
 			return r;
 		if (found)
 			return 0;
+		if (id == 0 || id >= next_id)
+			return qg_client_fail(s, -EINVAL, "request %llu was never submitted on this session (the last was %llu)",
+					      (unsigned long long)id, (unsigned long long)(next_id - 1));
 		/*
 		 * Watch the ring's tail alone, without the lock or the clock, until
 		 * it passes what was drained (or a while has passed: another thread
@@ -561,8 +569,10 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 {
 	ssize_t total = src_type == QGRAPH_TYPE_F32 ? qgraph_matrix_size(QGRAPH_TYPE_F32, rows, cols)
 						   : qgraph_matrix_size(src_type, rows, cols);
-	if (!s || !data || !handle)
+	if (!s)
 		return -EINVAL;
+	if (!data || !handle)
+		return qg_client_fail(s, -EINVAL, "weights upload: %s is NULL", !data ? "the data" : "the handle's place");
 	if (total < 0)
 		return qg_client_fail(s, (int)total, "%lld x %lld does not suit %s", (long long)rows, (long long)cols,
 			    qgraph_type_name(src_type) ?: "that type");
@@ -619,8 +629,10 @@ QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, u
 	Qgraph__OpenWeights ow = QGRAPH__OPEN_WEIGHTS__INIT;
 	struct qgraph_result res;
 
-	if (!s || !name || !*name || !handle)
+	if (!s)
 		return -EINVAL;
+	if (!name || !*name || !handle)
+		return qg_client_fail(s, -EINVAL, "weights open: %s", !handle ? "the handle's place is NULL" : "no name");
 	ow.name = (char *)name;
 	req.body_case = QGRAPH__REQUEST__BODY_OPEN_WEIGHTS;
 	req.open_weights = &ow;
