@@ -12,8 +12,7 @@
 #include "qgraph.h"
 #include "submit.h"
 
-/* S as a JSON string (quotes and backslashes escaped, control characters as \u00XX). */
-static void json_string(FILE *f, const char *s, size_t n)
+void json_string(FILE *f, const char *s, size_t n)
 {
 	fputc('"', f);
 	for (size_t i = 0; i < n && s[i]; i++) {

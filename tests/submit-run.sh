@@ -89,6 +89,46 @@ run_tool "a directory is refused" 2 "not a regular file" run "$T"
 run_tool "two files is a usage error" 2 "one FILE" run "$T/mlp.qg" "$T/mlp.qg"
 run_tool "run --help" 0 "Usage: qgraph-submit run" run --help
 
+# --json: one JSON object a run, each command's own keys
+json_cmd() {
+	name=$1
+	shift
+	tool "$@" >"$T/cmd.json" 2>"$T/cmd.err"
+	st=$?
+	if ! command -v python3 >/dev/null; then
+		ok $([ $st -eq 0 ] && [ "$(wc -l <"$T/cmd.json")" -eq 1 ] && grep -q '^{.*}$' "$T/cmd.json"; echo $?) \
+			"$name --json prints one object (exit $st)"
+		return
+	fi
+	python3 - "$T/cmd.json" "$name" >"$T/out" 2>&1 <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+assert text.count("\n") == 1, "not one line: %r" % text
+d = json.loads(text)
+want = {
+    "gemm": ["command", "m", "n", "k", "type", "stored", "repeat", "median_ms", "gflops", "upload_ms", "max_error", "ok"],
+    "mlp": ["command", "dim", "hidden", "tokens", "layers", "stored", "repeat", "median_ms", "gflops", "max_error", "ok"],
+    "run": ["command", "file", "description", "tensors", "repeat", "median_ms", "checked", "outputs", "ok"],
+    "info": ["tool_version", "session", "cpu", "best_layout", "kernels"],
+}[sys.argv[2]]
+missing = [k for k in want if k not in d]
+assert not missing, "missing %s in %s" % (missing, d)
+if "command" in d:
+    assert d["command"] == sys.argv[2] and d["ok"] is True and d["median_ms"] > 0, d
+if sys.argv[2] == "run":
+    assert len(d["outputs"]) == 1 and d["outputs"][0]["ok"] and len(d["outputs"][0]["first"]) == 2, d
+if sys.argv[2] == "info":
+    assert d["kernels"] and all(set(k) == {"layout", "kernel", "reason"} for k in d["kernels"]), d
+PY
+	r=$?
+	ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "$name --json prints one JSON object with its keys (exit $st)"
+	[ $r -eq 0 ] || sed 's/^/# /' "$T/out" "$T/cmd.json" "$T/cmd.err"
+}
+json_cmd gemm gemm -m 64 -n 3 -k 96 --repeat 1 --json
+json_cmd mlp mlp --dim 64 --hidden 96 --tokens 2 --layers 1 --repeat 1 --json
+json_cmd run run --repeat 1 --print 2 --json "$T/g-q4_0.qg"
+json_cmd info info --json
+
 # global options through getopt_long; stats as JSON and as Prometheus text
 run_tool "-V prints the version" 0 "^qgraph-submit [0-9]" -V
 run_tool "an unknown global option is named" 2 "unrecognized option '--frobnicate'" --frobnicate stats
