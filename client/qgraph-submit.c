@@ -82,6 +82,15 @@ static void progress(const char *what, long done, long total)
 		fputc('\n', stderr);
 }
 
+/* qgraph_progress_fn for an upload: its MiB on the progress bar. */
+static void upload_progress(void *ctx, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
+			    uint64_t bytes_total)
+{
+	(void)tensors_done;
+	(void)tensors_total;
+	progress(ctx, (long)(bytes_done >> 20), (long)(bytes_total >> 20));
+}
+
 /* Largest |a - b| relative to the largest |b|. */
 static double rel_err(const float *a, const float *b, size_t n)
 {
@@ -184,7 +193,8 @@ static int cmd_gemm(int argc, char **argv)
 	uint64_t wh;
 	enum qgraph_type stored;
 	double t0 = now_s();
-	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, (enum qgraph_type)type, m, k, w, &wh, &stored);
+	int r = qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, (enum qgraph_type)type, m, k, w, &wh, &stored,
+					       upload_progress, "upload MiB");
 	if (r) {
 		fprintf(stderr, "qgraph-submit gemm: upload: %s\n", qgraph_session_error(s));
 		return EXIT_WRONG;

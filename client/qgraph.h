@@ -261,6 +261,18 @@ QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, con
  */
 QGRAPH_API int qgraph_model_unload(struct qgraph_session *s, const char *name);
 
+/*
+ * As qgraph_weights_upload_named() (NAME may be NULL), calling PROGRESS
+ * (may be NULL) with CTX after each chunk the daemon has taken: TENSORS_DONE
+ * 0 of TENSORS_TOTAL 1 until the last chunk (then 1), BYTES_DONE of the
+ * source's BYTES_TOTAL.  A chunk is at most a quarter of the arena (and
+ * 16 MiB).  PROGRESS runs on the calling thread and must not use S.
+ */
+QGRAPH_API int qgraph_weights_upload_progress(struct qgraph_session *s, const char *name,
+					      enum qgraph_type src_type, enum qgraph_type target, int64_t rows,
+					      int64_t cols, const void *data, uint64_t *handle, enum qgraph_type *stored,
+					      qgraph_progress_fn progress, void *ctx);
+
 /* ---- graphs */
 
 /* Ops (the numbers are the wire protocol's). */

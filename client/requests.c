@@ -555,7 +555,15 @@ QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char 
 					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
 					   uint64_t *handle, enum qgraph_type *stored)
 {
-	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored);
+	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored, NULL, NULL);
+}
+
+QGRAPH_API int qgraph_weights_upload_progress(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
+					      enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
+					      uint64_t *handle, enum qgraph_type *stored, qgraph_progress_fn progress,
+					      void *ctx)
+{
+	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored, progress, ctx);
 }
 
 int qg_client_call(struct qgraph_session *s, void *req)
@@ -565,7 +573,7 @@ int qg_client_call(struct qgraph_session *s, void *req)
 
 int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum qgraph_type src_type,
 		     enum qgraph_type target, int64_t rows, int64_t cols, const void *data, uint64_t *handle,
-		     enum qgraph_type *stored)
+		     enum qgraph_type *stored, qgraph_progress_fn progress, void *ctx)
 {
 	ssize_t total = src_type == QGRAPH_TYPE_F32 ? qgraph_matrix_size(QGRAPH_TYPE_F32, rows, cols)
 						   : qgraph_matrix_size(src_type, rows, cols);
@@ -611,6 +619,8 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 			break;
 		upload = res.handle;
 		done += n;
+		if (progress)	/* the chunk is in the daemon: the matrix counts as done with its last */
+			progress(ctx, up.last ? 1 : 0, 1, done, (uint64_t)total);
 		if (up.last) {
 			*handle = res.handle;
 			if (stored)

@@ -196,6 +196,24 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* What qgraph_weights_upload_progress reported: calls, and whether each moved on. */
+struct seen_progress {
+	int calls, ordered, done_at_end;
+	uint64_t last, total;
+};
+
+static void on_progress(void *ctx, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
+			uint64_t bytes_total)
+{
+	struct seen_progress *p = ctx;
+
+	p->ordered &= bytes_done > p->last && bytes_done <= bytes_total && tensors_total == 1 &&
+		      tensors_done == (bytes_done == bytes_total);
+	p->calls++;
+	p->last = bytes_done;
+	p->total = bytes_total;
+}
+
 /*
  * The session error is the last call's: set by a failure the daemon
  * reports and by one the library catches itself, cleared by a success;
@@ -272,6 +290,23 @@ static void test_session_errors(void)
 	       "waiting on an id never submitted: %d in %.0f ms: %s", e, took, qgraph_session_error(s));
 	tap_ok(qgraph_wait(s, 0, 5000, &res) == -EINVAL, "and on id 0");
 
+	qgraph_weights_free(s, h);
+
+	/* an upload's progress: a 512 x 512 f32 matrix through a 1 MiB arena goes in chunks of 256 KiB */
+	static float big_w[512 * 512];
+	struct seen_progress p = { .ordered = 1 };
+	e = qgraph_weights_upload_progress(s, "progress-test", QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 512, big_w, &h,
+					   NULL, on_progress, &p);
+	tap_ok(e == 0 && p.calls == 4 && p.ordered && p.last == 512 * 512 * 4 && p.total == 512 * 512 * 4,
+	       "upload progress: %d calls, growing to %llu of %llu bytes, the matrix done with the last (%d: %s)",
+	       p.calls, (unsigned long long)p.last, (unsigned long long)p.total, e, qgraph_session_error(s));
+	uint64_t h2 = 0;
+	tap_ok(qgraph_weights_open(s, "progress-test", &h2, NULL, NULL, NULL) == 0,
+	       "the upload with progress is named as asked");
+	qgraph_weights_free(s, h2);
+	qgraph_weights_free(s, h);
+	tap_ok(qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 8, 32, big_w, &h, NULL, NULL,
+					      NULL) == 0, "and without a progress function");
 	qgraph_weights_free(s, h);
 	qgraph_session_close(s);
 	if (tap_failed)
