@@ -652,7 +652,8 @@ static void usage(FILE *f)
 		   "  load    a GGUF model into the daemon, for every client\n"
 		   "  unload  a model the daemon holds\n\n"
 		   "COMMAND --help tells more.  Exit status: 0 ok, 1 failed or wrong, 2 usage,\n"
-		   "3 no daemon.\n");
+		   "3 no daemon.  See qgraph-submit(1).\n"
+		   "Report bugs to: " PACKAGE_BUGREPORT "\n");
 }
 
 int main(int argc, char **argv)
@@ -672,7 +673,7 @@ int main(int argc, char **argv)
 		case 's': socket_path = optarg; break;
 		case 'q': quiet = 1; break;
 		case 'h': return usage(stdout), 0;
-		case 'V': return printf("qgraph-submit %s\n", PACKAGE_VERSION), 0;
+		case 'V': return printf("qgraph-submit (qgraph) %s\n", PACKAGE_VERSION), 0;
 		default: return usage(stderr), EXIT_USAGE;	/* getopt named the option */
 		}
 	}

@@ -130,7 +130,7 @@ json_cmd run run --repeat 1 --print 2 --json "$T/g-q4_0.qg"
 json_cmd info info --json
 
 # global options through getopt_long; stats as JSON and as Prometheus text
-run_tool "-V prints the version" 0 "^qgraph-submit [0-9]" -V
+run_tool "-V prints the version as every program does" 0 "^qgraph-submit (qgraph) [0-9]" -V
 run_tool "an unknown global option is named" 2 "unrecognized option '--frobnicate'" --frobnicate stats
 run_tool "stats --help names --json and --prometheus" 0 "--prometheus" stats --help
 tool stats --json >"$T/stats.json" 2>&1
