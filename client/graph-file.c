@@ -535,9 +535,11 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 			/* converted results (F16, Q8_0) are rounded by one rule on both sides: equal bytes */
 			bool same = memcmp(got, want, t->arena->bytes) == 0;
 			if (o->json)
-				printf(", \"equal_bytes\": %s, \"ok\": %s", same ? "true" : "false", same ? "true" : "false");
+				printf(", \"equal_bytes\": %s, \"ok\": %s", same ? "true" : "false",
+				       same ? "true" : "false");
 			else
-				printf(": %s the in-process bytes %s", same ? "equal to" : "differ from", same ? "ok" : "WRONG");
+				printf(": %s the in-process bytes %s", same ? "equal to" : "differ from",
+				       same ? "ok" : "WRONG");
 			wrong |= !same;
 		}
 		if (o->json) {

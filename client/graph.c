@@ -523,7 +523,8 @@ QGRAPH_API int qgraph_submit(struct qgraph_session *s, struct qgraph_graph *g, i
 	if (r == 0)
 		r = submit_wire(s, &w.sg, flags, id);
 	else if (g->err)	/* nothing was sent: say which builder call failed, and why where it knows */
-		qg_client_fail(s, r, "the graph was not built: tensor %zu: %s", g->err_at, g->why[0] ? g->why : strerror(-r));
+		qg_client_fail(s, r, "the graph was not built: tensor %zu: %s", g->err_at,
+			       g->why[0] ? g->why : strerror(-r));
 	else
 		qg_client_fail(s, r, "the graph cannot be sent: %s", strerror(-r));
 	wire_free(&w);

@@ -276,8 +276,8 @@ static int load_imatrix_gguf(struct job *j, const void *buf, size_t len)
 				snprintf(name, sizeof name, "%.*s", (int)(l - 8), n);
 		}
 		if (found != 1) {
-			err("%s: %zu tensors have an importance matrix; name one with --imatrix-tensor", j->imatrix_path,
-			    found);
+			err("%s: %zu tensors have an importance matrix; name one with --imatrix-tensor",
+			    j->imatrix_path, found);
 			goto out;
 		}
 	}
@@ -311,7 +311,8 @@ static int check_imatrix(const struct job *j)
 	for (int64_t c = 0; c < j->cols; c++) {
 		float v = j->imatrix[c];
 		if (!isfinite(v) || v < 0.0f) {
-			err("%s: weight %" PRId64 " is %g; weights must be finite and non-negative", j->imatrix_path, c, v);
+			err("%s: weight %" PRId64 " is %g; weights must be finite and non-negative", j->imatrix_path,
+			    c, v);
 			return -1;
 		}
 	}
@@ -486,8 +487,8 @@ static ssize_t convert_chunk(const struct job *j, unsigned char *in, unsigned ch
 			if (j->mode == MODE_QUANTIZE)
 				explain_quantize(j, sl[i].in, sl[i].r0, sl[i].rows, sl[i].rc);
 			else
-				err("%s: rows %" PRId64 "-%" PRId64 ": %s", j->in_path, sl[i].r0, sl[i].r0 + sl[i].rows - 1,
-				    strerror((int)-sl[i].rc));
+				err("%s: rows %" PRId64 "-%" PRId64 ": %s", j->in_path, sl[i].r0,
+				    sl[i].r0 + sl[i].rows - 1, strerror((int)-sl[i].rc));
 			return -1;
 		}
 		total += sl[i].rc;

@@ -10,10 +10,20 @@ trap 'rm -rf "$dir"' EXIT
 n=0
 failed=0
 
-# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail
+# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail.
+# The probe asks for the include guard of the project's own HEADER, so that a
+# system header of the same name (libevent's event.h) does not pass for it.
 try() {
 	n=$((n + 1))
-	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
+	own=$(find "${QG_TOP_SRCDIR:-.}/src" "${QG_TOP_SRCDIR:-.}/client" "${QG_TOP_SRCDIR:-.}/daemon" -name "$3" 2>/dev/null |
+		head -n 1)
+	guard=$([ -n "$own" ] && sed -n 's/^#ifndef \([A-Z0-9_]*_H\)$/\1/p' "$own" | head -n 1)
+	if [ -n "$guard" ]; then
+		printf '#include "%s"\n#ifndef %s\n#error not the project'"'"'s %s\n#endif\nint qg_layers_probe;\n' \
+			"$3" "$guard" "$3" >"$dir/probe.c"
+	else
+		printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
+	fi
 	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1; then got=ok; else got=fail; fi
 	if [ "$got" = "$4" ]; then
 		echo "ok $n - $1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
