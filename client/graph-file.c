@@ -23,6 +23,7 @@
 
 #include "graph-file.h"
 #include "ops.h"
+#include "submit.h"
 #include "qgraph.pb-c.h"
 #include "wire.h"
 
@@ -338,14 +339,6 @@ done:
 	return r;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -396,7 +389,7 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 	rc = 1;
 	Qgraph__SubmitGraph *sg = f->graph;
 	need = (need + 63) & ~UINT64_C(63);
-	if (!o->quiet && f->description && *f->description)
+	if (!o->quiet && !o->json && f->description && *f->description)
 		printf("%s: %s\n", path, f->description);
 
 	/* the reference first, while the graph still names the file's own weights and offsets */
@@ -510,6 +503,14 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 
 	int wrong = 0;
 	size_t outputs = 0;
+	if (o->json) {
+		printf("{\"command\": \"run\", \"file\": ");
+		json_string(stdout, path, strlen(path));
+		printf(", \"description\": ");
+		json_string(stdout, f->description ? f->description : "", SIZE_MAX);
+		printf(", \"tensors\": %zu, \"repeat\": %ld, \"median_ms\": %.6f, \"checked\": %s, \"outputs\": [",
+		       sg->n_tensors, o->repeat, times[o->repeat / 2] * 1e3, o->check ? "true" : "false");
+	}
 	for (size_t i = 0; i < sg->n_tensors; i++) {
 		const Qgraph__Tensor *t = sg->tensors[i];
 		if (!(t->flags & 2) || !t->arena)
@@ -518,24 +519,45 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 		const float *got = (const float *)(arena + (t->arena->offset - (uint64_t)base));
 		const float *want = (const float *)(local + (t->arena->offset - (uint64_t)base));
 		outputs++;
-		printf("output %zu (tensor %zu, %zu values)", outputs, i, nf);
+		if (o->json)
+			printf("%s{\"tensor\": %zu, \"values\": %zu", outputs > 1 ? ", " : "", i, nf);
+		else
+			printf("output %zu (tensor %zu, %zu values)", outputs, i, nf);
 		bool f32 = t->type == QGRAPH__TYPE__TYPE_F32;
 		if (o->check && f32) {
 			double e = rel_err(got, want, nf);
-			printf(": max error vs in-process %.2e %s", e, e < 1e-3 ? "ok" : "WRONG");
+			if (o->json)
+				printf(", \"max_error\": %.3e, \"ok\": %s", e, e < 1e-3 ? "true" : "false");
+			else
+				printf(": max error vs in-process %.2e %s", e, e < 1e-3 ? "ok" : "WRONG");
 			wrong |= !(e < 1e-3);
 		} else if (o->check) {
 			/* converted results (F16, Q8_0) are rounded by one rule on both sides: equal bytes */
 			bool same = memcmp(got, want, t->arena->bytes) == 0;
-			printf(": %s the in-process bytes %s", same ? "equal to" : "differ from", same ? "ok" : "WRONG");
+			if (o->json)
+				printf(", \"equal_bytes\": %s, \"ok\": %s", same ? "true" : "false",
+				       same ? "true" : "false");
+			else
+				printf(": %s the in-process bytes %s", same ? "equal to" : "differ from",
+				       same ? "ok" : "WRONG");
 			wrong |= !same;
+		}
+		if (o->json) {
+			printf(", \"first\": [");
+			for (int k = 0; f32 && k < o->print && (size_t)k < nf; k++)
+				printf(isfinite(got[k]) ? "%s%.9g" : "%snull", k ? ", " : "", (double)got[k]);
+			printf("]}");
+			continue;
 		}
 		putchar('\n');
 		for (int k = 0; f32 && k < o->print && (size_t)k < nf; k++)
 			printf("  [%d] %.6g\n", k, (double)got[k]);
 	}
-	printf("%s: %zu tensors, %zu outputs: median %.3f ms over %ld runs%s\n", path, sg->n_tensors, outputs,
-	       times[o->repeat / 2] * 1e3, o->repeat, o->check ? (wrong ? ", WRONG" : ", checked") : "");
+	if (o->json)
+		printf("], \"ok\": %s}\n", wrong ? "false" : "true");
+	else
+		printf("%s: %zu tensors, %zu outputs: median %.3f ms over %ld runs%s\n", path, sg->n_tensors, outputs,
+		       times[o->repeat / 2] * 1e3, o->repeat, o->check ? (wrong ? ", WRONG" : ", checked") : "");
 	rc = wrong ? 1 : 0;
 	goto out;
 nomem:

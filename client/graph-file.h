@@ -34,6 +34,7 @@ struct gf_run_opts {
 	int check;		/* compare with the graph computed in this process */
 	int print;		/* values of each output to print */
 	int quiet;
+	int json;		/* the result as one JSON object on stdout */
 };
 
 /*

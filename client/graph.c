@@ -6,6 +6,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +97,8 @@ struct qgraph_graph {
 	struct evref wait[16], record[16];
 	size_t n_wait, n_record;
 	int err;		/* the first builder error */
+	size_t err_at;		/* the tensor being built when it came */
+	char why[192];		/* and what it was, where the builder said ("" otherwise) */
 };
 
 QGRAPH_API struct qgraph_graph *qgraph_graph_new(void)
@@ -112,9 +116,25 @@ QGRAPH_API void qgraph_graph_free(struct qgraph_graph *g)
 
 static int graph_fail(struct qgraph_graph *g, int err)
 {
-	if (g && !g->err)
+	if (g && !g->err) {
 		g->err = err;
+		g->err_at = g->n;
+	}
 	return err;
+}
+
+/* As graph_fail, with what went wrong in words (shown by qgraph_submit's session error). */
+__attribute__((format(printf, 3, 4)))
+static int graph_failf(struct qgraph_graph *g, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (g && !g->err) {
+		va_start(ap, fmt);
+		vsnprintf(g->why, sizeof g->why, fmt, ap);
+		va_end(ap);
+	}
+	return graph_fail(g, err);
 }
 
 static int add(struct qgraph_graph *g, const struct gtensor *t)
@@ -309,8 +329,11 @@ QGRAPH_API int qgraph_graph_reshape(struct qgraph_graph *g, int a, int ndims, co
 		if (t.ne[d] < 1 || __builtin_mul_overflow(n, t.ne[d], &n) || __builtin_mul_overflow(m, A->ne[d], &m))
 			return graph_fail(g, -EINVAL);
 	}
-	if (n != m)
-		return graph_fail(g, -EINVAL);	/* the same elements, or it is no reshape */
+	if (n != m)	/* the same elements, or it is no reshape */
+		return graph_failf(g, -EINVAL, "reshape of tensor %d: [%lld %lld %lld %lld] (%lld elements) is not "
+				   "[%lld %lld %lld %lld] (%lld)", a, (long long)A->ne[0], (long long)A->ne[1],
+				   (long long)A->ne[2], (long long)A->ne[3], (long long)m, (long long)t.ne[0],
+				   (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3], (long long)n);
 	t.ndims = ndims;
 	set_contiguous(&t);
 	return add(g, &t);
@@ -525,11 +548,18 @@ QGRAPH_API int qgraph_submit(struct qgraph_session *s, struct qgraph_graph *g, i
 {
 	struct wire_graph w;
 
-	if (!s || !g || !id)
+	if (!s)
 		return -EINVAL;
+	if (!g || !id)
+		return qg_client_fail(s, -EINVAL, "submit: %s is NULL", !g ? "the graph" : "the id's place");
 	int r = wire_make(g, flags, &w);
 	if (r == 0)
 		r = submit_wire(s, &w.sg, flags, id);
+	else if (g->err)	/* nothing was sent: say which builder call failed, and why where it knows */
+		qg_client_fail(s, r, "the graph was not built: tensor %zu: %s", g->err_at,
+			       g->why[0] ? g->why : strerror(-r));
+	else
+		qg_client_fail(s, r, "the graph cannot be sent: %s", strerror(-r));
 	wire_free(&w);
 	return r;
 }
@@ -555,11 +585,14 @@ QGRAPH_API ssize_t qgraph_graph_encode(const struct qgraph_graph *g, void *buf, 
 QGRAPH_API int qgraph_submit_encoded(struct qgraph_session *s, const void *buf, size_t len, int flags,
 				     uint64_t *id)
 {
-	if (!s || !buf || !id || len == 0 || len > QGRAPH_ENCODED_MAX)
+	if (!s)
 		return -EINVAL;
+	if (!buf || !id || len == 0 || len > QGRAPH_ENCODED_MAX)
+		return qg_client_fail(s, -EINVAL, "submit: %zu bytes of encoded graph (1 to %u)", buf ? len : 0,
+				      QGRAPH_ENCODED_MAX);
 	Qgraph__SubmitGraph *sg = qgraph__submit_graph__unpack(NULL, len, buf);
 	if (!sg)
-		return -EBADMSG;
+		return qg_client_fail(s, -EBADMSG, "submit: %zu bytes that are not a SubmitGraph", len);
 	sg->keep = (flags & QGRAPH_SUBMIT_KEEP) != 0;
 	int r = submit_wire(s, sg, flags, id);
 	qgraph__submit_graph__free_unpacked(sg, NULL);
@@ -573,8 +606,10 @@ QGRAPH_API int qgraph_run(struct qgraph_session *s, uint64_t handle, struct qgra
 	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
 	Qgraph__EventRef wev[16], rev[16], *wp[16], *rp[16];
 
-	if (!s || !id || !handle)
+	if (!s)
 		return -EINVAL;
+	if (!id || !handle)
+		return qg_client_fail(s, -EINVAL, "run: %s", !handle ? "graph handle 0" : "the id's place is NULL");
 	run.graph = handle;
 	if (g) {
 		run.n_wait = wire_events(g->wait, g->n_wait, wev, wp);
@@ -592,8 +627,10 @@ QGRAPH_API int qgraph_cancel(struct qgraph_session *s, uint64_t target, uint64_t
 	Qgraph__Request req = QGRAPH__REQUEST__INIT;
 	Qgraph__Cancel c = QGRAPH__CANCEL__INIT;
 
-	if (!s || !id || !target)
+	if (!s)
 		return -EINVAL;
+	if (!id || !target)
+		return qg_client_fail(s, -EINVAL, "cancel: %s", !target ? "request 0" : "the id's place is NULL");
 	c.request_id = target;
 	req.body_case = QGRAPH__REQUEST__BODY_CANCEL;
 	req.cancel = &c;

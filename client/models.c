@@ -86,7 +86,7 @@ static int send_tensors(struct qgraph_session *s, const struct qg_gguf *g, const
 		/* the reader bounds the element count, so the row count fits */
 		int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
 		int r = qg_client_upload(s, full, 1, (enum qgraph_type)src, target, rows, t->ne[0], t->data, &handle,
-					 NULL);
+					 NULL, NULL, NULL);
 		if (r) {
 			char why[sizeof s->error];
 			snprintf(why, sizeof why, "%s", s->error);

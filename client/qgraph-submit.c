@@ -82,6 +82,15 @@ static void progress(const char *what, long done, long total)
 		fputc('\n', stderr);
 }
 
+/* qgraph_progress_fn for an upload: its MiB on the progress bar. */
+static void upload_progress(void *ctx, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
+			    uint64_t bytes_total)
+{
+	(void)tensors_done;
+	(void)tensors_total;
+	progress(ctx, (long)(bytes_done >> 20), (long)(bytes_total >> 20));
+}
+
 /* Largest |a - b| relative to the largest |b|. */
 static double rel_err(const float *a, const float *b, size_t n)
 {
@@ -144,12 +153,13 @@ static int cmd_gemm(int argc, char **argv)
 		{ "m", required_argument, NULL, 'm' }, { "n", required_argument, NULL, 'n' },
 		{ "k", required_argument, NULL, 'k' }, { "type", required_argument, NULL, 't' },
 		{ "repeat", required_argument, NULL, 'r' }, { "save", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, json = 0;
 
 	while ((c = getopt_long(argc, argv, "m:n:k:t:r:s:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'j': json = 1; break;
 		case 's': save = optarg; break;
 		case 'm': m = atol(optarg); break;
 		case 'n': n = atol(optarg); break;
@@ -157,13 +167,13 @@ static int cmd_gemm(int argc, char **argv)
 		case 't': tname = optarg; break;
 		case 'r': reps = atol(optarg); break;
 		case 'h':
-			printf("Usage: qgraph-submit gemm [-m M] [-n N] [-k K] [--type TYPE] [--repeat R] [--save FILE]\n"
+			printf("Usage: qgraph-submit gemm [-m M] [-n N] [-k K] [--type TYPE] [--repeat R] [--save FILE] [--json]\n"
 			       "Multiply random M x K weights (quantized to TYPE by the daemon; q4_0 lets\n"
 			       "it pick its fastest layout) by N x K activations through qgraphd, check\n"
 			       "the result against the portable kernel in this process, and print the\n"
 			       "time (median of R runs) and GFLOP/s.  Defaults: 4096 32 4096 q4_0 5.\n"
 			       "--save FILE also writes the graph, its weights and inputs to FILE, for\n"
-			       "'qgraph-submit run FILE'.\n");
+			       "'qgraph-submit run FILE'.  --json prints the result as one JSON object.\n");
 			return 0;
 		default: return EXIT_USAGE;
 		}
@@ -183,7 +193,8 @@ static int cmd_gemm(int argc, char **argv)
 	uint64_t wh;
 	enum qgraph_type stored;
 	double t0 = now_s();
-	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, (enum qgraph_type)type, m, k, w, &wh, &stored);
+	int r = qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, (enum qgraph_type)type, m, k, w, &wh, &stored,
+					       upload_progress, "upload MiB");
 	if (r) {
 		fprintf(stderr, "qgraph-submit gemm: upload: %s\n", qgraph_session_error(s));
 		return EXIT_WRONG;
@@ -227,10 +238,17 @@ static int cmd_gemm(int argc, char **argv)
 			return EXIT_WRONG;
 		}
 	}
-	printf("gemm m=%ld n=%ld k=%ld type=%s stored=%s: median %.3f ms (%.1f GFLOP/s), upload %.1f ms, "
-	       "max error vs portable %.2e: %s\n",
-	       m, n, k, tname, qgraph_type_name(stored), med * 1e3, flops / med * 1e-9,
-	       t_up * 1e3, err, err < 1e-3 ? "ok" : "WRONG");
+	if (json)
+		printf("{\"command\": \"gemm\", \"m\": %ld, \"n\": %ld, \"k\": %ld, \"type\": \"%s\", \"stored\": \"%s\", "
+		       "\"repeat\": %ld, \"median_ms\": %.6f, \"gflops\": %.3f, \"upload_ms\": %.3f, \"max_error\": %.3e, "
+		       "\"ok\": %s}\n",
+		       m, n, k, qgraph_type_name((enum qgraph_type)type), qgraph_type_name(stored), reps, med * 1e3,
+		       flops / med * 1e-9, t_up * 1e3, err, err < 1e-3 ? "true" : "false");
+	else
+		printf("gemm m=%ld n=%ld k=%ld type=%s stored=%s: median %.3f ms (%.1f GFLOP/s), upload %.1f ms, "
+		       "max error vs portable %.2e: %s\n",
+		       m, n, k, tname, qgraph_type_name(stored), med * 1e3, flops / med * 1e-9, t_up * 1e3, err,
+		       err < 1e-3 ? "ok" : "WRONG");
 	free(scratch);
 	free(wq);
 	free(w);
@@ -286,12 +304,13 @@ static int cmd_mlp(int argc, char **argv)
 		{ "dim", required_argument, NULL, 'd' }, { "hidden", required_argument, NULL, 'H' },
 		{ "tokens", required_argument, NULL, 'n' }, { "layers", required_argument, NULL, 'l' },
 		{ "repeat", required_argument, NULL, 'r' }, { "save", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, json = 0;
 
 	while ((c = getopt_long(argc, argv, "d:H:n:l:r:s:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'j': json = 1; break;
 		case 's': save = optarg; break;
 		case 'd': d = atol(optarg); break;
 		case 'H': h = atol(optarg); break;
@@ -300,12 +319,13 @@ static int cmd_mlp(int argc, char **argv)
 		case 'r': reps = atol(optarg); break;
 		case 'h':
 			printf("Usage: qgraph-submit mlp [--dim D] [--hidden H] [--tokens N] [--layers L] [--repeat R]\n"
-			       "                         [--save FILE]\n"
+			       "                         [--save FILE] [--json]\n"
 			       "Run L transformer feed-forward blocks (rms_norm, Q4_0 up and gate projections,\n"
 			       "silu gate, Q4_0 down projection, residual add) on N tokens through qgraphd as\n"
 			       "one registered graph, check it against the same computation in this process,\n"
 			       "and print the median time.  Defaults: 1024 2816 8 2 3.  --save FILE also writes\n"
-			       "the graph, its weights and inputs to FILE, for 'qgraph-submit run FILE'.\n");
+			       "the graph, its weights and inputs to FILE, for 'qgraph-submit run FILE'.\n"
+			       "--json prints the result as one JSON object.\n");
 			return 0;
 		default: return EXIT_USAGE;
 		}
@@ -373,10 +393,17 @@ static int cmd_mlp(int argc, char **argv)
 		mlp_ref_layer(x0, d, h, n, wq[l], wt[l]);
 	double err = rel_err((const float *)(arena + yo), x0, (size_t)n * d);
 	double flops = 2.0 * 3 * d * h * n * layers;
-	printf("mlp dim=%ld hidden=%ld tokens=%ld layers=%ld (%s): median %.3f ms (%.1f GFLOP/s), "
-	       "max error vs in-process %.2e: %s\n",
-	       d, h, n, layers, qgraph_type_name(wt[0][0]), med * 1e3, flops / med * 1e-9,
-	       err, err < 1e-3 ? "ok" : "WRONG");
+	if (json)
+		printf("{\"command\": \"mlp\", \"dim\": %ld, \"hidden\": %ld, \"tokens\": %ld, \"layers\": %ld, "
+		       "\"stored\": \"%s\", \"repeat\": %ld, \"median_ms\": %.6f, \"gflops\": %.3f, \"max_error\": %.3e, "
+		       "\"ok\": %s}\n",
+		       d, h, n, layers, qgraph_type_name(wt[0][0]), reps, med * 1e3, flops / med * 1e-9, err,
+		       err < 1e-3 ? "true" : "false");
+	else
+		printf("mlp dim=%ld hidden=%ld tokens=%ld layers=%ld (%s): median %.3f ms (%.1f GFLOP/s), "
+		       "max error vs in-process %.2e: %s\n",
+		       d, h, n, layers, qgraph_type_name(wt[0][0]), med * 1e3, flops / med * 1e-9, err,
+		       err < 1e-3 ? "ok" : "WRONG");
 	for (long l = 0; l < layers; l++)
 		for (int i = 0; i < 3; i++)
 			free(wq[l][i]);
@@ -397,22 +424,24 @@ static int cmd_run(int argc, char **argv)
 	struct gf_run_opts o = { .repeat = 3, .check = 1, .quiet = quiet };
 	static const struct option opts[] = {
 		{ "repeat", required_argument, NULL, 'r' }, { "no-check", no_argument, NULL, 'C' },
-		{ "print", required_argument, NULL, 'p' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+		{ "print", required_argument, NULL, 'p' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	while ((c = getopt_long(argc, argv, "r:p:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'j': o.json = 1; break;
 		case 'r': o.repeat = atol(optarg); break;
 		case 'C': o.check = 0; break;
 		case 'p': o.print = atoi(optarg); break;
 		case 'h':
-			printf("Usage: qgraph-submit run [--repeat R] [--print N] [--no-check] FILE\n"
+			printf("Usage: qgraph-submit run [--repeat R] [--print N] [--no-check] [--json] FILE\n"
 			       "Run the graph saved in FILE (gemm and mlp --save write one) through qgraphd:\n"
 			       "upload its weights, copy its inputs into the arena, register it, run it R\n"
 			       "times (default 3) and print the median time.  Each output is checked against\n"
 			       "the same graph computed in this process unless --no-check; --print N shows\n"
-			       "its first N values.\n");
+			       "its first N values.  --json prints the result as one JSON object.\n");
 			return 0;
 		default: return EXIT_USAGE;
 		}
@@ -523,14 +552,83 @@ static int cmd_bench(int argc, char **argv)
 
 /* ---------------------------------------------------------------- info */
 
+/* The session's facts (qgraph_session_info's lines) as one JSON object. */
+static void info_json(const char *info)
+{
+	printf("{\"tool_version\": \"%s\"", PACKAGE_VERSION);
+	int kernels = 0;
+	for (const char *p = info; *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		const char *sp = memchr(p, ' ', len);
+		size_t klen = sp ? (size_t)(sp - p) : len;
+		const char *v = sp ? sp + 1 : p + len;
+		size_t vlen = len - klen - (sp != NULL);
+		if (klen == 6 && strncmp(p, "kernel", 6) == 0) {
+			/* "kernel LAYOUT NAME (REASON)" */
+			const char *name = memchr(v, ' ', vlen), *why = name ? strstr(name, " (") : NULL;
+			if (why && why > v + vlen)
+				why = NULL;
+			printf(kernels++ ? ", " : ", \"kernels\": [");
+			printf("{\"layout\": ");
+			json_string(stdout, v, name ? (size_t)(name - v) : vlen);
+			printf(", \"kernel\": ");
+			if (name)
+				json_string(stdout, name + 1, (size_t)((why ? why : v + vlen) - name - 1));
+			else
+				printf("\"\"");
+			printf(", \"reason\": ");
+			if (why)
+				json_string(stdout, why + 2, (size_t)(v + vlen - why - 2 - (v[vlen - 1] == ')')));
+			else
+				printf("\"\"");
+			printf("}");
+		} else if (klen) {
+			if (kernels) {
+				printf("]");
+				kernels = 0;
+			}
+			printf(", ");
+			json_string(stdout, p, klen);
+			printf(": ");
+			char *end;
+			unsigned long long n = strtoull(v, &end, 10);
+			if (vlen && end == v + vlen)
+				printf("%llu", n);
+			else
+				json_string(stdout, v, vlen);
+		}
+		p += len + (eol != NULL);
+	}
+	printf("%s}\n", kernels ? "]" : "");
+}
+
 static int cmd_info(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "--help") == 0) {
-		printf("Usage: qgraph-submit info\nPrint what the daemon runs on: CPU features, kernels, layout.\n");
-		return 0;
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	int c, json = 0;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = 1; break;
+		case 'h':
+			printf("Usage: qgraph-submit info [--json]\nPrint what the daemon runs on: CPU features, kernels, "
+			       "layout\n(--json: as one JSON object).\n");
+			return 0;
+		default: return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "qgraph-submit info: unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
 	}
 	struct qgraph_session *s = connect_or_die("qgraph-submit info", 1 << 20);
-	fputs(qgraph_session_info(s), stdout);
+	if (json)
+		info_json(qgraph_session_info(s));
+	else
+		fputs(qgraph_session_info(s), stdout);
 	qgraph_session_close(s);
 	return 0;
 }
@@ -554,7 +652,8 @@ static void usage(FILE *f)
 		   "  load    a GGUF model into the daemon, for every client\n"
 		   "  unload  a model the daemon holds\n\n"
 		   "COMMAND --help tells more.  Exit status: 0 ok, 1 failed or wrong, 2 usage,\n"
-		   "3 no daemon.\n");
+		   "3 no daemon.  See qgraph-submit(1).\n"
+		   "Report bugs to: " PACKAGE_BUGREPORT "\n");
 }
 
 int main(int argc, char **argv)
@@ -574,7 +673,7 @@ int main(int argc, char **argv)
 		case 's': socket_path = optarg; break;
 		case 'q': quiet = 1; break;
 		case 'h': return usage(stdout), 0;
-		case 'V': return printf("qgraph-submit %s\n", PACKAGE_VERSION), 0;
+		case 'V': return printf("qgraph-submit (qgraph) %s\n", PACKAGE_VERSION), 0;
 		default: return usage(stderr), EXIT_USAGE;	/* getopt named the option */
 		}
 	}

@@ -165,7 +165,9 @@ struct qgraph_connect_opts {
 
 /*
  * Connect to qgraphd.  Returns 0 and the session in *OUT, or -errno
- * (-ENOENT / -ECONNREFUSED: no daemon, -EPROTO: the daemon refused or spoke
+ * (-ENOENT / -ECONNREFUSED: no daemon, -EDQUOT: a quota or limit of the
+ * daemon refused the session, naming it, -ESHUTDOWN: the daemon is
+ * stopping, -EPROTO: the daemon refused for another reason or spoke
  * nonsense); ERR (ERRLEN bytes, may be NULL) then says why in words.
  */
 QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgraph_session **out, char *err,
@@ -174,7 +176,10 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 /* Close the session and free everything it holds, here and in the daemon.  NULL is fine. */
 QGRAPH_API void qgraph_session_close(struct qgraph_session *s);
 
-/* The last error message of S, in words ("" if none). */
+/*
+ * The message of S's last call, in words: why it failed, or "" when it
+ * succeeded (each call clears it as it starts).
+ */
 QGRAPH_API const char *qgraph_session_error(struct qgraph_session *s);
 
 /* The session's arena: its address in this process and its size. */
@@ -290,6 +295,18 @@ QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, con
  * last holder.
  */
 QGRAPH_API int qgraph_model_unload(struct qgraph_session *s, const char *name);
+
+/*
+ * As qgraph_weights_upload_named() (NAME may be NULL), calling PROGRESS
+ * (may be NULL) with CTX after each chunk the daemon has taken: TENSORS_DONE
+ * 0 of TENSORS_TOTAL 1 until the last chunk (then 1), BYTES_DONE of the
+ * source's BYTES_TOTAL.  A chunk is at most a quarter of the arena (and
+ * 16 MiB).  PROGRESS runs on the calling thread and must not use S.
+ */
+QGRAPH_API int qgraph_weights_upload_progress(struct qgraph_session *s, const char *name,
+					      enum qgraph_type src_type, enum qgraph_type target, int64_t rows,
+					      int64_t cols, const void *data, uint64_t *handle, enum qgraph_type *stored,
+					      qgraph_progress_fn progress, void *ctx);
 
 /* ---- graphs */
 
@@ -446,8 +463,9 @@ QGRAPH_API int qgraph_graph_unregister(struct qgraph_session *s, uint64_t handle
 /*
  * Wait up to TIMEOUT_MS (-1: no limit) for request ID's completion: spins
  * briefly, then sleeps.  Returns 0 and fills *RES (if not NULL) with
- * RES->status the request's outcome; -ETIMEDOUT, or -ENOTCONN when the
- * daemon went away (noticed within a second).
+ * RES->status the request's outcome; -ETIMEDOUT, -ENOTCONN when the
+ * daemon went away (noticed within a second), or -EINVAL at once for an
+ * ID this session never gave out.
  */
 QGRAPH_API int qgraph_wait(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res);
 

@@ -120,6 +120,7 @@ static int send_request(struct qgraph_session *s, Qgraph__Request *req, int bloc
 	size_t len = hot ? 0 : qgraph__request__get_packed_size(req);
 	int r;
 
+	s->error[0] = 0;	/* the session error is this call's: cleared as it starts, set if it fails */
 	if (len > s->max_record)
 		return qg_client_fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
 	for (;;) {
@@ -144,7 +145,10 @@ static int send_request(struct qgraph_session *s, Qgraph__Request *req, int bloc
 		if (r == 0)
 			s->next_id++;
 		pthread_mutex_unlock(&s->lock);
-		if (r != -EAGAIN || !block)
+		if (r == -EAGAIN && !block)
+			return qg_client_fail(s, r, "the submit ring is full: the daemon has not taken the requests before "
+					      "(QGRAPH_SUBMIT_BLOCK waits for room)");
+		if (r != -EAGAIN)
 			return r;
 		struct timespec ts = { 0, 20000 };
 		nanosleep(&ts, NULL);	/* the daemon drains the ring as fast as it serves */
@@ -172,30 +176,71 @@ static int status_errno(Qgraph__Status st)
 	}
 }
 
-/* STATS as "key value" lines, malloc'd (NULL without memory). */
-static char *stats_text(const Qgraph__Stats *st)
+/* Status names in stats, by Qgraph__Status ("ok", "invalid", ...). */
+static const char *const status_names[] = {
+	"ok", "invalid", "no_memory", "quota", "cancelled", "timed_out", "not_found", "unsupported", "internal",
+	"shutting_down", "denied",
+};
+
+/*
+ * STATS as "key value" lines, malloc'd (NULL without memory): the
+ * daemon-wide lines, then its sessions and models from byte *LISTS on
+ * (a later page adds these alone).
+ */
+static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 {
-	size_t len = 1024 + 256 * (st->n_kernels + st->n_session + st->n_model), at = 0;
+	size_t len = 2048 + 256 * (st->n_kernels + st->n_session + st->n_model + st->n_completions +
+				   st->n_quota_refusals + st->n_latency_count),
+	       at = 0;
 	char *buf = malloc(len);
 
 	if (!buf)
 		return NULL;
+	buf[0] = 0;
 #define PUT(...)                                                                   \
 	do {                                                                       \
 		int k_ = snprintf(buf + at, at < len ? len - at : 0, __VA_ARGS__); \
 		if (k_ > 0)                                                        \
 			at += (size_t)k_;                                          \
 	} while (0)
-	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\ngraphs_run %llu\n"
-	    "weights_uploaded %llu\nmul_mat_interleaved %llu\npool %s\n"
-	    "loop %s\nthreads %u\nweights_stored %u\nweights_referenced_bytes %llu\nsessions_hidden %u\n",
+	uint64_t by[sizeof status_names / sizeof status_names[0]] = { 0 }, errors = 0;
+	for (size_t k = 0; k < st->n_completions; k++) {
+		size_t i = (size_t)st->completions[k]->status;
+		if (i < sizeof by / sizeof by[0])
+			by[i] = st->completions[k]->count;
+		if (i)
+			errors += st->completions[k]->count;
+	}
+	PUT("version %s\nuptime_ms %llu\n", st->version, (unsigned long long)st->uptime_ms);
+	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\n"
+	    "graphs_run %llu\nweights_uploaded %llu\nmul_mat_interleaved %llu\npool %s\nloop %s\nthreads %u\n"
+	    "weights_stored %u\nweights_referenced_bytes %llu\nsessions_hidden %u\n",
 	    st->sessions, st->handshaking, (unsigned long long)st->pinned_bytes, (unsigned long long)st->pool_bytes,
 	    (unsigned long long)st->pool_used, st->plans, (unsigned long long)st->graphs_run,
 	    (unsigned long long)st->weights_uploaded, (unsigned long long)st->mul_mat_interleaved, st->pool_kind,
 	    st->loop, st->threads, st->weights_stored, (unsigned long long)st->weights_referenced_bytes,
 	    st->sessions_hidden);
+	PUT("requests %llu\nerrors %llu\ntimeouts %llu\ncancels %llu\nsessions_dropped %llu\n",
+	    (unsigned long long)st->requests, (unsigned long long)errors,
+	    (unsigned long long)by[QGRAPH__STATUS__STATUS_TIMED_OUT],
+	    (unsigned long long)by[QGRAPH__STATUS__STATUS_CANCELLED], (unsigned long long)st->sessions_dropped);
+	for (size_t k = 0; k < sizeof by / sizeof by[0]; k++)
+		PUT("status %s %llu\n", status_names[k], (unsigned long long)by[k]);
+	for (size_t k = 0; k < st->n_quota_refusals; k++)
+		PUT("quota %s %llu\n", st->quota_refusals[k]->quota, (unsigned long long)st->quota_refusals[k]->count);
+	/* cumulative, as a Prometheus histogram's buckets are */
+	uint64_t sum = 0;
+	for (size_t k = 0; k < st->n_latency_count; k++) {
+		sum += st->latency_count[k];
+		if (k < st->n_latency_le_ns)
+			PUT("latency_le_ns %llu %llu\n", (unsigned long long)st->latency_le_ns[k],
+			    (unsigned long long)sum);
+	}
+	PUT("latency_count %llu\nlatency_sum_ns %llu\n", (unsigned long long)sum,
+	    (unsigned long long)st->latency_sum_ns);
 	for (size_t k = 0; k < st->n_kernels; k++)
 		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
+	*lists = at < len ? at : len - 1;
 	for (size_t k = 0; k < st->n_session; k++)
 		PUT("session %llu pid %u uid %u name \"%s\" arena %llu weights %llu graphs %u completed %llu memory %llu\n",
 		    (unsigned long long)st->session[k]->session_id, st->session[k]->pid, st->session[k]->uid,
@@ -242,6 +287,7 @@ static void done_fill(struct done *d, const struct qg_hot_completion *h)
 {
 	d->id = h->request_id;
 	d->stats = NULL;
+	d->stats_more = 0;
 	d->error[0] = 0;
 	d->res.status = status_errno((Qgraph__Status)h->status);
 	d->res.handle = h->handle;
@@ -305,27 +351,32 @@ static int drain_locked(struct qgraph_session *s, uint8_t *buf, size_t cap)
 			h.total_ns = c->timings->total_ns;
 		}
 		done_fill(d, &h);
-		if (c->stats)
-			d->stats = stats_text(c->stats);
+		if (c->stats) {
+			d->stats = stats_text(c->stats, &d->stats_lists);
+			d->stats_more = c->stats->more;
+			d->next_session = c->stats->next_session;
+			d->next_model = c->stats->next_model;
+		}
 		qgraph__completion__free_unpacked(c, al);
 	}
 }
 
 /*
  * Take request ID's completion out of S->done (lock held): 1 found, 0 not.
- * A stats answer goes to *STATS if asked for, else is freed.
+ * The whole entry goes to *PAGE if asked for (a stats answer with it),
+ * else its stats text is freed.
  */
-static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_result *res, char **stats)
+static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_result *res, struct done *page)
 {
 	for (size_t i = 0; i < s->n_done; i++) {
 		if (s->done[i].id != id)
 			continue;
 		if (res)
 			*res = s->done[i].res;
-		if (s->done[i].res.status)
-			snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
-		if (stats)
-			*stats = s->done[i].stats;
+		/* the daemon's reason when it failed, "" when it did not */
+		snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
+		if (page)
+			*page = s->done[i];
 		else
 			free(s->done[i].stats);
 		if (i != --s->n_done)
@@ -350,7 +401,8 @@ static bool beside_loop(struct qgraph_session *s)
 	return atomic_load_explicit(&s->hdr->loop_cpu, memory_order_relaxed) == (uint32_t)c + 1;
 }
 
-static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
+static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res,
+		     struct done *page)
 {
 	uint8_t buf[QG_MAX_COMPLETION];
 	uint64_t start = qg_now_ns();
@@ -360,13 +412,17 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		int r = drain_locked(s, buf, sizeof buf);
-		int found = r == 0 && take_locked(s, id, res, stats);
+		int found = r == 0 && take_locked(s, id, res, page);
+		uint64_t next_id = s->next_id;	/* ids run from 1 up: one never given out would never complete */
 		uint32_t read_to = s->complete.pos;	/* drained up to here */
 		pthread_mutex_unlock(&s->lock);
 		if (r)
 			return r;
 		if (found)
 			return 0;
+		if (id == 0 || id >= next_id)
+			return qg_client_fail(s, -EINVAL, "request %llu was never submitted on this session (the last was %llu)",
+					      (unsigned long long)id, (unsigned long long)(next_id - 1));
 		/*
 		 * Watch the ring's tail alone, without the lock or the clock, until
 		 * it passes what was drained (or a while has passed: another thread
@@ -416,11 +472,12 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 	}
 }
 
-static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
+static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res,
+		    struct done *page)
 {
 	if (!s)
 		return -EINVAL;
-	int r = wait_spin(s, id, timeout_ms, res, stats);
+	int r = wait_spin(s, id, timeout_ms, res, page);
 	atomic_store_explicit(&s->hdr->waiter_cpu, 0, memory_order_relaxed);	/* no one spins here now */
 	return r;
 }
@@ -571,7 +628,15 @@ QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char 
 					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
 					   uint64_t *handle, enum qgraph_type *stored)
 {
-	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored);
+	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored, NULL, NULL);
+}
+
+QGRAPH_API int qgraph_weights_upload_progress(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
+					      enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
+					      uint64_t *handle, enum qgraph_type *stored, qgraph_progress_fn progress,
+					      void *ctx)
+{
+	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored, progress, ctx);
 }
 
 int qg_client_call(struct qgraph_session *s, void *req)
@@ -581,12 +646,14 @@ int qg_client_call(struct qgraph_session *s, void *req)
 
 int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum qgraph_type src_type,
 		     enum qgraph_type target, int64_t rows, int64_t cols, const void *data, uint64_t *handle,
-		     enum qgraph_type *stored)
+		     enum qgraph_type *stored, qgraph_progress_fn progress, void *ctx)
 {
 	ssize_t total = src_type == QGRAPH_TYPE_F32 ? qgraph_matrix_size(QGRAPH_TYPE_F32, rows, cols)
 						   : qgraph_matrix_size(src_type, rows, cols);
-	if (!s || !data || !handle)
+	if (!s)
 		return -EINVAL;
+	if (!data || !handle)
+		return qg_client_fail(s, -EINVAL, "weights upload: %s is NULL", !data ? "the data" : "the handle's place");
 	if (total < 0)
 		return qg_client_fail(s, (int)total, "%lld x %lld does not suit %s", (long long)rows, (long long)cols,
 			    qgraph_type_name(src_type) ?: "that type");
@@ -625,6 +692,8 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 			break;
 		upload = res.handle;
 		done += n;
+		if (progress)	/* the chunk is in the daemon: the matrix counts as done with its last */
+			progress(ctx, up.last ? 1 : 0, 1, done, (uint64_t)total);
 		if (up.last) {
 			*handle = res.handle;
 			if (stored)
@@ -643,8 +712,10 @@ QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, u
 	Qgraph__OpenWeights ow = QGRAPH__OPEN_WEIGHTS__INIT;
 	struct qgraph_result res;
 
-	if (!s || !name || !*name || !handle)
+	if (!s)
 		return -EINVAL;
+	if (!name || !*name || !handle)
+		return qg_client_fail(s, -EINVAL, "weights open: %s", !handle ? "the handle's place is NULL" : "no name");
 	ow.name = (char *)name;
 	req.body_case = QGRAPH__REQUEST__BODY_OPEN_WEIGHTS;
 	req.open_weights = &ow;
@@ -693,24 +764,38 @@ QGRAPH_API ssize_t qgraph_stats(struct qgraph_session *s, char *buf, size_t len)
 	Qgraph__Request req = QGRAPH__REQUEST__INIT;
 	Qgraph__StatsRequest sr = QGRAPH__STATS_REQUEST__INIT;
 	struct qgraph_result res;
-	char *text = NULL;
+	size_t at = 0;
 	uint64_t id;
 	int r;
 
 	if (!s || !buf || !len)
 		return -EINVAL;
+	buf[0] = 0;
 	sr.all_sessions = 1;
 	req.body_case = QGRAPH__REQUEST__BODY_STATS;
 	req.stats = &sr;
-	if ((r = send_request(s, &req, 1, &id)) || (r = wait_for(s, id, -1, &res, &text)))
-		return r;
-	if (!text)
-		return res.status ? res.status : -ENOMEM;
-	size_t n = strlen(text);
-	if (n >= len)
-		n = len - 1;
-	memcpy(buf, text, n);
-	buf[n] = 0;
-	free(text);
-	return (ssize_t)n;
+	/* page after page: the daemon-wide lines of the first, the sessions and models of each */
+	for (int first = 1;; first = 0) {
+		struct done page = { 0 };
+		if ((r = send_request(s, &req, 1, &id)) || (r = wait_for(s, id, -1, &res, &page)))
+			return r;
+		if (!page.stats)
+			return res.status ? res.status : qg_client_fail(s, -ENOMEM, "no memory for the stats");
+		const char *text = page.stats + (first ? 0 : page.stats_lists);
+		size_t n = strlen(text);
+		if (n >= len - at)
+			n = len - at - 1;
+		memcpy(buf + at, text, n);
+		at += n;
+		buf[at] = 0;
+		free(page.stats);
+		if (!page.stats_more || at + 1 >= len)
+			break;
+		if (page.next_session < sr.first_session ||
+		    (page.next_session == sr.first_session && page.next_model <= sr.first_model))
+			return qg_client_fail(s, -EPROTO, "the daemon's stats pages do not move on");
+		sr.first_session = page.next_session;
+		sr.first_model = page.next_model;
+	}
+	return (ssize_t)at;
 }

@@ -20,6 +20,9 @@ struct done {
 	struct qgraph_result res;
 	char error[256];
 	char *stats;		/* a stats request's answer, as text */
+	size_t stats_lists;	/* where its sessions and models begin in STATS */
+	int stats_more;		/* more stats pages: ask again from these */
+	uint32_t next_session, next_model;
 };
 
 struct block {
@@ -61,11 +64,11 @@ int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint6
 /* Send the Qgraph__Request REQ and wait for its completion: 0 or -errno (the daemon's reason in the session error). */
 int qg_client_call(struct qgraph_session *s, void *req);
 /*
- * qgraph_weights_upload_named(), for the model being loaded when MODEL
+ * qgraph_weights_upload_progress(), for the model being loaded when MODEL
  * (the daemon then holds the weights and *HANDLE is 0).
  */
 int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum qgraph_type src_type,
 		     enum qgraph_type target, int64_t rows, int64_t cols, const void *data, uint64_t *handle,
-		     enum qgraph_type *stored);
+		     enum qgraph_type *stored, qgraph_progress_fn progress, void *ctx);
 
 #endif /* QG_CLIENT_SESSION_IMPL_H */

@@ -261,7 +261,11 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		goto out;
 	}
 	if (w->error && *w->error) {
-		r = qg_client_fail(s, -EPROTO, "qgraphd refused the session: %s", w->error);
+		/* a quota (or the daemon's session limit) and a daemon on its way out, told apart from the rest */
+		int e = w->status == QGRAPH__STATUS__STATUS_QUOTA	    ? -EDQUOT :
+			w->status == QGRAPH__STATUS__STATUS_SHUTTING_DOWN ? -ESHUTDOWN :
+									    -EPROTO;
+		r = qg_client_fail(s, e, "qgraphd refused the session: %s", w->error);
 	} else if (w->protocol != QGRAPH__PROTOCOL__PROTOCOL_V1 || !w->region || nfds != 2) {
 		r = qg_client_fail(s, -EPROTO, "the daemon speaks protocol %d with %d descriptors; this library speaks %d",
 			 (int)w->protocol, nfds, QGRAPH__PROTOCOL__PROTOCOL_V1);

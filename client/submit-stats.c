@@ -12,8 +12,7 @@
 #include "qgraph.h"
 #include "submit.h"
 
-/* S as a JSON string (quotes and backslashes escaped, control characters as \u00XX). */
-static void json_string(FILE *f, const char *s, size_t n)
+void json_string(FILE *f, const char *s, size_t n)
 {
 	fputc('"', f);
 	for (size_t i = 0; i < n && s[i]; i++) {
@@ -57,7 +56,14 @@ static const struct stat_metric {
 	  "MUL_MAT nodes run on weights in an interleaved layout since start." },
 	{ "weights_referenced_bytes", "qgraph_weights_referenced_bytes", "gauge",
 	  "Bytes of every handle of every session to stored weights." },
+	{ "requests", "qgraph_requests_total", "counter", "Requests answered since the daemon started." },
+	{ "errors", "qgraph_errors_total", "counter", "Requests answered with an error (every status but ok)." },
+	{ "timeouts", "qgraph_timeouts_total", "counter", "Requests that ran out of time (graph-timeout, their events' wait)." },
+	{ "cancels", "qgraph_cancels_total", "counter", "Graphs cancelled (by request, or by their session's end)." },
+	{ "sessions_dropped", "qgraph_sessions_dropped_total", "counter",
+	  "Sessions the daemon ended while serving them (not their client's own close)." },
 };
+#define N_STAT_METRICS (sizeof stat_metrics / sizeof stat_metrics[0])
 
 /* The per-session fields of a "session ID pid P uid U name "N" ..." line: the word, the metric, its help. */
 static const struct stat_metric session_metrics[] = {
@@ -67,10 +73,11 @@ static const struct stat_metric session_metrics[] = {
 	{ "completed", "qgraph_session_completed_total", "counter", "Requests a session has had completed." },
 	{ "memory", "qgraph_session_memory_bytes", "gauge", "Pool bytes a session's graphs hold." },
 };
+#define N_SESSION_METRICS (sizeof session_metrics / sizeof session_metrics[0])
 
 /* One parsed "session ..." line of the stats text. */
 struct stat_session {
-	unsigned long long id, pid, uid, v[sizeof session_metrics / sizeof session_metrics[0]];
+	unsigned long long id, pid, uid, v[N_SESSION_METRICS];
 	const char *name;
 	size_t name_len;
 };
@@ -89,7 +96,7 @@ static int parse_session(const char *p, struct stat_session *ss)
 		return -1;
 	ss->name_len = (size_t)(q - ss->name);
 	p = q + 2;
-	for (size_t k = 0; k < sizeof session_metrics / sizeof session_metrics[0]; k++) {
+	for (size_t k = 0; k < N_SESSION_METRICS; k++) {
 		char word[32];
 		if (sscanf(p, "%31s %llu%n", word, &ss->v[k], &used) != 2 || strcmp(word, session_metrics[k].key))
 			return -1;
@@ -99,143 +106,342 @@ static int parse_session(const char *p, struct stat_session *ss)
 	return 0;
 }
 
+/* One parsed "model "NAME" tensors T bytes B uid U" line. */
+struct stat_model {
+	const char *name;
+	size_t name_len;
+	unsigned long long tensors, bytes, uid;
+};
+
+/* Parse a model line (after "model "); 0 or -1. */
+static int parse_model(const char *p, struct stat_model *m)
+{
+	if (*p++ != '"')
+		return -1;
+	const char *q = strstr(p, "\" tensors ");
+	if (!q)
+		return -1;
+	m->name = p;
+	m->name_len = (size_t)(q - p);
+	return sscanf(q + 2, "tensors %llu bytes %llu uid %llu", &m->tensors, &m->bytes, &m->uid) == 3 ? 0 : -1;
+}
+
+/* A "word count" pair of a "status" or "quota" line, and a histogram bucket. */
+struct stat_pair {
+	char word[32];
+	unsigned long long v;
+};
+
+#define STATS_MAX_PAIRS 32
+
+/* Everything the stats text says, parsed (the strings point into the text). */
+struct stats {
+	unsigned long long v[N_STAT_METRICS];
+	int have[N_STAT_METRICS];
+	const char *version, *pool, *loop;
+	size_t version_len, pool_len, loop_len;
+	unsigned long long uptime_ms, latency_count, latency_sum_ns;
+	struct stat_pair status[STATS_MAX_PAIRS], quota[STATS_MAX_PAIRS];
+	size_t n_status, n_quota;
+	unsigned long long le_ns[STATS_MAX_PAIRS], le_count[STATS_MAX_PAIRS];
+	size_t n_le;
+};
+
+/* Parse the text BUF into *ST; 0, or -1 for a line that does not parse (the others are kept). */
+static int parse_stats(const char *buf, struct stats *st)
+{
+	int bad = 0;
+
+	memset(st, 0, sizeof *st);
+	st->version = st->pool = st->loop = "";
+	for (const char *line = buf; *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		const char *next = eol ? eol + 1 : line + len;
+		const char *sp = memchr(line, ' ', len);
+		if (!sp) {
+			bad = 1;
+			line = next;
+			continue;
+		}
+		size_t klen = (size_t)(sp - line), vlen = len - klen - 1;
+		const char *val = sp + 1;
+		char key[48], rest[128];
+		snprintf(key, sizeof key, "%.*s", (int)(klen < sizeof key ? klen : sizeof key - 1), line);
+		snprintf(rest, sizeof rest, "%.*s", (int)(vlen < sizeof rest ? vlen : sizeof rest - 1), val);
+		if (strcmp(key, "version") == 0) {
+			st->version = val;
+			st->version_len = vlen;
+		} else if (strcmp(key, "pool") == 0) {
+			st->pool = val;
+			st->pool_len = vlen;
+		} else if (strcmp(key, "loop") == 0) {
+			st->loop = val;
+			st->loop_len = vlen;
+		} else if (strcmp(key, "kernel") == 0 || strcmp(key, "session") == 0 || strcmp(key, "model") == 0) {
+			/* read where they are printed */
+		} else if (strcmp(key, "status") == 0 || strcmp(key, "quota") == 0) {
+			int is_status = key[0] == 's';
+			struct stat_pair *p = is_status ? &st->status[st->n_status] : &st->quota[st->n_quota];
+			size_t *n = is_status ? &st->n_status : &st->n_quota;
+			if (*n < STATS_MAX_PAIRS && sscanf(rest, "%31s %llu", p->word, &p->v) == 2)
+				(*n)++;
+			else
+				bad = 1;
+		} else if (strcmp(key, "latency_le_ns") == 0) {
+			if (st->n_le < STATS_MAX_PAIRS &&
+			    sscanf(rest, "%llu %llu", &st->le_ns[st->n_le], &st->le_count[st->n_le]) == 2)
+				st->n_le++;
+			else
+				bad = 1;
+		} else {
+			char *end;
+			unsigned long long v = strtoull(rest, &end, 10);
+			if (*end || !*rest) {
+				bad = 1;
+			} else if (strcmp(key, "uptime_ms") == 0) {
+				st->uptime_ms = v;
+			} else if (strcmp(key, "latency_count") == 0) {
+				st->latency_count = v;
+			} else if (strcmp(key, "latency_sum_ns") == 0) {
+				st->latency_sum_ns = v;
+			} else {
+				for (size_t k = 0; k < N_STAT_METRICS; k++)
+					if (strcmp(key, stat_metrics[k].key) == 0) {
+						st->v[k] = v;
+						st->have[k] = 1;
+					}
+				/* a key this tool does not know yet: left out */
+			}
+		}
+		line = next;
+	}
+	return bad ? -1 : 0;
+}
+
+/*
+ * Call FN(BUF, P, LEN, ARG) for each line of BUF that starts with WORD
+ * (WORD ends in a space); P is the line after WORD.  Returns how many.
+ */
+static size_t each_line(const char *buf, const char *word, void (*fn)(const char *, size_t, void *), void *arg)
+{
+	size_t n = 0, wl = strlen(word);
+
+	for (const char *p = buf; *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (len > wl && strncmp(p, word, wl) == 0) {
+			n++;
+			if (fn)
+				fn(p + wl, len - wl, arg);
+		}
+		p += len + (eol != NULL);
+	}
+	return n;
+}
+
 enum { STATS_TEXT, STATS_JSON, STATS_PROMETHEUS };
 
-/* The stats text BUF as FORMAT on stdout.  0, or -1 for a line that does not parse. */
-static int print_stats(char *buf, int format)
+/* What the line printers share: the format, whether an element was printed, which session metric, bad lines. */
+struct printing {
+	int format, first, bad;
+	size_t metric;
+};
+
+static void print_kernel(const char *p, size_t len, void *arg)
 {
-	char *save = NULL;
-	int first = 1, bad = 0;
-	size_t n_kernels = 0, n_sessions = 0;
-	const char *pool = "", *loop = "";
-	size_t pool_len = 0, loop_len = 0;
+	struct printing *pr = arg;
+	const char *kernel = memchr(p, ' ', len);
+
+	if (!kernel)
+		return;
+	size_t llen = (size_t)(kernel - p), klen = len - llen - 1;
+	kernel++;
+	if (pr->format == STATS_JSON) {
+		printf("%s{\"layout\": ", pr->first ? "" : ", ");
+		json_string(stdout, p, llen);
+		printf(", \"kernel\": ");
+		json_string(stdout, kernel, klen);
+		printf("}");
+	} else {
+		printf("qgraph_kernel_info{layout=\"");
+		prom_label(stdout, p, llen);
+		printf("\",kernel=\"");
+		prom_label(stdout, kernel, klen);
+		printf("\"} 1\n");
+	}
+	pr->first = 0;
+}
+
+static void print_session(const char *p, size_t len, void *arg)
+{
+	struct printing *pr = arg;
+	struct stat_session ss;
+
+	(void)len;
+	if (parse_session(p, &ss)) {
+		pr->bad = 1;
+		return;
+	}
+	if (pr->format == STATS_JSON) {
+		printf("%s{\"session_id\": %llu, \"pid\": %llu, \"uid\": %llu, \"name\": ", pr->first ? "" : ", ", ss.id,
+		       ss.pid, ss.uid);
+		json_string(stdout, ss.name, ss.name_len);
+		for (size_t k = 0; k < N_SESSION_METRICS; k++)
+			printf(", \"%s\": %llu", session_metrics[k].key, ss.v[k]);
+		printf("}");
+	} else {
+		printf("%s{session=\"%llu\",pid=\"%llu\",uid=\"%llu\",name=\"", session_metrics[pr->metric].metric, ss.id,
+		       ss.pid, ss.uid);
+		prom_label(stdout, ss.name, ss.name_len);
+		printf("\"} %llu\n", ss.v[pr->metric]);
+	}
+	pr->first = 0;
+}
+
+static void print_model(const char *p, size_t len, void *arg)
+{
+	struct printing *pr = arg;
+	struct stat_model m;
+
+	(void)len;
+	if (parse_model(p, &m)) {
+		pr->bad = 1;
+		return;
+	}
+	if (pr->format == STATS_JSON) {
+		printf("%s{\"name\": ", pr->first ? "" : ", ");
+		json_string(stdout, m.name, m.name_len);
+		printf(", \"tensors\": %llu, \"bytes\": %llu, \"uid\": %llu}", m.tensors, m.bytes, m.uid);
+	} else {
+		printf("%s{model=\"", pr->metric ? "qgraph_model_tensors" : "qgraph_model_bytes");
+		prom_label(stdout, m.name, m.name_len);
+		printf("\",uid=\"%llu\"} %llu\n", m.uid, pr->metric ? m.tensors : m.bytes);
+	}
+	pr->first = 0;
+}
+
+/* A "word count" list as a JSON object NAME, or as the Prometheus counter METRIC with label LABEL. */
+static void print_pairs(const struct stat_pair *p, size_t n, int format, const char *name, const char *metric,
+			const char *label, const char *help)
+{
+	if (format == STATS_JSON) {
+		printf(", \"%s\": {", name);
+		for (size_t k = 0; k < n; k++) {
+			printf("%s", k ? ", " : "");
+			json_string(stdout, p[k].word, sizeof p[k].word);
+			printf(": %llu", p[k].v);
+		}
+		printf("}");
+		return;
+	}
+	printf("# HELP %s %s\n# TYPE %s counter\n", metric, help, metric);
+	for (size_t k = 0; k < n; k++) {
+		printf("%s{%s=\"", metric, label);
+		prom_label(stdout, p[k].word, sizeof p[k].word);
+		printf("\"} %llu\n", p[k].v);
+	}
+}
+
+/* The stats text BUF as FORMAT on stdout.  0, or -1 for a line that does not parse. */
+static int print_stats(const char *buf, int format)
+{
+	struct stats st;
+	struct printing pr = { .format = format, .first = 1 };
 
 	if (format == STATS_TEXT)
 		return fputs(buf, stdout) < 0 ? -1 : 0;
-	/* the scalar lines first (JSON members, metrics), then kernels and sessions in arrays and labelled series */
-	if (format == STATS_JSON)
-		printf("{\"version\": \"%s\"", PACKAGE_VERSION);
-	else
-		printf("# HELP qgraph_info The daemon's memory pool, event loop and this tool's version.\n"
-		       "# TYPE qgraph_info gauge\n");
-	char *copy = strdup(buf);
-	if (!copy)
-		return -1;
-	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *sp = strchr(line, ' ');
-		if (!sp) {
-			bad = 1;
-			continue;
-		}
-		*sp = 0;
-		const char *val = sp + 1;
-		if (strcmp(line, "pool") == 0) {
-			pool = buf + (val - copy);
-			pool_len = strlen(val);
-		} else if (strcmp(line, "loop") == 0) {
-			loop = buf + (val - copy);
-			loop_len = strlen(val);
-		} else if (strcmp(line, "kernel") == 0) {
-			n_kernels++;
-		} else if (strcmp(line, "session") == 0) {
-			n_sessions++;
-		} else {
-			size_t k;
-			for (k = 0; k < sizeof stat_metrics / sizeof stat_metrics[0]; k++)
-				if (strcmp(line, stat_metrics[k].key) == 0)
-					break;
-			char *end;
-			unsigned long long v = strtoull(val, &end, 10);
-			if (*end || k == sizeof stat_metrics / sizeof stat_metrics[0]) {
-				bad |= *end != 0;
-				continue;	/* a key this tool does not know yet: left out */
-			}
-			if (format == STATS_JSON)
-				printf(", \"%s\": %llu", line, v);
-			else
-				printf("# HELP %s %s\n# TYPE %s %s\n%s %llu\n", stat_metrics[k].metric, stat_metrics[k].help,
-				       stat_metrics[k].metric, stat_metrics[k].type, stat_metrics[k].metric, v);
-		}
-	}
+	int bad = parse_stats(buf, &st);
+	/* the scalars first (JSON members, metrics), then lists in arrays and labelled series */
 	if (format == STATS_JSON) {
-		printf(", \"pool\": ");
-		json_string(stdout, pool, pool_len);
-		printf(", \"loop\": ");
-		json_string(stdout, loop, loop_len);
+		printf("{\"version\": ");
+		json_string(stdout, st.version, st.version_len);
+		printf(", \"tool_version\": \"%s\", \"uptime_ms\": %llu", PACKAGE_VERSION, st.uptime_ms);
 	} else {
-		printf("qgraph_info{version=\"%s\",pool=\"", PACKAGE_VERSION);
-		prom_label(stdout, pool, pool_len);
+		printf("# HELP qgraph_info The daemon's version, memory pool and event loop.\n"
+		       "# TYPE qgraph_info gauge\nqgraph_info{version=\"");
+		prom_label(stdout, st.version, st.version_len);
+		printf("\",pool=\"");
+		prom_label(stdout, st.pool, st.pool_len);
 		printf("\",loop=\"");
-		prom_label(stdout, loop, loop_len);
-		printf("\"} 1\n");
+		prom_label(stdout, st.loop, st.loop_len);
+		printf("\"} 1\n# HELP qgraph_uptime_seconds Seconds since the daemon began to serve.\n"
+		       "# TYPE qgraph_uptime_seconds gauge\nqgraph_uptime_seconds %llu.%03llu\n", st.uptime_ms / 1000,
+		       st.uptime_ms % 1000);
 	}
-	/* kernels */
-	if (format == STATS_JSON)
+	for (size_t k = 0; k < N_STAT_METRICS; k++) {
+		if (!st.have[k])
+			continue;
+		if (format == STATS_JSON)
+			printf(", \"%s\": %llu", stat_metrics[k].key, st.v[k]);
+		else
+			printf("# HELP %s %s\n# TYPE %s %s\n%s %llu\n", stat_metrics[k].metric, stat_metrics[k].help,
+			       stat_metrics[k].metric, stat_metrics[k].type, stat_metrics[k].metric, st.v[k]);
+	}
+	print_pairs(st.status, st.n_status, format, "status", "qgraph_completions_total", "status",
+		    "Requests answered, by status (ok, and the errors by kind).");
+	print_pairs(st.quota, st.n_quota, format, "quota_refusals", "qgraph_quota_refusals_total", "quota",
+		    "Refusals by the quota or limit they name, at connect and per request.");
+	/* the latency histogram: cumulative buckets, as both formats keep them */
+	if (format == STATS_JSON) {
+		printf(", \"latency\": {\"le_ns\": [");
+		for (size_t k = 0; k < st.n_le; k++)
+			printf("%s%llu", k ? ", " : "", st.le_ns[k]);
+		printf("], \"cumulative\": [");
+		for (size_t k = 0; k < st.n_le; k++)
+			printf("%s%llu", k ? ", " : "", st.le_count[k]);
+		printf("], \"count\": %llu, \"sum_ns\": %llu}", st.latency_count, st.latency_sum_ns);
+		printf(", \"pool\": ");
+		json_string(stdout, st.pool, st.pool_len);
+		printf(", \"loop\": ");
+		json_string(stdout, st.loop, st.loop_len);
 		printf(", \"kernels\": [");
-	else if (n_kernels)
-		printf("# HELP qgraph_kernel_info The kernel chosen for each weight layout.\n# TYPE qgraph_kernel_info gauge\n");
-	for (char *p = buf; (p = strstr(p, "kernel ")); p += 7) {
-		if (p != buf && p[-1] != '\n')
-			continue;	/* inside another line (a session's name) */
-		char *eol = strchr(p, '\n');
-		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-		const char *layout = p + 7, *kernel = memchr(layout, ' ', len - 7);
-		if (kernel) {
-			size_t llen = (size_t)(kernel - layout), klen = len - 7 - llen - 1;
-			kernel++;
-			if (format == STATS_JSON) {
-				printf("%s{\"layout\": ", first ? "" : ", ");
-				json_string(stdout, layout, llen);
-				printf(", \"kernel\": ");
-				json_string(stdout, kernel, klen);
-				printf("}");
-			} else {
-				printf("qgraph_kernel_info{layout=\"");
-				prom_label(stdout, layout, llen);
-				printf("\",kernel=\"");
-				prom_label(stdout, kernel, klen);
-				printf("\"} 1\n");
-			}
-			first = 0;
-		}
+	} else {
+		printf("# HELP qgraph_graph_duration_seconds Total time of graphs run, from the request taken to its "
+		       "completion.\n# TYPE qgraph_graph_duration_seconds histogram\n");
+		for (size_t k = 0; k < st.n_le; k++)
+			printf("qgraph_graph_duration_seconds_bucket{le=\"%llu.%09llu\"} %llu\n", st.le_ns[k] / 1000000000u,
+			       st.le_ns[k] % 1000000000u, st.le_count[k]);
+		printf("qgraph_graph_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+		       "qgraph_graph_duration_seconds_sum %llu.%09llu\nqgraph_graph_duration_seconds_count %llu\n",
+		       st.latency_count, st.latency_sum_ns / 1000000000u, st.latency_sum_ns % 1000000000u,
+		       st.latency_count);
+		if (each_line(buf, "kernel ", NULL, NULL))
+			printf("# HELP qgraph_kernel_info The kernel chosen for each weight layout.\n"
+			       "# TYPE qgraph_kernel_info gauge\n");
 	}
+	each_line(buf, "kernel ", print_kernel, &pr);
 	/* sessions: each metric's series together, as the exposition format wants */
-	size_t rounds = format == STATS_JSON ? 1 : sizeof session_metrics / sizeof session_metrics[0];
-	if (format == STATS_JSON)
+	size_t n_sessions = each_line(buf, "session ", NULL, NULL);
+	if (format == STATS_JSON) {
 		printf("], \"session\": [");
-	for (size_t m = 0; m < rounds && n_sessions; m++) {
-		if (format == STATS_PROMETHEUS)
-			printf("# HELP %s %s\n# TYPE %s %s\n", session_metrics[m].metric, session_metrics[m].help,
-			       session_metrics[m].metric, session_metrics[m].type);
-		first = 1;
-		for (char *p = buf; (p = strstr(p, "session ")); p += 8) {
-			struct stat_session ss;
-			if (p != buf && p[-1] != '\n')
-				continue;
-			if (parse_session(p + 8, &ss)) {
-				bad = 1;
-				continue;
-			}
-			if (format == STATS_JSON) {
-				printf("%s{\"session_id\": %llu, \"pid\": %llu, \"uid\": %llu, \"name\": ", first ? "" : ", ",
-				       ss.id, ss.pid, ss.uid);
-				json_string(stdout, ss.name, ss.name_len);
-				for (size_t k = 0; k < sizeof session_metrics / sizeof session_metrics[0]; k++)
-					printf(", \"%s\": %llu", session_metrics[k].key, ss.v[k]);
-				printf("}");
-			} else {
-				printf("%s{session=\"%llu\",pid=\"%llu\",uid=\"%llu\",name=\"", session_metrics[m].metric, ss.id,
-				       ss.pid, ss.uid);
-				prom_label(stdout, ss.name, ss.name_len);
-				printf("\"} %llu\n", ss.v[m]);
-			}
-			first = 0;
+		pr.first = 1;
+		each_line(buf, "session ", print_session, &pr);
+	} else {
+		for (pr.metric = 0; pr.metric < N_SESSION_METRICS && n_sessions; pr.metric++) {
+			printf("# HELP %s %s\n# TYPE %s %s\n", session_metrics[pr.metric].metric,
+			       session_metrics[pr.metric].help, session_metrics[pr.metric].metric,
+			       session_metrics[pr.metric].type);
+			each_line(buf, "session ", print_session, &pr);
 		}
 	}
-	if (format == STATS_JSON)
+	/* models: their pinned bytes and tensors */
+	size_t n_models = each_line(buf, "model ", NULL, NULL);
+	if (format == STATS_JSON) {
+		printf("], \"models\": [");
+		pr.first = 1;
+		each_line(buf, "model ", print_model, &pr);
 		printf("]}\n");
-	free(copy);
-	return bad ? -1 : 0;
+	} else {
+		static const char *const help[2] = { "qgraph_model_bytes Pinned bytes of a loaded model's tensors.",
+						     "qgraph_model_tensors Tensors of a loaded model." };
+		for (pr.metric = 0; pr.metric < 2 && n_models; pr.metric++) {
+			printf("# HELP %s\n# TYPE %.*s gauge\n", help[pr.metric], (int)strcspn(help[pr.metric], " "),
+			       help[pr.metric]);
+			each_line(buf, "model ", print_model, &pr);
+		}
+	}
+	return bad || pr.bad ? -1 : 0;
 }
 
 int cmd_stats(int argc, char **argv)
@@ -246,7 +452,7 @@ int cmd_stats(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	char buf[65536];
+	static char buf[1 << 20];	/* room for every session of a busy daemon */
 	int format = STATS_TEXT, c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

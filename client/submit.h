@@ -5,6 +5,7 @@
 #define QG_SUBMIT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "qgraph.h"
 
@@ -21,6 +22,8 @@ double now_s(void);
 /* A session named NAME with an arena of ARENA bytes, or the reason on stderr and exit. */
 struct qgraph_session *connect_or_die(const char *name, uint64_t arena);
 
+/* submit-stats.c: at most N bytes of S as a JSON string (quotes and backslashes escaped, control characters as \u00XX). */
+void json_string(FILE *f, const char *s, size_t n);
 /* submit-stats.c: the daemon's stats (text, --json, --prometheus); an exit status. */
 int cmd_stats(int argc, char **argv);
 

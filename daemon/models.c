@@ -230,12 +230,13 @@ void qgd_models_session_gone(struct qgd_session *s)
 	}
 }
 
-size_t qgd_models_stats(const struct qgd_server *srv, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp, size_t max)
+size_t qgd_models_stats(const struct qgd_server *srv, size_t first, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp,
+			size_t max)
 {
-	size_t n = 0;
+	size_t n = 0, seen = 0;
 
 	for (struct qgd_model *m = srv->models; m && n < max; m = m->next) {
-		if (m->loading)
+		if (m->loading || seen++ < first)
 			continue;
 		qgraph__model_stats__init(&ms[n]);
 		ms[n].name = m->name;

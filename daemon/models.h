@@ -27,8 +27,12 @@ int qgd_model_adopt(struct qgd_session *s, const char *name, struct qgd_weights 
 int qgd_model_open(struct qgd_session *s, const char *name, struct qgd_weights **out);
 /* S goes away: a model it was loading goes with it. */
 void qgd_models_session_gone(struct qgd_session *s);
-/* Fill up to MAX entries of MS (and pointers MSP) with the loaded models; returns how many. */
-size_t qgd_models_stats(const struct qgd_server *srv, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp, size_t max);
+/*
+ * Fill up to MAX entries of MS (and pointers MSP) with the loaded models,
+ * from the FIRST-th on (0: the first); returns how many.
+ */
+size_t qgd_models_stats(const struct qgd_server *srv, size_t first, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp,
+			size_t max);
 /*
  * Read the GGUF file PATH and hold its computable tensors (Q4_0 in the
  * best layout, Q8_0, F16 and F32 as they are) as model NAME (NULL: the

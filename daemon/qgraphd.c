@@ -67,6 +67,7 @@ static void usage(FILE *f)
 		"      --max-graphs N     registered graphs per session (default 1024)\n"
 		"      --max-message SIZE the largest request record (default 1M)\n"
 		"      --graph-timeout MS a graph that runs longer is cancelled (default 60000)\n"
+		"      --max-wait-ms MS   the longest a request may wait for its events (default 60000)\n"
 		"      --cpus LIST        run graphs on these CPUs (\"0-3,8\"; default: all usable)\n"
 		"      --threads N        compute threads (default: one per CPU of --cpus, or\n"
 		"                         of the machine)\n"
@@ -74,6 +75,7 @@ static void usage(FILE *f)
 		"      --require-hugepages  fail at start unless the pool is on hugetlb pages\n"
 		"      --share-groups LIST  members of these groups share identical weights and\n"
 		"                         their names (a user always shares with itself)\n"
+		"      --stats-group GROUP  members see every user's sessions in stats, as root does\n"
 		"      --poll-us US       poll the rings this long after activity (default 50)\n"
 		"      --epoll[=no]       use epoll even where io_uring works\n"
 		"  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
@@ -82,21 +84,21 @@ static void usage(FILE *f)
 		"      --check-config     read the configuration, say what is wrong, and exit\n"
 		"                         (0: good, 78: not)\n"
 		"      --dump-config      print the configuration in effect, in the file's syntax\n"
-		"      --test-hash-collide  for tests: make every weights hash collide (the\n"
-		"                         bytes are still compared)\n"
+
 		"  -h, --help             show this help\n"
 		"  -V, --version          show the version\n"
 		"\n"
 		"SIZE takes a K, M or G suffix.  A configuration error exits with status 78\n"
 		"(EX_CONFIG).  SIGHUP reads the configuration again (qgraphd.conf(5) names\n"
-		"what needs a restart).  See qgraphd(8).\n");
+		"what needs a restart).  See qgraphd(8).\n"
+		"Report bugs to: " PACKAGE_BUGREPORT "\n");
 }
 
 static void print_info(void)
 {
 	const struct qg_cpu *c = qg_cpu_features();
 
-	printf("qgraphd %s\n", PACKAGE_VERSION);
+	printf("qgraphd (qgraph) %s\n", PACKAGE_VERSION);
 	printf("cpu: neon=%d dotprod=%d i8mm=%d sve=%d (vector %d bytes) avx2=%d avx512=%d avx512vnni=%d\n",
 	       c->neon, c->dotprod, c->i8mm, c->sve, c->sve_bytes, c->avx2, c->avx512, c->avx512vnni);
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
@@ -276,7 +278,7 @@ int main(int argc, char **argv)
 		case OPT_DUMP_CONFIG: dump = 1; break;
 		case OPT_INFO: print_info(); return 0;
 		case 'h': usage(stdout); return 0;
-		case 'V': printf("qgraphd %s\n", PACKAGE_VERSION); return 0;
+		case 'V': printf("qgraphd (qgraph) %s\n", PACKAGE_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}

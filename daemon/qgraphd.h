@@ -124,6 +124,23 @@ struct qgd_upload {
 struct qgd_graph;
 struct qgd_job;
 
+/* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
+#define QGD_QUOTA_COUNT 13
+/* The bounds of the latency histogram (reply.c's qgd_latency_le_ns); one more bucket counts what passes them. */
+#define QGD_LATENCY_BOUNDS 19
+
+/* What the daemon counts for its stats since it started (reply.c and server.c count; the loop's thread alone). */
+struct qgd_counters {
+	uint64_t started_ns;
+	uint64_t by_status[16];		/* completions by Qgraph__Status */
+	uint64_t quota[QGD_QUOTA_COUNT];	/* refusals by the quota they name */
+	uint64_t sessions_dropped;	/* served sessions the daemon ended (qgd_session_drop) */
+	uint64_t latency[QGD_LATENCY_BOUNDS + 1];	/* graphs by total time */
+	uint64_t latency_sum_ns;
+};
+extern const char *const qgd_quota_names[QGD_QUOTA_COUNT];
+extern const uint64_t qgd_latency_le_ns[QGD_LATENCY_BOUNDS];
+
 enum qgd_session_state {
 	QGD_HANDSHAKE = 0,
 	QGD_READY,
@@ -196,6 +213,7 @@ struct qgd_server {
 	int stopping;
 	uint64_t stop_deadline_ms;
 	uint64_t graphs_run;
+	struct qgd_counters counters;
 	uint64_t mul_mat_interleaved;	/* MUL_MAT nodes run on interleaved weights, since start */
 	uint64_t weights_uploaded;	/* uploads completed, since start (shared ones too) */
 	uint64_t pinned_bytes;
@@ -254,8 +272,12 @@ int qgd_session_step(struct qgd_session *s);
 int qgd_session_pending(struct qgd_session *s);
 
 /* reply.c: what every file above may do to a session's client; calls nothing above it */
-/* End S (logged with WHY, once); the server frees it at its next reap. */
+/* End S (logged with WHY, once; counted as dropped if it was served); the server frees it at its next reap. */
 void qgd_session_drop(struct qgd_session *s, const char *why);
+/* As qgd_session_drop, for a session its client ended (hung up): not counted as dropped. */
+void qgd_session_hung_up(struct qgd_session *s, const char *why);
+/* Count a refusal whose message MSG names its quota ("quota KEY: ..." or "KEY: ..."). */
+void qgd_count_quota(struct qgd_server *srv, const char *msg);
 /* Post completion C to S's ring and wake its client if it sleeps; a broken ring drops S. */
 void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c);
 /* Answer request REQUEST_ID of S with status ST and the message FMT (logged, rate limited). */

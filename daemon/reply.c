@@ -12,11 +12,53 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hotpath.h"
 #include "qgraphd.h"
+
+const char *const qgd_quota_names[QGD_QUOTA_COUNT] = {
+	"max-arena", "max-sessions", "max-sessions-per-user", "total-arena", "max-handshakes",
+	"handshakes-per-user", "max-message", "max-nodes", "max-graphs", "client-weights",
+	"client-memory", "pool-size", "other",
+};
+
+/* Powers of ten and their halves and quarters, 10 us to 10 s: Prometheus' habit, in ns. */
+const uint64_t qgd_latency_le_ns[QGD_LATENCY_BOUNDS] = {
+	10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
+	25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000u, 5000000000u, 10000000000u,
+};
+
+void qgd_count_quota(struct qgd_server *srv, const char *msg)
+{
+	size_t k;
+
+	if (strncmp(msg, "quota ", 6) == 0)
+		msg += 6;
+	size_t len = strcspn(msg, ":");
+	for (k = 0; k < QGD_QUOTA_COUNT - 1; k++)
+		if (strlen(qgd_quota_names[k]) == len && strncmp(msg, qgd_quota_names[k], len) == 0)
+			break;
+	srv->counters.quota[k]++;
+}
+
+/* Count completion C (its status, and a graph's total time) in the daemon's stats. */
+static void count_completion(struct qgd_counters *n, const Qgraph__Completion *c)
+{
+	size_t st = (size_t)c->status;
+
+	n->by_status[st < sizeof n->by_status / sizeof n->by_status[0] ? st : QGRAPH__STATUS__STATUS_INTERNAL]++;
+	if (!c->timings)
+		return;
+	uint64_t t = c->timings->total_ns;
+	size_t b = 0;
+	while (b < QGD_LATENCY_BOUNDS && t > qgd_latency_le_ns[b])
+		b++;
+	n->latency[b]++;
+	n->latency_sum_ns += t;
+}
 
 /* Wake whoever sleeps on WORD (a futex in memory shared with the client). */
 static void futex_wake_shared(_Atomic uint32_t *word)
@@ -66,6 +108,7 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 		s->completed++;
 	else
 		s->failed++;
+	count_completion(&s->srv->counters, c);
 	/* room was checked before the request was taken (qgd_session_step) */
 	int err = qg_ring_push(&s->complete, buf, (uint32_t)len);
 	if (err) {
@@ -103,6 +146,8 @@ void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status
 	c.request_id = request_id;
 	c.status = st;
 	c.error = msg;
+	if (st == QGRAPH__STATUS__STATUS_QUOTA)
+		qgd_count_quota(s->srv, msg);
 	qgd_log_limited(&s->rl, QGD_LOG_INFO, "session %llu (%s): request %llu refused: %s",
 			(unsigned long long)s->id, s->name, (unsigned long long)request_id, msg);
 	qgd_session_complete(s, &c);
@@ -119,10 +164,13 @@ void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, siz
 	}
 }
 
-void qgd_session_drop(struct qgd_session *s, const char *why)
+/* End S, logged with WHY; DROPPED: the daemon ends it (counted when S was served). */
+static void session_end(struct qgd_session *s, const char *why, bool dropped)
 {
 	if (s->state == QGD_DEAD)
 		return;
+	if (dropped && s->state == QGD_READY)
+		s->srv->counters.sessions_dropped++;
 	/*
 	 * The last word of a session whose start was logged is never dropped
 	 * (its refusals' rate limit is not this one's); one that never got that
@@ -140,4 +188,14 @@ void qgd_session_drop(struct qgd_session *s, const char *why)
 	if (s->bell_watch)
 		qg_loop_unwatch(s->srv->loop, s->bell_watch);
 	s->sock_watch = s->bell_watch = NULL;
+}
+
+void qgd_session_drop(struct qgd_session *s, const char *why)
+{
+	session_end(s, why, true);
+}
+
+void qgd_session_hung_up(struct qgd_session *s, const char *why)
+{
+	session_end(s, why, false);
 }

@@ -58,23 +58,27 @@ static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg);
 static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg);
 
-/* Send FD's client a Welcome that carries only MSG: why it is refused (libqgraph shows it). */
-static void send_refusal(int fd, const char *msg)
+/*
+ * Send FD's client a Welcome that carries only MSG and ST: why it is
+ * refused (libqgraph shows it, and returns -EDQUOT for a quota).
+ */
+static void send_refusal(int fd, Qgraph__Status st, const char *msg)
 {
 	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
 	uint8_t buf[1024];
 
 	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
 	w.error = (char *)msg;
+	w.status = st;
 	if (qgraph__welcome__get_packed_size(&w) <= sizeof buf) {
 		size_t len = qgraph__welcome__pack(&w, buf);
 		qg_sock_send(fd, buf, len, NULL, 0);
 	}
 }
 
-/* Send a Welcome that refuses the session, then drop it. */
-static void refuse(struct qgd_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void refuse(struct qgd_session *s, const char *fmt, ...)
+/* Send a Welcome that refuses the session with ST (a quota refusal counted), then drop it. */
+static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -83,7 +87,9 @@ static void refuse(struct qgd_session *s, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	if (!s->refused)	/* one reason to a client: the first */
-		send_refusal(s->sock, msg);
+		send_refusal(s->sock, st, msg);
+	if (st == QGRAPH__STATUS__STATUS_QUOTA)
+		qgd_count_quota(s->srv, msg);
 	qgd_session_drop(s, msg);
 }
 
@@ -95,9 +101,11 @@ static void refuse(struct qgd_session *s, const char *fmt, ...)
  * a place among the handshakes of its uid, and nothing else.  WHY is what
  * the log will say.
  */
-static void refuse_early(struct qgd_session *s, const char *why, const char *msg)
+static void refuse_early(struct qgd_session *s, Qgraph__Status st, const char *why, const char *msg)
 {
-	send_refusal(s->sock, msg);
+	send_refusal(s->sock, st, msg);
+	if (st == QGRAPH__STATUS__STATUS_QUOTA)
+		qgd_count_quota(s->srv, msg);
 	s->refused = why;
 }
 
@@ -115,7 +123,7 @@ static void handshake(struct qgd_session *s)
 		return qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
 	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
 	if (!h)
-		return refuse(s, "the handshake message is not a Hello");
+		return refuse(s, QGRAPH__STATUS__STATUS_INVALID, "the handshake message is not a Hello");
 	int proto = h->protocol;
 	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
 	if (h->client_name && *h->client_name) {
@@ -127,12 +135,14 @@ static void handshake(struct qgd_session *s)
 	qgraph__hello__free_unpacked(h, NULL);
 	/* the access policy was checked at accept (admit) */
 	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1)
-		return refuse(s, "protocol version %d is not spoken here: this daemon speaks version %d", proto,
+		return refuse(s, QGRAPH__STATUS__STATUS_UNSUPPORTED,
+			      "protocol version %d is not spoken here: this daemon speaks version %d", proto,
 			      QGRAPH__PROTOCOL__PROTOCOL_V1);
 	if (srv->stopping)
-		return refuse(s, "the daemon is shutting down");
+		return refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
 	if (arena > cfg->max_arena_bytes)
-		return refuse(s, "quota max-arena: an arena of %llu bytes asked for, at most %llu", (unsigned long long)arena,
+		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-arena: an arena of %llu bytes asked for, at most %llu",
+			      (unsigned long long)arena,
 			      (unsigned long long)cfg->max_arena_bytes);
 	arena = (arena + 4095) & ~(uint64_t)4095;
 	uint64_t arenas = 0;
@@ -145,24 +155,27 @@ static void handshake(struct qgd_session *s)
 		served++;
 	}
 	if (served >= cfg->max_sessions)
-		return refuse(s, "max-sessions: %u sessions is the limit", cfg->max_sessions);
+		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "max-sessions: %u sessions is the limit", cfg->max_sessions);
 	if (same_user >= cfg->max_sessions_per_user)
-		return refuse(s, "quota max-sessions-per-user: uid %u has %u sessions already", (unsigned)s->uid,
+		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-sessions-per-user: uid %u has %u sessions already",
+			      (unsigned)s->uid,
 			      same_user);
 	if (arenas + arena > cfg->total_arena_bytes)
-		return refuse(s, "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
+		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA,
+			      "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
 			      (unsigned long long)arenas, (unsigned long long)arena,
 			      (unsigned long long)cfg->total_arena_bytes);
 
 	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
 	if (err)
-		return refuse(s, "cannot lay out a region of %llu bytes", (unsigned long long)arena);
+		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
+			      (unsigned long long)arena);
 	s->memfd = qg_shm_create("qgraph-session", s->layout.region_bytes);
 	if (s->memfd < 0)
-		return refuse(s, "cannot create the session region: %s", strerror(-s->memfd));
+		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-s->memfd));
 	void *base;
 	if ((err = qg_shm_map_checked(s->memfd, s->layout.region_bytes, &base)))
-		return refuse(s, "cannot map the session region: %s", strerror(-err));
+		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot map the session region: %s", strerror(-err));
 	s->base = base;
 	s->hdr = base;
 	qg_region_header_init(base, &s->layout);
@@ -177,7 +190,7 @@ static void handshake(struct qgd_session *s)
 	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536) ||
 	    qg_ring_format(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes) ||
 	    qg_ring_format(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes))
-		return refuse(s, "out of memory for the session");
+		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
 
 	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
 	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
@@ -210,7 +223,7 @@ static void handshake(struct qgd_session *s)
 	size_t len = qgraph__welcome__get_packed_size(&w);
 	uint8_t out[8192];
 	if (len > sizeof out)
-		return refuse(s, "welcome too large");
+		return refuse(s, QGRAPH__STATUS__STATUS_INTERNAL, "welcome too large");
 	qgraph__welcome__pack(&w, out);
 	int fds[2] = { s->memfd, s->bell };
 	if ((err = qg_sock_send(s->sock, out, len, fds, 2)))
@@ -244,7 +257,7 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 	if (s->state == QGD_HANDSHAKE && (events & POLLIN))
 		return handshake(s);
 	if (events & (POLLHUP | POLLERR))
-		return qgd_session_drop(s, "the client hung up");
+		return qgd_session_hung_up(s, "the client hung up");
 	if (events & POLLIN) {
 		uint8_t b[64];
 		int fds[QG_SOCK_MAX_FDS], nfds;
@@ -253,7 +266,10 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 			close(fds[i]);	/* any fd a client sends is closed */
 		if (n == -EAGAIN)
 			return;
-		qgd_session_drop(s, n == 0 ? "the client hung up" : "a message on the socket after the handshake");
+		if (n == 0)
+			qgd_session_hung_up(s, "the client hung up");
+		else
+			qgd_session_drop(s, "a message on the socket after the handshake");
 	}
 }
 
@@ -311,7 +327,7 @@ static void admit(struct qgd_server *srv, int fd)
 	char why[256];
 
 	if (!s) {
-		send_refusal(fd, "cannot read the connection's credentials, or out of memory");
+		send_refusal(fd, QGRAPH__STATUS__STATUS_INTERNAL, "cannot read the connection's credentials, or out of memory");
 		close(fd);
 		return;
 	}
@@ -334,19 +350,21 @@ static void admit(struct qgd_server *srv, int fd)
 		handshake(v);
 	}
 	if (c.shaking_uid >= cfg->handshakes_per_user)
-		refuse(c.oldest_uid, "handshakes-per-user: uid %u has %u connections that have not sent a Hello; "
+		refuse(c.oldest_uid, QGRAPH__STATUS__STATUS_QUOTA,
+		       "handshakes-per-user: uid %u has %u connections that have not sent a Hello; "
 		       "the oldest is dropped", (unsigned)s->uid, c.shaking_uid + 1);
 	else if (c.shaking >= cfg->max_handshakes)
-		refuse(c.oldest, "max-handshakes: %u connections have not sent a Hello; the oldest is dropped",
+		refuse(c.oldest, QGRAPH__STATUS__STATUS_QUOTA,
+		       "max-handshakes: %u connections have not sent a Hello; the oldest is dropped",
 		       c.shaking + 1);
 	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch))
 		return qgd_session_drop(s, "cannot watch its socket");
 	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
-		return refuse_early(s, "refused: not among the users and groups served (allow-users, allow-groups)",
-				    why);
+		return refuse_early(s, QGRAPH__STATUS__STATUS_DENIED,
+				    "refused: not among the users and groups served (allow-users, allow-groups)", why);
 	if (c.served >= cfg->max_sessions) {
 		snprintf(why, sizeof why, "max-sessions: %u sessions is the limit", cfg->max_sessions);
-		return refuse_early(s, "refused: max-sessions", why);
+		return refuse_early(s, QGRAPH__STATUS__STATUS_QUOTA, "refused: max-sessions", why);
 	}
 	handshake(s);
 }
@@ -367,7 +385,7 @@ static void shed(struct qgd_server *srv, int err)
 		close(srv->reserve_fd);
 		c = qg_sock_accept(srv->listen_fd);
 		if (c >= 0) {
-			send_refusal(c, "the daemon is out of file descriptors (RLIMIT_NOFILE): try again later");
+			send_refusal(c, QGRAPH__STATUS__STATUS_NO_MEMORY, "the daemon is out of file descriptors (RLIMIT_NOFILE): try again later");
 			close(c);
 		}
 		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -457,7 +475,7 @@ void qgd_server_recheck(struct qgd_server *srv)
 			qgd_session_drop(s, "dropped at a reload: no longer among the users and groups served "
 				      "(allow-users, allow-groups)");
 		else
-			refuse(s, "%s", why);
+			refuse(s, QGRAPH__STATUS__STATUS_DENIED, "%s", why);
 	}
 }
 
@@ -616,6 +634,7 @@ int qgd_server_start(struct qgd_server *srv)
 		return -1;
 	}
 	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
+	srv->counters.started_ns = qgd_now_ns();	/* uptime: since the daemon began to serve */
 	/* only now, with the memory ready and the loop about to run, may clients queue */
 	if (!srv->activated && listen(srv->listen_fd, 128) < 0) {
 		qgd_error("cannot listen on %s: %s", srv->cfg.socket_path, strerror(errno));
@@ -745,7 +764,7 @@ int qgd_server_run(struct qgd_server *srv)
 	}
 	/* tell every client: their sockets close, their waits end with an error */
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
-		qgd_session_drop(s, "the daemon is exiting");
+		qgd_session_hung_up(s, "the daemon is exiting");	/* not counted: no one reads the count now */
 	reap(srv);
 	return 0;
 }

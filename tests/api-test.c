@@ -1,6 +1,7 @@
 /*
  * api-test.c - libqgraph's public formats API, used as a client uses it:
- * through the shared library and qgraph.h alone (no engine header).
+ * through the shared library and qgraph.h alone (no engine header); and,
+ * with a daemon, the session error and the errno each failure gives.
  */
 #include "config.h"
 
@@ -9,7 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "daemon-util.h"
 #include "qgraph.h"
 #include "tap.h"
 
@@ -184,6 +187,134 @@ static void test_encode(void)
 	qgraph_graph_free(g);
 }
 
+/* Milliseconds on CLOCK_MONOTONIC. */
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* What qgraph_weights_upload_progress reported: calls, and whether each moved on. */
+struct seen_progress {
+	int calls, ordered, done_at_end;
+	uint64_t last, total;
+};
+
+static void on_progress(void *ctx, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
+			uint64_t bytes_total)
+{
+	struct seen_progress *p = ctx;
+
+	p->ordered &= bytes_done > p->last && bytes_done <= bytes_total && tensors_total == 1 &&
+		      tensors_done == (bytes_done == bytes_total);
+	p->calls++;
+	p->last = bytes_done;
+	p->total = bytes_total;
+}
+
+/*
+ * The session error is the last call's: set by a failure the daemon
+ * reports and by one the library catches itself, cleared by a success;
+ * shape mismatches name the shapes; a quota at connect is -EDQUOT; a wait
+ * for a request never submitted fails at once.
+ */
+static void test_session_errors(void)
+{
+	static struct test_daemon d;
+	struct qgraph_session *s = NULL, *big = NULL;
+	char err[256];
+
+	if (!tap_ok(daemon_start(&d, "--max-arena 4M --arena-size 1M") == 0, "start qgraphd")) {
+		daemon_cleanup(&d);
+		return;
+	}
+	struct qgraph_connect_opts o = { .socket = d.sock, .name = "api-test", .arena_bytes = 1 << 20 };
+	tap_ok(qgraph_connect(&o, &s, err, sizeof err) == 0, "connect (%s)", err);
+	o.arena_bytes = 8 << 20;
+	int e = qgraph_connect(&o, &big, err, sizeof err);
+	tap_ok(e == -EDQUOT && strstr(err, "max-arena"), "a quota refusal at connect is -EDQUOT, naming it (%d: %s)", e,
+	       err);
+	if (!s) {
+		daemon_stop(&d, SIGTERM);
+		daemon_cleanup(&d);
+		return;
+	}
+	tap_ok(strcmp(qgraph_session_error(s), "") == 0, "a new session has no error");
+
+	/* the daemon's refusal, then a success clears it */
+	tap_ok(qgraph_weights_free(s, 4321) == -ENOENT && *qgraph_session_error(s), "freeing unknown weights: %s",
+	       qgraph_session_error(s));
+	static float w[64 * 64];
+	uint64_t h = 0;
+	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 64, 64, w, &h, NULL) == 0 &&
+	       strcmp(qgraph_session_error(s), "") == 0, "a successful upload clears the error (\"%s\")",
+	       qgraph_session_error(s));
+
+	/* caught in the client: a graph whose building failed names its tensor and the shapes */
+	qgraph_weights_free(s, 4321);
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t ne[2] = { 64, 3 }, bad[2] = { 10, 10 };
+	int a = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, ne, 0);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, qgraph_graph_reshape(g, a, 2, bad), -1, 2), 4096);
+	uint64_t id = 0;
+	e = qgraph_submit(s, g, 0, &id);
+	const char *why = qgraph_session_error(s);
+	tap_ok(e == -EINVAL && strstr(why, "tensor 1") && strstr(why, "[64 3 1 1]") && strstr(why, "[10 10 1 1]"),
+	       "a failed reshape's submit says so with both shapes, not the previous error: %s", why);
+	qgraph_graph_free(g);
+	tap_ok(qgraph_submit(s, NULL, 0, &id) == -EINVAL && strstr(qgraph_session_error(s), "NULL"),
+	       "a NULL graph: %s", qgraph_session_error(s));
+
+	/* the daemon's shape check: MUL_MAT of 64-long weight rows by 32-long activations */
+	g = qgraph_graph_new();
+	int64_t xne[2] = { 32, 4 };
+	int wi = qgraph_graph_weights(g, h, QGRAPH_TYPE_F32, 64, 64);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, 0),
+					       0), 4096);
+	struct qgraph_result res = { 0 };
+	e = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	if (!e)
+		e = qgraph_wait(s, id, 5000, &res);
+	why = qgraph_session_error(s);
+	tap_ok(e == 0 && res.status == -EINVAL && strstr(why, "[64 64]") && strstr(why, "[32 4]"),
+	       "a MUL_MAT of mismatched shapes is refused naming both: %s", why);
+	qgraph_graph_free(g);
+
+	/* a wait for a request never submitted fails at once */
+	double t0 = now_ms();
+	e = qgraph_wait(s, id + 1000, 5000, &res);
+	double took = now_ms() - t0;
+	tap_ok(e == -EINVAL && took < 1000 && strstr(qgraph_session_error(s), "never submitted"),
+	       "waiting on an id never submitted: %d in %.0f ms: %s", e, took, qgraph_session_error(s));
+	tap_ok(qgraph_wait(s, 0, 5000, &res) == -EINVAL, "and on id 0");
+
+	qgraph_weights_free(s, h);
+
+	/* an upload's progress: a 512 x 512 f32 matrix through a 1 MiB arena goes in chunks of 256 KiB */
+	static float big_w[512 * 512];
+	struct seen_progress p = { .ordered = 1 };
+	e = qgraph_weights_upload_progress(s, "progress-test", QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 512, big_w, &h,
+					   NULL, on_progress, &p);
+	tap_ok(e == 0 && p.calls == 4 && p.ordered && p.last == 512 * 512 * 4 && p.total == 512 * 512 * 4,
+	       "upload progress: %d calls, growing to %llu of %llu bytes, the matrix done with the last (%d: %s)",
+	       p.calls, (unsigned long long)p.last, (unsigned long long)p.total, e, qgraph_session_error(s));
+	uint64_t h2 = 0;
+	tap_ok(qgraph_weights_open(s, "progress-test", &h2, NULL, NULL, NULL) == 0,
+	       "the upload with progress is named as asked");
+	qgraph_weights_free(s, h2);
+	qgraph_weights_free(s, h);
+	tap_ok(qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 8, 32, big_w, &h, NULL, NULL,
+					      NULL) == 0, "and without a progress function");
+	qgraph_weights_free(s, h);
+	qgraph_session_close(s);
+	if (tap_failed)
+		daemon_dump_log(&d);
+	daemon_stop(&d, SIGTERM);
+	daemon_cleanup(&d);
+}
+
 int main(void)
 {
 	test_names();
@@ -192,5 +323,6 @@ int main(void)
 	test_bad_arguments();
 	test_exports();
 	test_encode();
+	test_session_errors();
 	return tap_done();
 }

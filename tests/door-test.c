@@ -223,7 +223,7 @@ static void test_silent_bounded(void)
 	for (int i = 0; i < 4; i++)
 		got += qgraph_connect(&o, &s[i], err, sizeof err) == 0;
 	r = qgraph_connect(&o, &s[4], err, sizeof err);
-	tap_ok(got == 4 && r == -EPROTO && strstr(err, "max-sessions"),
+	tap_ok(got == 4 && r == -EDQUOT && strstr(err, "max-sessions"),
 	       "the 4 sessions of max-sessions are served; a 5th is refused naming the key: %s", err);
 	for (int i = 0; i < 5; i++)
 		qgraph_session_close(s[i]);

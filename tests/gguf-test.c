@@ -6,6 +6,8 @@
  * keys given twice) are refused with an error that names the field and its
  * offset.  Under ASan and UBSan nothing may be read outside the buffer.
  *
+ * "gguf-test --write-imatrix FILE COLS" writes an importance matrix as
+ * llama-imatrix does (for quantize-tool.sh).
  * "gguf-test --write FILE" writes the valid file to FILE instead (for the
  * shell tests of qgraph-submit inspect).
  */
@@ -484,11 +486,54 @@ static int write_fixture(const char *path)
 	return bad;
 }
 
+/*
+ * An importance matrix as llama-imatrix writes it, for COLS columns, to
+ * PATH: tensor "blk.0.ffn_up.weight" with in_sum2 3 (c + 1) and counts 3
+ * (so column c weighs c + 1), and "blk.1.ffn_down.weight" that no
+ * activation reached (counts 0).  0 or 1.
+ */
+static int write_imatrix(const char *path, const char *cols_arg)
+{
+	long cols = atol(cols_arg);
+	struct qg_gguf_writer *w = qg_gguf_writer_new(0);
+	float *sum2 = cols > 0 ? malloc((size_t)cols * sizeof *sum2) : NULL;
+	float three = 3.0f, zero = 0.0f;
+	int64_t ne_sum[2] = { cols, 1 }, ne_count[2] = { 1, 1 };
+	void *buf = NULL;
+	size_t len = 0;
+	int r = !w || !sum2;
+
+	for (long c = 0; !r && c < cols; c++)
+		sum2[c] = 3.0f * (float)(c + 1);
+	if (!r) {
+		r |= qg_gguf_writer_kv_string(w, "general.type", "imatrix");
+		r |= qg_gguf_writer_tensor(w, "blk.0.ffn_up.weight.in_sum2", QG_GGML_F32, 2, ne_sum, sum2);
+		r |= qg_gguf_writer_tensor(w, "blk.0.ffn_up.weight.counts", QG_GGML_F32, 2, ne_count, &three);
+		r |= qg_gguf_writer_tensor(w, "blk.1.ffn_down.weight.in_sum2", QG_GGML_F32, 2, ne_sum, sum2);
+		r |= qg_gguf_writer_tensor(w, "blk.1.ffn_down.weight.counts", QG_GGML_F32, 2, ne_count, &zero);
+	}
+	if (!r)
+		r = qg_gguf_writer_finish(w, &buf, &len);
+	qg_gguf_writer_free(w);
+	free(sum2);
+	FILE *f = r ? NULL : fopen(path, "wb");
+	if (!f) {
+		free(buf);
+		return 1;
+	}
+	int bad = fwrite(buf, 1, len, f) != len;
+	bad |= fclose(f) != 0;
+	free(buf);
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	fill_data();
 	if (argc == 3 && strcmp(argv[1], "--write") == 0)
 		return write_fixture(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "--write-imatrix") == 0)
+		return write_imatrix(argv[2], argv[3]);
 	test_types();
 	test_round_trip(0);
 	test_round_trip(64);

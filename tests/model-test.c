@@ -330,6 +330,34 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 	qgraph_session_close(s);
 }
 
+/* More models than one stats answer held once (16): every one is listed, and unloaded. */
+static void test_many_models(struct test_daemon *d, const char *path)
+{
+	enum { MANY = 20 };
+	struct qgraph_session *s = connect_to(d, "model-many");
+	unsigned tensors;
+	unsigned long long bytes;
+	char name[16];
+	int loaded = 0, listed = 0, unloaded = 0;
+
+	for (int i = 0; s && i < MANY; i++) {
+		snprintf(name, sizeof name, "m%02d", i);
+		loaded += qgraph_model_load(s, path, name, NULL, NULL) == 0;
+	}
+	for (int i = 0; s && i < MANY; i++) {
+		snprintf(name, sizeof name, "m%02d", i);
+		listed += model_listed(s, name, &tensors, &bytes) == 0;
+	}
+	for (int i = 0; s && i < MANY; i++) {
+		snprintf(name, sizeof name, "m%02d", i);
+		unloaded += qgraph_model_unload(s, name) == 0;
+	}
+	tap_ok(loaded == MANY && listed == MANY && unloaded == MANY,
+	       "%d models loaded (%d), every one listed in stats (%d), and unloaded (%d)", MANY, loaded, listed,
+	       unloaded);
+	qgraph_session_close(s);
+}
+
 /* Uploads of f16 and q8_0 sources, stored as they are (the header's GGUF sentence). */
 static void test_sources(struct test_daemon *d)
 {
@@ -495,6 +523,7 @@ int main(void)
 		return tap_done();
 	}
 	test_load(&d, path, cut, root);
+	test_many_models(&d, path);
 	test_sources(&d);
 	test_protocol(&d);
 	if (tap_failed)

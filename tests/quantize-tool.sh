@@ -197,6 +197,80 @@ same "$T/big.q4_0.88" "$T/big.q4_0_8x8"
 ok $? "q4_0_8x8 with imatrix == q4_0 with imatrix + repack, $BR x $BC"
 set --
 
+# --threads: the same bytes for any number of threads, over several chunks
+# (64 rows repeated: 12800 x 64, 3.2 MiB of f32, chunks of 1 MiB a thread)
+TR=12800 TC=64
+awk -v C=$TC 'BEGIN { for (r = 0; r < 64; r++) for (c = 0; c < C; c++) print ((r * 7 + c * 13) % 41 - 20) / 4 }' \
+	</dev/null | mkf32 "$T/tile.f32"
+i=0
+: >"$T/tall.f32"
+while [ $i -lt $((TR / 64)) ]; do cat "$T/tile.f32"; i=$((i + 1)); done >"$T/tall.f32"
+awk -v C=$TC 'BEGIN { for (c = 0; c < C; c++) print (c % 9) / 2 }' </dev/null | mkf32 "$T/tall.im"
+for t in q4_0 q4_0_8x8 q8_0 f16; do
+	set --
+	case $t in q4_0*) set -- --imatrix "$T/tall.im" ;; esac
+	tool --type $t --rows $TR --cols $TC "$@" "$T/tall.f32" "$T/tall.1.$t" &&
+		tool --type $t --rows $TR --cols $TC --threads 3 "$@" "$T/tall.f32" "$T/tall.3.$t" &&
+		tool --type $t --rows $TR --cols $TC -j 8 "$@" "$T/tall.f32" "$T/tall.8.$t"
+	rc=$?
+	same "$T/tall.1.$t" "$T/tall.3.$t" && same "$T/tall.1.$t" "$T/tall.8.$t"
+	ok $(( rc != 0 || $? != 0 )) "$t${1:+ with imatrix}: --threads 3 and 8 write the bytes of one thread ($TR x $TC)"
+done
+set --
+tool --dequantize --type q4_0_8x8 --rows $TR --cols $TC --threads 4 "$T/tall.1.q4_0_8x8" "$T/tall.4.f32" &&
+	tool --dequantize --type q4_0_8x8 --rows $TR --cols $TC "$T/tall.1.q4_0_8x8" "$T/tall.d1.f32"
+rc=$?
+same "$T/tall.4.f32" "$T/tall.d1.f32"
+ok $(( rc != 0 || $? != 0 )) "--dequantize with --threads 4 == one thread"
+expect 2 "--threads: at most 256" "--threads 1000" --type q4_0 --rows 8 --cols 32 --threads 1000 "$T/ramp.f32" "$T/x"
+expect 2 "--threads: '0' is not a positive integer" "--threads 0" --type q4_0 --rows 8 --cols 32 --threads 0 \
+	"$T/ramp.f32" "$T/x"
+
+# progress: on a terminal only (script(1) gives the tool one), never into a pipe or file
+tool --type q4_0 --rows $TR --cols $TC "$T/tall.f32" "$T/tall.p" 2>"$T/progress.err"
+ok $(( $? != 0 || $(size "$T/progress.err") != 0 )) "no progress when standard error is not a terminal"
+if command -v script >/dev/null && [ -z "${QEMU_AARCH64:-}" ]; then
+	script -qec "$bin --type q4_0 --rows $TR --cols $TC $T/tall.f32 $T/tall.tty" /dev/null >"$T/tty.out" 2>&1
+	grep -q "qgraph-quantize: $TR of $TR rows (100%)" "$T/tty.out"
+	ok $? "on a terminal it shows rows done of the total"
+	same "$T/tall.tty" "$T/tall.p"
+	ok $? "and writes the same bytes"
+fi
+
+# llama-imatrix's GGUF output, written by the project's own writer (tests/gguf-test --write-imatrix):
+# in_sum2 / counts is the weight of each column
+gtop=$top/tests/gguf-test
+if [ -x "$gtop" ]; then
+	if [ -n "${QEMU_AARCH64:-}" ]; then gwriter() { ${QG_EXEC:-} "$gtop" "$@"; }; else gwriter() { "$gtop" "$@"; }; fi
+	gwriter --write-imatrix "$T/im.gguf" $TC
+	ok $? "an imatrix GGUF file for $TC columns"
+	awk -v C=$TC 'BEGIN { for (c = 0; c < C; c++) print c + 1 }' </dev/null | mkf32 "$T/im.raw"
+	head -c $((640 * TC * 4)) "$T/tall.f32" >"$T/short640.f32"
+	tool --type q4_0 --rows 640 --cols $TC --imatrix "$T/im.raw" "$T/short640.f32" "$T/ig.raw" &&
+		tool --type q4_0 --rows 640 --cols $TC --imatrix "$T/im.gguf" --imatrix-tensor blk.0.ffn_up.weight \
+			"$T/short640.f32" "$T/ig.gguf"
+	rc=$?
+	same "$T/ig.raw" "$T/ig.gguf"
+	ok $(( rc != 0 || $? != 0 )) "a GGUF imatrix (in_sum2 / counts) quantizes as the same weights in raw f32"
+	tool --type q4_0 --rows 640 --cols $TC --imatrix "$T/im.gguf" --imatrix-tensor blk.1.ffn_down.weight \
+		"$T/short640.f32" "$T/ig.zero"
+	ok $? "a tensor no activation reached (counts 0) weighs its columns alike"
+	expect 1 "im.gguf: 2 tensors have an importance matrix; name one with --imatrix-tensor" \
+		"a GGUF imatrix of two tensors without --imatrix-tensor" \
+		--type q4_0 --rows 640 --cols $TC --imatrix "$T/im.gguf" "$T/short640.f32" "$T/x"
+	expect 1 "im.gguf: no tensor blk.9.attn_q.weight.in_sum2" "--imatrix-tensor naming no tensor" \
+		--type q4_0 --rows 640 --cols $TC --imatrix "$T/im.gguf" --imatrix-tensor blk.9.attn_q.weight \
+		"$T/short640.f32" "$T/x"
+	expect 1 "im.gguf: blk.0.ffn_up.weight.in_sum2 is f32 \[64 1\]; an importance matrix for 32 columns" \
+		"a GGUF imatrix for other columns" --type q4_0 --rows 8 --cols 32 --imatrix "$T/im.gguf" \
+		--imatrix-tensor blk.0.ffn_up.weight "$T/ramp.f32" "$T/x"
+	head -c 100 "$T/im.gguf" >"$T/cut.gguf"
+	expect 1 "cut.gguf: " "a GGUF imatrix cut short is refused by the reader" \
+		--type q4_0 --rows 8 --cols 32 --imatrix "$T/cut.gguf" "$T/ramp.f32" "$T/x"
+	expect 1 "im.raw: --imatrix-tensor goes with a GGUF importance matrix" "--imatrix-tensor with a raw imatrix" \
+		--type q4_0 --rows 640 --cols $TC --imatrix "$T/im.raw" --imatrix-tensor x "$T/short640.f32" "$T/x"
+fi
+
 # standard input, and a pipe that is too short or too long
 tool --type q4_0_8x8 --rows $R --cols $C - "$T/m.stdin" <"$T/m.f32"
 same "$T/m.stdin" "$T/m.q4_0_8x8"

@@ -2,8 +2,12 @@
  * stats-test.c - stats show a client its own user's sessions (pid, uid
  * and a name that may hold a command line); every user's only to root and
  * to members of stats-group; the others are counted, not shown.  A
- * client that asks for its own session alone gets that.  Needs root, to
- * connect as other users (exit 77 otherwise).
+ * client that asks for its own session alone gets that.  The counters an
+ * operator reads move when a quota refuses, a graph is cancelled, a wait
+ * times out, a request fails and a session is dropped; the latency
+ * histogram counts graphs; every session and model is listed, however
+ * many (the answer comes in pages).  Needs root, to connect as other
+ * users (exit 77 otherwise).
  */
 #include "config.h"
 
@@ -87,6 +91,152 @@ static pid_t client_as(uid_t uid, gid_t group, int ready, int go, int out, const
 	_exit(0);
 }
 
+/* The value of "KEY N" in TEXT (libqgraph's stats text), or -1. */
+static long long stat_of(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, n) == 0 && p[n] == ' ')
+			return atoll(p + n + 1);
+	return -1;
+}
+
+/* Lines of TEXT that begin with WORD. */
+static int lines_of(const char *text, const char *word)
+{
+	int n = 0;
+	size_t wl = strlen(word);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		n += strncmp(p, word, wl) == 0;
+	return n;
+}
+
+/*
+ * The counters: each cause moves its own.  S is root's session; the daemon
+ * runs with max-arena 8M.
+ */
+static void test_counters(struct qgraph_session *s)
+{
+	static char before[1 << 16], after[1 << 16];
+	char err[256];
+
+	if (!tap_ok(qgraph_stats(s, before, sizeof before) > 0, "stats before"))
+		return;
+	tap_ok(stat_of(before, "uptime_ms") >= 0 && strstr(before, "version " PACKAGE_VERSION "\n"),
+	       "stats carry the daemon's version and uptime");
+
+	/* a quota at connect: refused with -EDQUOT, counted under its key */
+	struct qgraph_connect_opts o = { .socket = d.sock, .name = "too big", .arena_bytes = 16 << 20 };
+	struct qgraph_session *big = NULL;
+	int e = qgraph_connect(&o, &big, err, sizeof err);
+	tap_ok(e == -EDQUOT && strstr(err, "max-arena"), "a quota refusal at connect is -EDQUOT (%d: %s)", e, err);
+	qgraph_session_close(big);
+
+	/* an error: freeing weights that do not exist */
+	tap_ok(qgraph_weights_free(s, 987654) == -ENOENT, "freeing unknown weights fails");
+
+	/* a timeout: a run waiting for an event never recorded, for 20 ms */
+	struct raw r;
+	struct raw_reply rep;
+	int ok = raw_connect(&r, d.sock, 1 << 20) == 0;
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
+	Qgraph__EventRef ev = QGRAPH__EVENT_REF__INIT, *evp = &ev;
+	ev.index = 7;
+	ev.value = 1;
+	run.graph = 4242;
+	run.n_wait = 1;
+	run.wait = &evp;
+	run.timeout_ms = 20;
+	req.request_id = 9;
+	req.body_case = QGRAPH__REQUEST__BODY_RUN;
+	req.run = &run;
+	ok = ok && raw_send(&r, &req) == 0 && raw_reply(&r, 5000, &rep) == 0;
+	tap_ok(ok && rep.status == QGRAPH__STATUS__STATUS_TIMED_OUT, "a wait for an event times out (%d)", rep.status);
+	/* a dropped session: a message on its socket after the handshake */
+	(void)!write(r.sock, "x", 1);
+	usleep(100000);
+	raw_close(&r);
+
+	/* a cancel: a long graph, cancelled as it runs */
+	enum { D = 256, N = 32, NODES = 4000 };
+	static float w[D * D];
+	for (size_t i = 0; i < D * D; i++)
+		w[i] = (float)(i % 7) / D;
+	int64_t xo = qgraph_arena_alloc(s, D * N * 4), yo = qgraph_arena_alloc(s, D * N * 4);
+	uint64_t h = 0, id = 0, cid = 0;
+	struct qgraph_result res = { 0 }, cres = { 0 };
+	memset((char *)qgraph_arena(s, NULL) + xo, 0, D * N * 4);
+	int rc = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, D, D, w, &h, NULL);
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t xne[2] = { D, N };
+	int wi = qgraph_graph_weights(g, h, QGRAPH_TYPE_F32, D, D);
+	int x = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+	for (int i = 0; i < NODES; i++)
+		x = qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, x, 0);
+	qgraph_graph_output(g, x, yo);
+	if (!rc)
+		rc = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	usleep(50000);
+	if (!rc)
+		rc = qgraph_cancel(s, id, &cid);
+	if (!rc)
+		rc = qgraph_wait(s, cid, 10000, &cres);
+	if (!rc)
+		rc = qgraph_wait(s, id, 30000, &res);
+	tap_ok(rc == 0 && res.status == -ECANCELED, "a long graph is cancelled (%d, %d)", rc, res.status);
+	qgraph_graph_free(g);
+	qgraph_weights_free(s, h);
+	qgraph_arena_free(s, xo);
+	qgraph_arena_free(s, yo);
+
+	if (!tap_ok(qgraph_stats(s, after, sizeof after) > 0, "stats after"))
+		return;
+	static const char *const moved[] = {
+		"quota max-arena", "status not_found", "status timed_out", "status cancelled", "timeouts", "cancels",
+		"sessions_dropped", "latency_count",
+	};
+	for (size_t k = 0; k < sizeof moved / sizeof moved[0]; k++) {
+		long long b = stat_of(before, moved[k]), a = stat_of(after, moved[k]);
+		tap_ok(b >= 0 && a == b + 1, "%s: %lld, then %lld", moved[k], b, a);
+	}
+	long long eb = stat_of(before, "errors"), ea = stat_of(after, "errors");
+	long long rb = stat_of(before, "requests"), ra = stat_of(after, "requests");
+	tap_ok(eb >= 0 && ea == eb + 3, "errors: the three failed requests (%lld, then %lld)", eb, ea);
+	tap_ok(rb >= 0 && ra > rb + 3, "requests counts them all (%lld, then %lld)", rb, ra);
+	tap_ok(stat_of(after, "latency_le_ns 10000000000") == stat_of(after, "latency_count"),
+	       "the histogram's buckets are cumulative up to its count");
+}
+
+/* More sessions than one answer holds: every one is listed (the stats come in pages). */
+static void test_many_sessions(struct qgraph_session *root)
+{
+	enum { MANY = 80 };
+	static struct qgraph_session *many[MANY];
+	static char text[1 << 20];
+	char err[256];
+	int up = 0;
+
+	for (int i = 0; i < MANY; i++) {
+		struct qgraph_connect_opts o = { .socket = d.sock, .name = "one of a crowd with a long name",
+						 .arena_bytes = 64 << 10 };
+		up += qgraph_connect(&o, &many[i], err, sizeof err) == 0;
+	}
+	tap_ok(up == MANY, "%d more sessions connected (%d): %s", MANY, up, up == MANY ? "" : err);
+	long long served = -1;
+	int listed = -1;
+	if (qgraph_stats(root, text, sizeof text) > 0) {
+		served = stat_of(text, "sessions");
+		listed = lines_of(text, "session ");
+	}
+	tap_ok(served >= MANY && listed == served && lines_of(text, "version ") == 1,
+	       "root's stats list every one of the %lld sessions (%d listed), the counters once", served, listed);
+	for (int i = 0; i < MANY; i++)
+		qgraph_session_close(many[i]);
+}
+
 /* read() that gives up after 10 s (a client that failed keeps no promise): bytes read, or -1. */
 static ssize_t read_10s(int fd, void *buf, size_t len)
 {
@@ -116,14 +266,15 @@ int main(void)
 	static const uid_t uids[NC] = { UID_A, UID_B, UID_OP };
 	int ready[2], go[2], bye[2], out[NC][2];
 	pid_t kids[NC];
-	char err[256], args[64];
+	char err[256], args[128];
 
 	signal(SIGPIPE, SIG_IGN);
 	if (geteuid() != 0) {
 		printf("1..0 # SKIP needs root to connect as other users\n");
 		return 77;
 	}
-	snprintf(args, sizeof args, "--socket-mode 0666 --stats-group %d", GID_STATS);
+	snprintf(args, sizeof args, "--socket-mode 0666 --stats-group %d --max-arena 8M --arena-size 1M --max-sessions-per-user 128",
+		 GID_STATS);
 	if (!tap_ok(daemon_start(&d, args) == 0, "start qgraphd with stats-group %d", GID_STATS)) {
 		daemon_dump_log(&d);
 		daemon_cleanup(&d);
@@ -194,6 +345,8 @@ int main(void)
 		tap_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client of uid %u exits 0 (%d)", (unsigned)uids[i],
 		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
+	test_counters(root);
+	test_many_sessions(root);
 	qgraph_session_close(root);
 	if (tap_failed)
 		daemon_dump_log(&d);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mulmat.h"
@@ -263,14 +264,36 @@ void qg_op_split(int64_t nrows, int ith, int nth, int64_t *r0, int64_t *r1)
 
 /* --- builders ----------------------------------------------------------- */
 
-/* T if it passes the shape checks, else NULL and CTX's error naming WHAT. */
+/* Room for shape_text's words: a type name and four dimensions. */
+#define SHAPE_TEXT 96
+
+/* T's type and shape as "f32 [4096 32]" (innermost first, trailing 1s past the second left out) into BUF. */
+static const char *shape_text(char buf[SHAPE_TEXT], const struct qg_tensor *t)
+{
+	int n = QG_MAX_DIMS, at;
+
+	while (n > 2 && t->ne[n - 1] == 1)
+		n--;
+	at = snprintf(buf, SHAPE_TEXT, "%s [", qg_type_name(t->type) ? qg_type_name(t->type) : "?");
+	for (int d = 0; d < n && at > 0 && at < SHAPE_TEXT; d++)
+		at += snprintf(buf + at, (size_t)(SHAPE_TEXT - at), d ? " %lld" : "%lld", (long long)t->ne[d]);
+	if (at > 0 && at < SHAPE_TEXT)
+		snprintf(buf + at, (size_t)(SHAPE_TEXT - at), "]");
+	return buf;
+}
+
+/* T if it passes the shape checks, else NULL and CTX's error naming WHAT and the shapes of T's sources. */
 static struct qg_tensor *checked(struct qg_ctx *ctx, struct qg_tensor *t, const char *what)
 {
+	char a[SHAPE_TEXT], b[SHAPE_TEXT];
+
 	if (!t)
 		return NULL;
 	if (check_shapes(t) < 0) {
 		t->op = QG_OP_NONE;	/* a dead struct: never reached from a graph */
-		return qg_ctx_fail(ctx, -EINVAL, "%s: sources of the wrong type or shape", what);
+		return qg_ctx_fail(ctx, -EINVAL, "%s: sources of the wrong type or shape: %s%s%s", what,
+				   t->src[0] ? shape_text(a, t->src[0]) : "none", t->src[1] ? " and " : "",
+				   t->src[1] ? shape_text(b, t->src[1]) : "");
 	}
 	return t;
 }
@@ -279,8 +302,12 @@ struct qg_tensor *qg_op_mul_mat(struct qg_ctx *ctx, struct qg_tensor *w, struct 
 {
 	if (!ctx || !w || !x)
 		return NULL;
-	if (w->ne[0] != x->ne[0] || x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3])
-		return qg_ctx_fail(ctx, -EINVAL, "mul_mat: shapes do not match");
+	if (w->ne[0] != x->ne[0] || x->ne[2] % w->ne[2] || x->ne[3] % w->ne[3]) {
+		char ws[SHAPE_TEXT], xs[SHAPE_TEXT];
+		return qg_ctx_fail(ctx, -EINVAL,
+				   "mul_mat: w %s and x %s do not match (rows as long, x's dims 2 and 3 multiples of w's)",
+				   shape_text(ws, w), shape_text(xs, x));
+	}
 	const int64_t ne[QG_MAX_DIMS] = { w->ne[1], x->ne[1], x->ne[2], x->ne[3] };
 	return checked(ctx, qg_tensor_new_op(ctx, QG_OP_MUL_MAT, QG_TYPE_F32, ne, w, x), "mul_mat");
 }
@@ -354,8 +381,10 @@ struct qg_tensor *qg_op_cpy(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_t
 
 	if (!ctx || !a || !b)
 		return NULL;
-	if (!qg_tensor_same_shape(a, b))
-		return qg_ctx_fail(ctx, -EINVAL, "cpy: shapes differ");
+	if (!qg_tensor_same_shape(a, b)) {
+		char as[SHAPE_TEXT], bs[SHAPE_TEXT];
+		return qg_ctx_fail(ctx, -EINVAL, "cpy: shapes differ: %s into %s", shape_text(as, a), shape_text(bs, b));
+	}
 	if (qg_tensor_is_weights(b))
 		return qg_ctx_fail(ctx, -EROFS, "cpy: the destination is weights (weights are read-only to graphs)");
 	/* the result is a view of B carrying the op: B's bytes are written */

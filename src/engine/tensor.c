@@ -14,7 +14,7 @@
 struct qg_ctx {
 	size_t n_used, capacity;
 	int err;
-	char err_text[160];
+	char err_text[256];
 	struct qg_tensor tensors[];
 };
 
@@ -376,7 +376,10 @@ struct qg_tensor *qg_tensor_reshape(struct qg_ctx *ctx, struct qg_tensor *a, int
 		return qg_ctx_fail(ctx, -EINVAL, "reshape: source not contiguous");
 	memset(&tmp, 0, sizeof tmp);
 	if (set_contiguous(&tmp, a->type, full) < 0 || qg_tensor_nelements(&tmp) != qg_tensor_nelements(a))
-		return qg_ctx_fail(ctx, -EINVAL, "reshape: element count differs");
+		return qg_ctx_fail(ctx, -EINVAL, "reshape: [%lld %lld %lld %lld] (%lld elements) is not [%lld %lld %lld %lld]",
+				   (long long)a->ne[0], (long long)a->ne[1], (long long)a->ne[2], (long long)a->ne[3],
+				   (long long)qg_tensor_nelements(a), (long long)full[0], (long long)full[1],
+				   (long long)full[2], (long long)full[3]);
 	return make_view(ctx, QG_OP_RESHAPE, a, tmp.ne, tmp.nb, 0);
 }
 
