@@ -58,6 +58,18 @@ __attribute__((noreturn)) static void bail(const char *what, int r, const char *
 	exit(2);
 }
 
+static struct qgraph_mpi *conn;
+
+/* A set-up call failed, on every rank alike (libqgraph-mpi agrees on it): say so, and end this rank cleanly. */
+__attribute__((noreturn)) static void refused(const char *what, int r)
+{
+	printf("rank %d: %s refused (%s): %s\n", rank, what, strerror(-r), qgraph_mpi_error(conn));
+	fflush(stdout);
+	qgraph_mpi_close(conn);
+	MPI_Finalize();
+	exit(4);
+}
+
 /* W (ROWS x COLS f32) as the daemon holds it in Q4_0: quantized, then back to f32. */
 static float *dequantized(const float *w, int64_t rows, int64_t cols)
 {
@@ -164,14 +176,14 @@ static int case_ffn(struct qgraph_mpi *m, int64_t dim, int64_t hid, int64_t n, i
 					    wu, &u)) ||
 	    (r = qgraph_mpi_weights_scatter(m, 0, QGRAPH_MPI_SPLIT_COLS, 32, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, dim, hid,
 					    wd, &d)))
-		bail("scatter", r, qgraph_mpi_error(m));
+		refused("scatter", r);
 	int64_t xo = take(s, n * dim * 4), yo = take(s, n * dim * 4);
 	fill((float *)(arena + xo), (size_t)(n * dim), 14, 1.0f);	/* the same on every rank */
 	struct qgraph_mpi_ffn_opts o = { .n = n, .x_off = xo, .y_off = yo, .micro = micro, .flags = flags,
 					 .norm_eps = 1e-5f };
 	struct qgraph_mpi_op *op;
 	if ((r = qgraph_mpi_ffn_new(m, g, u, d, &o, &op)))
-		bail("ffn", r, qgraph_mpi_error(m));
+		refused("ffn", r);
 	if (loop_s) {
 		time_t end = time(NULL) + loop_s;
 		qgraph_mpi_op_run(op, NULL);
@@ -250,11 +262,11 @@ static int case_linear(struct qgraph_mpi *m, enum qgraph_mpi_split split, int64_
 		fill(w, (size_t)rows * cols, 21, 0.1f);
 	}
 	if ((r = qgraph_mpi_weights_scatter(m, 0, split, 0, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, rows, cols, w, &sw)))
-		bail("scatter", r, qgraph_mpi_error(m));
+		refused("scatter", r);
 	int64_t xo = take(s, n * cols * 4), yo = take(s, n * rows * 4);
 	fill((float *)(arena + xo), (size_t)(n * cols), 22, 1.0f);
 	if ((r = qgraph_mpi_linear_new(m, sw, n, xo, yo, &op)))
-		bail("linear", r, qgraph_mpi_error(m));
+		refused("linear", r);
 	qgraph_mpi_op_run(op, NULL);
 	int bad = 0;
 	if (rank == 0) {
@@ -303,6 +315,7 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return 3;
 	}
+	conn = m;
 	const char *c = argv[2];
 	if (strcmp(c, "ffn") == 0 && argc == 8)
 		bad = case_ffn(m, atol(argv[3]), atol(argv[4]), atol(argv[5]), atol(argv[6]), atoi(argv[7]), 0);
