@@ -5,6 +5,7 @@
  *
  *   mpi-ffn SOCK ffn DIM HIDDEN N MICRO FLAGS   the sharded feed-forward block
  *   mpi-ffn SOCK rows|cols ROWS COLS N          a column- or row-parallel MUL_MAT
+ *   mpi-ffn SOCK suite                          the cases mpi-test.sh checks, in one job
  *   mpi-ffn SOCK loop SECONDS                   an FFN again and again (the kill tests)
  *
  * The first two compare every output with one daemon's (rank 0 uploads the
@@ -322,7 +323,18 @@ int main(int argc, char **argv)
 	else if ((strcmp(c, "rows") == 0 || strcmp(c, "cols") == 0) && argc == 6)
 		bad = case_linear(m, c[0] == 'r' ? QGRAPH_MPI_SPLIT_ROWS : QGRAPH_MPI_SPLIT_COLS, atol(argv[3]),
 				  atol(argv[4]), atol(argv[5]));
-	else if (strcmp(c, "loop") == 0 && argc == 4)
+	else if (strcmp(c, "suite") == 0 && argc == 3) {
+		/*
+		 * Shapes that do not split evenly: hidden 160 is 5 units of 32 (3 + 2,
+		 * or 2 + 1 + 1 + 1), 7 tokens make micro-batches of 4 + 3; 100 rows are
+		 * 13 units of 8, the last of 4 (a last shard in another layout).
+		 */
+		bad |= case_ffn(m, 96, 160, 7, 4, QGRAPH_MPI_FFN_NORM | QGRAPH_MPI_FFN_RESIDUAL, 0);
+		bad |= case_ffn(m, 64, 192, 1, 0, 0, 0);
+		bad |= case_linear(m, QGRAPH_MPI_SPLIT_ROWS, 100, 96, 1);
+		bad |= case_linear(m, QGRAPH_MPI_SPLIT_ROWS, 100, 96, 5);
+		bad |= case_linear(m, QGRAPH_MPI_SPLIT_COLS, 40, 160, 3);
+	} else if (strcmp(c, "loop") == 0 && argc == 4)
 		bad = case_ffn(m, 256, 1024, 8, 0, 0, atoi(argv[3]));
 	else
 		bail("usage", EINVAL, "unknown case");

@@ -90,30 +90,39 @@ baseline() {
 	return 1
 }
 
-# check NAME NP ARGS...: mpi-ffn's case passes on NP ranks
-check() {
-	name=$1 np=$2
-	shift 2
-	run_mpi "$np" "$ffn" "$T/s%d.sock" "$@" >"$T/out" 2>&1
-	st=$?
-	[ $st -eq 0 ] && grep -q ': ok$' "$T/out" && ! grep -q WRONG "$T/out"
-	r=$?
-	ok $r "$np ranks: $name (exit $st)"
-	grep -h 'on [0-9] ranks' "$T/out" | sed 's/^/# /'
-	[ $r -eq 0 ] || sed 's/^/# /' "$T/out" | head -n 30
-}
-
 for d in 0 1 2 3; do start_daemon $d; done
 
+# tests/mpi-ffn's suite on NP ranks: each case prints a line, ": ok" or ": WRONG"
 for np in 2 4; do
-	# hidden 160: 5 units of 32 (3 + 2, or 2 + 1 + 1 + 1); 7 tokens in micro-batches of 4 + 3
-	check "ffn 96 -> 160 -> 96, 7 tokens in micro-batches of 4, norm and residual" $np ffn 96 160 7 4 3
-	check "ffn 64 -> 192 -> 64, 1 token" $np ffn 64 192 1 0 0
-	# 100 rows: 13 units of 8, the last of 4 (an uneven last shard in another layout)
-	check "column-parallel 100 x 96, 1 token (MPI_Allgatherv)" $np rows 100 96 1
-	check "column-parallel 100 x 96, 5 tokens (strided datatypes)" $np rows 100 96 5
-	check "row-parallel 40 x 160, 3 tokens (MPI_Allreduce)" $np cols 40 160 3
+	run_mpi $np "$ffn" "$T/s%d.sock" suite >"$T/out" 2>&1
+	st=$?
+	for c in "ffn dim 96 hidden 160 n 7 micro 4 flags 3" "ffn dim 64 hidden 192 n 1 micro 0 flags 0" \
+		"column-parallel 100 x 96, n 1" "column-parallel 100 x 96, n 5" "row-parallel 40 x 160, n 3"; do
+		line=$(grep "^$c on $np ranks: " "$T/out")
+		echo "$line" | grep -q ': ok$'
+		ok $? "$np ranks: $c equals one daemon's within its bound"
+		echo "# $line"
+	done
+	ok $([ $st -eq 0 ] && ! grep -q WRONG "$T/out"; echo $?) "$np ranks: every rank holds the same result (exit $st)"
+	[ $st -eq 0 ] || sed 's/^/# /' "$T/out" | head -n 30
 done
+
+# qgraph-submit mlp --mpi and bench --mpi: per-rank compute, collective and whole times
+submit=$top/client/qgraph-submit
+run_mpi 2 "$submit" --socket "$T/s%d.sock" mlp --mpi --dim 128 --hidden 352 --tokens 6 --layers 2 --micro 4 \
+	--repeat 2 >"$T/out" 2>&1
+st=$?
+[ $st -eq 0 ] && grep -q 'max error vs in-process .*: ok' "$T/out" && [ "$(grep -c '^  rank [01]: compute .* collective .* whole' "$T/out")" -eq 2 ]
+r=$?
+ok $r "2 ranks: qgraph-submit mlp --mpi checks against its process and prints each rank's times (exit $st)"
+sed 's/^/# /' "$T/out" | head -n 20
+run_mpi 2 "$submit" --socket "$T/s%d.sock" bench --mpi --dim 128 --hidden 256 --tokens 3 --repeat 3 --json >"$T/out" 2>&1
+st=$?
+[ $st -eq 0 ] && [ "$(grep -c '^{"bench":"mpi_ffn_rank","ranks":2,"rank":[01],.*"compute_ms":.*"collective_ms":' "$T/out")" -eq 2 ] &&
+	grep -q '^{"bench":"mpi_ffn","ranks":2,.*"collective_share":.*"value":[0-9.]*,"unit":"ms"}$' "$T/out"
+r=$?
+ok $r "2 ranks: qgraph-submit bench --mpi --json prints a line per rank and one for the block (exit $st)"
+[ $r -eq 0 ] || sed 's/^/# /' "$T/out" | head -n 20
 
 # too few units for the ranks: refused on every rank alike, nothing hangs
 run_mpi 4 "$ffn" "$T/s%d.sock" ffn 64 96 1 0 0 >"$T/out" 2>&1
