@@ -10,11 +10,19 @@ trap 'rm -rf "$dir"' EXIT
 n=0
 failed=0
 
-# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail
+# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail.
+# It is "ok" only when the HEADER found is ours (src/LAYER/HEADER, which -MM
+# lists): a system header of the same name (libevent-dev's /usr/include/event.h,
+# which libopenmpi-dev brings) is not one of our layers.
 try() {
 	n=$((n + 1))
 	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
-	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1; then got=ok; else got=fail; fi
+	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1 && $cc $2 -MM "$dir/probe.c" >"$dir/deps" 2>>"$dir/out" &&
+		tr -s ' \\' '\n\n' <"$dir/deps" | grep -q "src/[a-z]*/$3\$"; then
+		got=ok
+	else
+		got=fail
+	fi
 	if [ "$got" = "$4" ]; then
 		echo "ok $n - $1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
 	else
