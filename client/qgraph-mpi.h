@@ -72,7 +72,10 @@ struct qgraph_mpi_opts {
  */
 QGRAPH_API int qgraph_mpi_connect(const struct qgraph_mpi_opts *opts, struct qgraph_mpi **out, char *err,
 				  size_t errlen);
-/* Close this rank's session (the daemon frees its shards).  Not collective; NULL is fine. */
+/*
+ * Collective (as MPI_Comm_free is).  Close this rank's session: the daemon
+ * frees everything it held, shards and ops included.  NULL is fine.
+ */
 QGRAPH_API void qgraph_mpi_close(struct qgraph_mpi *m);
 /* This rank's session (its arena holds every op's inputs and outputs). */
 QGRAPH_API struct qgraph_session *qgraph_mpi_session(struct qgraph_mpi *m);
@@ -123,7 +126,11 @@ struct qgraph_mpi_weights;
 QGRAPH_API int qgraph_mpi_weights_scatter(struct qgraph_mpi *m, int root, enum qgraph_mpi_split split, int64_t unit,
 					  enum qgraph_type src_type, enum qgraph_type target, int64_t rows,
 					  int64_t cols, const void *data, struct qgraph_mpi_weights **out);
-/* Free this rank's shard (in its daemon too).  Not collective; NULL is fine. */
+/*
+ * Free this rank's shard (in its daemon too; free the ops that use it
+ * first, as the daemon keeps weights a registered graph uses).  Not
+ * collective; NULL is fine.
+ */
 QGRAPH_API void qgraph_mpi_weights_free(struct qgraph_mpi *m, struct qgraph_mpi_weights *w);
 
 /* What this rank holds of W: the whole shape, its range and its shard in the daemon. */

@@ -34,6 +34,11 @@ struct mpi_run {
 	int json;
 };
 
+static uint64_t now_ns(void)
+{
+	return (uint64_t)(now_s() * 1e9);
+}
+
 /* The median of V[0..N), in ms (sorts V). */
 static double median_ms(uint64_t *v, long n)
 {
@@ -60,7 +65,7 @@ static long daemon_threads(struct qgraph_session *s)
  * Rank 0 prints every rank's times: MED[0..3] this rank's medians over the
  * passes of compute, collective, whole and the daemon's own compute, in ms.
  */
-static void report(struct qgraph_mpi *m, const struct mpi_run *o, const double med[4], long threads)
+static void report(struct qgraph_mpi *m, const struct mpi_run *o, const double med[4], long threads, double alone_ms)
 {
 	int rank = qgraph_mpi_rank(m), size = qgraph_mpi_size(m);
 	double *all = rank == 0 ? calloc((size_t)size * 4, sizeof *all) : NULL;
@@ -83,14 +88,17 @@ static void report(struct qgraph_mpi *m, const struct mpi_run *o, const double m
 			       size, r, threads, o->d, o->h, o->n, o->micro, all[r * 4], all[r * 4 + 1], all[r * 4 + 3],
 			       all[r * 4 + 2]);
 		printf("{\"bench\":\"mpi_ffn\",\"ranks\":%d,\"threads\":%ld,\"dim\":%ld,\"hidden\":%ld,\"n\":%ld,"
-		       "\"micro\":%ld,\"layers\":%ld,\"collective_share\":%.4f,\"gflops\":%.2f,\"value\":%.3f,\"unit\":\"ms\"}\n",
-		       size, threads, o->d, o->h, o->n, o->micro, o->layers, total > 0 ? coll / total : 0,
-		       flops / med_ms * 1e-6, med_ms);
+		       "\"micro\":%ld,\"layers\":%ld,\"collective_share\":%.4f,\"collective_ms\":%.3f,\"gflops\":%.2f,"
+		       "\"value\":%.3f,\"unit\":\"ms\",\"limit_name\":\"allreduce_alone_ms\",\"limit_value\":%.4f,"
+		       "\"ratio\":%.3f}\n",
+		       size, threads, o->d, o->h, o->n, o->micro, o->layers, total > 0 ? coll / total : 0, coll,
+		       flops / med_ms * 1e-6, med_ms, alone_ms, alone_ms > 0 ? coll / alone_ms : 0);
 	} else {
 		printf("%s --mpi dim=%ld hidden=%ld tokens=%ld layers=%ld micro=%ld: %d ranks, threads %ld each: "
-		       "median %.3f ms per pass (%.1f GFLOP/s); collectives %.1f%% of the time\n",
+		       "median %.3f ms per pass (%.1f GFLOP/s); collectives %.1f%% of the time (an allreduce of "
+		       "the block's output alone: %.3f ms)\n",
 		       o->mlp ? "mlp" : "bench", o->d, o->h, o->n, o->layers, o->micro, size, threads, med_ms,
-		       flops / med_ms * 1e-6, total > 0 ? 100 * coll / total : 0);
+		       flops / med_ms * 1e-6, total > 0 ? 100 * coll / total : 0, alone_ms);
 		for (int r = 0; r < size; r++)
 			printf("  rank %d: compute %.3f ms (daemon %.3f), collective %.3f ms, whole %.3f ms (medians per pass)\n", r,
 			       all[r * 4], all[r * 4 + 3], all[r * 4 + 1], all[r * 4 + 2]);
@@ -190,7 +198,15 @@ static int mpi_ffn(struct qgraph_mpi *m, const struct mpi_run *o)
 	double med[4];
 	for (int k = 0; k < 4; k++)
 		med[k] = median_ms(pass + k * o->reps, o->reps);
-	report(m, o, med, daemon_threads(s));
+	/* the limit of the collective time: the same allreduce with no compute around it */
+	float *y = (float *)(arena + buf[L % 2]);
+	for (long i = 0; i < o->reps; i++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		uint64_t a = now_ns();
+		MPI_Allreduce(MPI_IN_PLACE, y, (int)(o->n * o->d), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+		pass[i] = now_ns() - a;
+	}
+	report(m, o, med, daemon_threads(s), median_ms(pass, o->reps));
 	if (o->mlp && rank == 0) {
 		printf("max error vs in-process %.2e: %s\n", err, err < 1e-3 ? "ok" : "WRONG");
 		if (!(err < 1e-3))

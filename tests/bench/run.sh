@@ -15,4 +15,9 @@ for b in bench-mulmat bench-backend bench-service bench-alloc bench-pool; do
 	fi
 	"$dir/$b" "$@" || status=1
 done
+# tensor parallelism, where qgraph-submit has --mpi (configure found MPI)
+if client/qgraph-submit bench --mpi --help >/dev/null 2>&1; then
+	case " $* " in *" --json "*) j=--json ;; *) j= ;; esac
+	sh "$(dirname "$0")/bench-mpi.sh" $j || status=1
+fi
 exit $status
