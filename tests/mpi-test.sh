@@ -123,7 +123,7 @@ sed 's/^/# /' "$T/out" | head -n 20
 run_mpi 2 "$submit" --socket "$T/s%d.sock" bench --mpi --dim 128 --hidden 256 --tokens 3 --repeat 3 --json >"$T/out" 2>&1
 st=$?
 [ $st -eq 0 ] && [ "$(grep -c '^{"bench":"mpi_ffn_rank","ranks":2,"rank":[01],.*"compute_ms":.*"collective_ms":' "$T/out")" -eq 2 ] &&
-	grep -q '^{"bench":"mpi_ffn","ranks":2,.*"collective_share":.*"value":[0-9.]*,"unit":"ms"}$' "$T/out"
+	grep -q '^{"bench":"mpi_ffn","ranks":2,.*"collective_share":.*"value":[0-9.]*,"unit":"ms","limit_name":"allreduce_alone_ms","limit_value":[0-9.]*,"ratio":[0-9.]*}$' "$T/out"
 r=$?
 ok $r "2 ranks: qgraph-submit bench --mpi --json prints a line per rank and one for the block (exit $st)"
 [ $r -eq 0 ] || sed 's/^/# /' "$T/out" | head -n 20
