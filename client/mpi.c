@@ -701,6 +701,30 @@ QGRAPH_API int qgraph_mpi_ffn_new(struct qgraph_mpi *m, struct qgraph_mpi_weight
 }
 
 /*
+ * Wait for the collectives REQ[0..NREQ) to finish.  A rank waits here for
+ * its slowest peer, often for as long as that peer's daemon computes; on a
+ * node with no CPU to spare a spinning wait takes the CPU that daemon (or
+ * this node's) needs.  So: spin for NAP_AFTER_NS, then nap NAP_NS between
+ * looks (each look moves Open MPI's progress on).
+ */
+#define NAP_AFTER_NS 50000u
+#define NAP_NS 20000
+static void wait_collectives(struct qgraph_mpi *m, MPI_Request *req, int nreq)
+{
+	uint64_t start = now_ns();
+	int done = 0;
+
+	for (;;) {
+		if (MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+			MPI_Abort(m->comm, ABORT_CODE);
+		if (done)
+			return;
+		if (now_ns() - start > NAP_AFTER_NS)
+			nanosleep(&(struct timespec){ .tv_nsec = NAP_NS }, NULL);
+	}
+}
+
+/*
  * Wait for request ID, this rank's daemon computing chunk I, while NREQ
  * earlier chunks' collectives REQ are in flight: look at both in turn, so
  * that MPI moves them on (Open MPI progresses a non-blocking collective only
@@ -757,9 +781,7 @@ QGRAPH_API int qgraph_mpi_op_run(struct qgraph_mpi_op *op, struct qgraph_mpi_tim
 		if (op->kind == OP_GATHER) {
 			const void *send = op->in_place ? MPI_IN_PLACE : (const void *)(arena + op->scratch);
 			MPI_Datatype st = op->n == 1 ? MPI_FLOAT : op->send_type, rt = op->n == 1 ? MPI_FLOAT : op->recv_type;
-			r = MPI_Allgatherv(send, op->send_count, st, y, op->counts, op->displs, rt, m->comm);
-		} else if (op->n_chunks == 1) {
-			r = MPI_Allreduce(MPI_IN_PLACE, y, count, MPI_FLOAT, MPI_SUM, m->comm);
+			r = MPI_Iallgatherv(send, op->send_count, st, y, op->counts, op->displs, rt, m->comm, &req[nreq++]);
 		} else {
 			r = MPI_Iallreduce(MPI_IN_PLACE, y, count, MPI_FLOAT, MPI_SUM, m->comm, &req[nreq++]);
 		}
@@ -768,8 +790,7 @@ QGRAPH_API int qgraph_mpi_op_run(struct qgraph_mpi_op *op, struct qgraph_mpi_tim
 		coll += now_ns() - b;
 	}
 	uint64_t a = now_ns();
-	if (nreq && MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-		MPI_Abort(m->comm, ABORT_CODE);
+	wait_collectives(m, req, nreq);
 	coll += now_ns() - a;
 	if (t) {
 		t->compute_ns += compute;
