@@ -151,7 +151,8 @@ struct qgraph_mpi_op;
 /* Time one rank spent in qgraph_mpi_op_run() calls, added up. */
 struct qgraph_mpi_times {
 	uint64_t compute_ns;	/* waiting for this rank's daemon to compute its shard */
-	uint64_t collective_ns;	/* in collectives, past what overlapped compute */
+	uint64_t collective_ns;	/* in collectives, past what overlapped compute (the wait for
+				   the slowest rank included) */
 	uint64_t total_ns;	/* the whole of each call */
 	uint64_t daemon_ns;	/* the daemon's own compute time, from its completions */
 	uint64_t runs;
