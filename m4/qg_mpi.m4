@@ -2,8 +2,9 @@
 # mpicc's own flags), unless --without-mpi, a sanitizer build (Open MPI's
 # own leaks and races would fail every test that loads it) or a cross
 # build with no MPI for its host.  Sets HAVE_MPI (AM_CONDITIONAL and
-# config.h), MPI_CFLAGS, MPI_LIBS, MPIRUN (for the tests), and
-# MPI_PC_REQUIRES (for libqgraph-mpi.pc), and qg_mpi_summary: "yes" or the reason why not, for configure's summary.
+# config.h), MPI_CFLAGS, MPI_LIBS, MPIRUN (for the tests), MPI_PC_REQUIRES
+# (for libqgraph-mpi.pc), and qg_mpi_summary: "yes" or the reason why not,
+# for configure's summary.
 AC_DEFUN([QG_MPI], [
   AC_ARG_WITH([mpi],
     [AS_HELP_STRING([--with-mpi], [build libqgraph-mpi (default: where MPI is found; --without-mpi: never)])],
