@@ -4,7 +4,7 @@
  *   qgraph-submit [--socket PATH] COMMAND [OPTIONS]
  *
  * Commands: gemm, mlp, run, bench, stats, info, inspect, load, unload
- * (each has --help).
+ * (each has --help); mlp --mpi and bench --mpi under mpirun (submit-mpi.c).
  * Exit status: 0 success, 1 the work failed or its result was wrong,
  * 2 bad usage, 3 no daemon to talk to.
  */
@@ -37,7 +37,7 @@ double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void fill_random(float *x, size_t n, unsigned long long seed, float scale)
+void fill_random(float *x, size_t n, unsigned long long seed, float scale)
 {
 	unsigned long long s = seed * 2654435761ULL + 1;
 
@@ -91,8 +91,7 @@ static void upload_progress(void *ctx, size_t tensors_done, size_t tensors_total
 	progress(ctx, (long)(bytes_done >> 20), (long)(bytes_total >> 20));
 }
 
-/* Largest |a - b| relative to the largest |b|. */
-static double rel_err(const float *a, const float *b, size_t n)
+double rel_err(const float *a, const float *b, size_t n)
 {
 	double maxd = 0, maxb = 1e-30;
 
@@ -261,8 +260,7 @@ static int cmd_gemm(int argc, char **argv)
 
 /* ---------------------------------------------------------------- mlp */
 
-/* The in-process reference of one layer: x += W2 (silu(W3 n) * (W1 n)), n = rms_norm(x). */
-static void mlp_ref_layer(float *x, long d, long h, long n, void *const wq[3], enum qgraph_type t[3])
+void mlp_ref_layer(float *x, long d, long h, long n, void *const wq[3], enum qgraph_type t[3])
 {
 	float *nrm = malloc((size_t)n * d * 4), *up = malloc((size_t)n * h * 4), *gate = malloc((size_t)n * h * 4);
 	float *down = malloc((size_t)n * d * 4);
@@ -633,6 +631,15 @@ static int cmd_info(int argc, char **argv)
 	return 0;
 }
 
+/* Is --mpi among a command's options? */
+static int mpi_asked(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--mpi") == 0)
+			return 1;
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: qgraph-submit [-s PATH] [-q] COMMAND [OPTIONS]\n"
@@ -643,9 +650,9 @@ static void usage(FILE *f)
 		   "  -h, --help         show this help\n"
 		   "  -V, --version      show the version\n\n"
 		   "  gemm    multiply random weights by activations, check, time\n"
-		   "  mlp     feed-forward blocks with real ops, check, time\n"
+		   "  mlp     feed-forward blocks with real ops, check, time (--mpi: tensor-parallel)\n"
 		   "  run     a graph saved in a file (gemm and mlp --save FILE)\n"
-		   "  bench   latency and throughput of small graphs\n"
+		   "  bench   latency and throughput of small graphs (--mpi: a sharded FFN)\n"
 		   "  stats   the daemon's sessions, memory, plans, kernels (--json, --prometheus)\n"
 		   "  info    what the daemon runs on\n"
 		   "  inspect a GGUF file's metadata and tensors\n"
@@ -685,6 +692,12 @@ int main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 	optind = 0;	/* each command parses its own options from scratch (GNU getopt: 0 resets it) */
+	if ((strcmp(cmd, "mlp") == 0 || strcmp(cmd, "bench") == 0) && mpi_asked(argc, argv))
+#ifdef HAVE_MPI
+		return cmd_mpi(cmd, argc, argv);
+#else
+		return fprintf(stderr, "qgraph-submit %s --mpi: built without MPI (configure found none)\n", cmd), EXIT_USAGE;
+#endif
 	if (strcmp(cmd, "gemm") == 0)
 		return cmd_gemm(argc, argv);
 	if (strcmp(cmd, "mlp") == 0)

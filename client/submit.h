@@ -4,6 +4,7 @@
 #ifndef QG_SUBMIT_H
 #define QG_SUBMIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -24,6 +25,20 @@ struct qgraph_session *connect_or_die(const char *name, uint64_t arena);
 
 /* submit-stats.c: at most N bytes of S as a JSON string (quotes and backslashes escaped, control characters as \u00XX). */
 void json_string(FILE *f, const char *s, size_t n);
+/* X[0..N) random in [-SCALE, SCALE), the same for the same SEED on every machine. */
+void fill_random(float *x, size_t n, unsigned long long seed, float scale);
+/* Largest |a - b| relative to the largest |b|. */
+double rel_err(const float *a, const float *b, size_t n);
+/*
+ * The in-process reference of one mlp layer on N tokens of D values (hidden
+ * H): x += W2 (silu(W3 n) * (W1 n)), n = rms_norm(x); WQ[0..2] are W1, W3,
+ * W2 quantized as T[0..2].
+ */
+void mlp_ref_layer(float *x, long d, long h, long n, void *const wq[3], enum qgraph_type t[3]);
+
+/* submit-mpi.c (where MPI is built): mlp --mpi and bench --mpi, COMMAND the one asked; an exit status. */
+int cmd_mpi(const char *command, int argc, char **argv);
+
 /* submit-stats.c: the daemon's stats (text, --json, --prometheus); an exit status. */
 int cmd_stats(int argc, char **argv);
 
