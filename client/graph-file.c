@@ -346,21 +346,6 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Largest |a - b| over the largest |b|, for N floats. */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-	double maxd = 0, maxb = 1e-30;
-
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)a[i] - b[i]);
-		if (!(d <= maxd))
-			maxd = d;
-		if (fabs(b[i]) > maxb)
-			maxb = fabs(b[i]);
-	}
-	return maxd / maxb;
-}
-
 int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 {
 	char err[512];
