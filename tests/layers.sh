@@ -10,11 +10,17 @@ trap 'rm -rf "$dir"' EXIT
 n=0
 failed=0
 
-# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail
+# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok
+# or fail.  It is ok when it compiles and the header found is the
+# project's (a system header of the same name, libevent's event.h, is not).
 try() {
 	n=$((n + 1))
 	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
-	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1; then got=ok; else got=fail; fi
+	got=fail
+	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1 &&
+	   $cc $2 -M "$dir/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client|daemon|proto)/$3\$"; then
+		got=ok
+	fi
 	if [ "$got" = "$4" ]; then
 		echo "ok $n - $1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
 	else
