@@ -516,6 +516,10 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 	if (total < 0)
 		return qg_client_fail(s, (int)total, "%lld x %lld does not suit %s", (long long)rows, (long long)cols,
 			    qgraph_type_name(src_type) ?: "that type");
+	int wsrc = qg_wire_type_of_public(src_type), wtarget = qg_wire_type_of_public(target);
+	if (wsrc < 0 || wtarget < 0)
+		return qg_client_fail(s, -EINVAL, "%s is not a type weights are uploaded as or stored in",
+				      qgraph_type_name(wsrc < 0 ? src_type : target) ?: "that type");
 	size_t chunk = (size_t)(s->layout.arena_bytes / 4) & ~(size_t)63;
 	if (chunk > (16u << 20))
 		chunk = 16u << 20;
@@ -533,8 +537,8 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 		span.offset = (uint64_t)off;
 		span.bytes = n;
 		up.upload_id = upload;
-		up.src_type = (Qgraph__Type)src_type;
-		up.target_type = (Qgraph__Type)target;
+		up.src_type = (Qgraph__Type)wsrc;
+		up.target_type = (Qgraph__Type)wtarget;
 		up.rows = rows;
 		up.cols = cols;
 		up.chunk_offset = done;

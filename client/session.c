@@ -29,6 +29,7 @@
 #include "ring.h"
 #include "shm.h"
 #include "sock.h"
+#include "wire.h"
 
 #include "session-impl.h"
 
@@ -273,7 +274,7 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		};
 		size_t at = (size_t)snprintf(s->info, sizeof s->info, "session %llu\ncpu %s\nbest_layout %s\n",
 					     (unsigned long long)w->session_id, w->cpu_features ? w->cpu_features : "",
-					     qgraph_type_name((enum qgraph_type)w->best_weight_type) ?: "?");
+					     qgraph_type_name((enum qgraph_type)qg_wire_public_type(w->best_weight_type)) ?: "?");
 		for (size_t k = 0; k < w->n_kernels && at < sizeof s->info; k++)
 			at += (size_t)snprintf(s->info + at, sizeof s->info - at, "kernel %s %s (%s)\n",
 					       w->kernels[k]->layout, w->kernels[k]->kernel, w->kernels[k]->reason);

@@ -21,6 +21,7 @@
 #include "mulmat.h"
 #include "qgraph.h"
 #include "tap.h"
+#include "wire.h"
 
 static struct test_daemon d;
 
@@ -300,7 +301,7 @@ static void test_mul_mat(struct qgraph_session *s)
 		ssize_t wb = qgraph_matrix_size(stored, M, K);
 		void *wq = malloc((size_t)wb);
 		qgraph_quantize(stored, w, wq, (size_t)wb, M, K, NULL);
-		struct qg_mm mm = { .wtype = (enum qg_type)stored, .w = wq, .m = M, .k = K, .x = x, .ldx = K,
+		struct qg_mm mm = { .wtype = (enum qg_type)qg_wire_engine_type_of_public(stored), .w = wq, .m = M, .k = K, .x = x, .ldx = K,
 				    .n = N, .y = ref, .ldy = M };
 		void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
 		qg_mul_mat(&mm, scratch);
