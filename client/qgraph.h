@@ -293,13 +293,16 @@ QGRAPH_API void qgraph_graph_free(struct qgraph_graph *g);
 /*
  * Tensors of a graph are named by index (>= 0); every builder returns the
  * new tensor's index or -errno, and a negative source makes a negative
- * result, so a whole graph can be built and checked once.
+ * result, so a whole graph can be built and checked once.  The builders
+ * are the engine's, with the daemon's rules for every op's types and
+ * shapes: a tensor they refuse (-EINVAL) is refused as it is built, and
+ * its graph is never sent.
  *
  * input:   TYPE with NDIMS (1..4) dimensions NE (innermost first) at arena
  *          OFFSET (contiguous, 64-byte aligned)
  * weights: uploaded weights HANDLE of TYPE, ROWS x COLS
- * op:      OP on A (and B, or -1), its shape worked out here as the daemon
- *          will (MUL_MAT(w, x): [w rows, x rows, ...]; GET_ROWS(t, idx):
+ * op:      OP on A (and B, or -1), its shape worked out as the daemon's
+ *          (MUL_MAT(w, x): [w rows, x rows, ...]; GET_ROWS(t, idx):
  *          [t cols, idx count, ...]; the rest: A's shape); PARAM is SCALE's
  *          factor, RMS_NORM's eps or SOFT_MAX's scale (SOFT_MAX's B is an
  *          optional mask)
@@ -328,8 +331,9 @@ QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset
  *            permutation of 0..3; a dimension beyond A's is of size 1)
  * view:      NDIMS dimensions NE of A's bytes from byte OFFSET on, its
  *            dimension d (1 <= d < NDIMS) NB[d - 1] bytes apart and the
- *            elements of a row as A's; the daemon refuses one that reaches
- *            past A's bytes
+ *            elements of a row as A's; one that reaches past A's bytes, or
+ *            whose OFFSET or strides are not multiples of A's element (or
+ *            block), is refused
  */
 QGRAPH_API int qgraph_graph_reshape(struct qgraph_graph *g, int a, int ndims, const int64_t *ne);
 QGRAPH_API int qgraph_graph_transpose(struct qgraph_graph *g, int a);

@@ -57,7 +57,7 @@ struct cpu_plan {
 	void *scratch;		/* 64-byte aligned, SCRATCH_SIZE bytes, shared by the threads */
 	size_t scratch_size;
 	uint64_t work;		/* multiply-accumulates (or elements) over the graph */
-	bool data_ok;		/* every node passed qg_op_check with its data */
+	bool data_ok;		/* every node passed qg_op_check_data */
 };
 
 struct cpu_backend {
@@ -172,7 +172,7 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 		goto fail;
 	for (size_t i = 0; i < g->n_nodes; i++) {
 		struct qg_tensor *t = g->nodes[i];
-		r = qg_op_check(t, false);
+		r = qg_op_check(t);
 		if (r)
 			goto fail;
 		sig_of(t, &p->sig[i]);
@@ -506,7 +506,7 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 {
 	if (!p->data_ok) {
 		for (size_t i = 0; i < p->n_graph_nodes; i++) {
-			int e = qg_op_check(p->g->nodes[i], true);
+			int e = qg_op_check_data(p->g->nodes[i]);
 			if (e) {
 				run->failed_node = (long)i;
 				return e;
@@ -569,7 +569,7 @@ static const char *cpu_name(const struct qg_backend *b)
 static bool cpu_supports_op(const struct qg_backend *b, const struct qg_tensor *t)
 {
 	(void)b;
-	return qg_op_check(t, false) == 0;
+	return qg_op_check(t) == 0;
 }
 
 static bool cpu_supports_buft(const struct qg_backend *b, const struct qg_buft *buft)

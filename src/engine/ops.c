@@ -1,16 +1,15 @@
 /*
- * ops.c - op builders, the checks that guard the compute functions, and
- * the facts the allocator and the backends need about each op.  The
- * computations themselves are in ops-cpu.c.
+ * ops.c - op builders, the shape checks that guard the compute functions,
+ * and the facts the allocator and the backends need about each op.  The
+ * computations themselves, and the checks that need data, are in ops-cpu.c
+ * (libqgraph builds graphs with this file alone).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "mulmat.h"
 #include "ops.h"
-#include "ops-impl.h"
 
 float qg_op_param_f32(const struct qg_tensor *t, int i)
 {
@@ -79,23 +78,6 @@ static bool f32_rows(const struct qg_tensor *x)
 static bool cpy_type(enum qg_type t)
 {
 	return t == QG_TYPE_F32 || t == QG_TYPE_F16 || t == QG_TYPE_Q8_0;
-}
-
-void qg_ops_mm_for(const struct qg_tensor *t, int64_t i2, int64_t i3, struct qg_mm *mm)
-{
-	const struct qg_tensor *w = t->src[0], *x = t->src[1];
-	const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-
-	memset(mm, 0, sizeof *mm);
-	mm->wtype = w->type;
-	mm->w = w->data ? (const char *)w->data + i2 / r2 * w->nb[2] + i3 / r3 * w->nb[3] : NULL;
-	mm->m = w->ne[1];
-	mm->k = w->ne[0];
-	mm->x = x->data ? (const float *)((const char *)x->data + i2 * x->nb[2] + i3 * x->nb[3]) : NULL;
-	mm->ldx = x->nb[1] / sizeof(float);
-	mm->n = x->ne[1];
-	mm->y = t->data ? (float *)((char *)t->data + i2 * t->nb[2] + i3 * t->nb[3]) : NULL;
-	mm->ldy = t->nb[1] / sizeof(float);
 }
 
 /* The checks on shapes and types, without data: 0 or -EINVAL. */
@@ -176,27 +158,9 @@ static int check_shapes(const struct qg_tensor *t)
 	}
 }
 
-int qg_op_check(const struct qg_tensor *t, bool need_data)
+int qg_op_check(const struct qg_tensor *t)
 {
-	int r;
-
-	if (!t)
-		return -EINVAL;
-	if ((r = check_shapes(t)) < 0)
-		return r;
-	if (!need_data)
-		return 0;
-	if (!t->data)
-		return -EINVAL;
-	for (int i = 0; i < QG_MAX_SRC; i++)
-		if (t->src[i] && !t->src[i]->data)
-			return -EINVAL;
-	if (t->op == QG_OP_MUL_MAT) {
-		struct qg_mm mm;
-		qg_ops_mm_for(t, 0, 0, &mm);
-		return qg_mul_mat_check(&mm);
-	}
-	return 0;
+	return t ? check_shapes(t) : -EINVAL;
 }
 
 bool qg_op_can_inplace(enum qg_op op)

@@ -143,7 +143,8 @@ const char *qg_op_name(enum qg_op op);
  *              type's), starting OFFSET bytes into A; must lie inside A,
  *              and OFFSET and every stride must be multiples of A's NB[0]
  *              (its element, or its block), so no value is read misaligned
- *   permute:   axis i of A becomes axis AXES[i] of the result
+ *   permute:   axis i of A becomes axis AXES[i] of the result (kept in
+ *              its OP_PARAMS[0..3])
  *   transpose: swaps axes 0 and 1
  */
 struct qg_tensor *qg_tensor_reshape(struct qg_ctx *ctx, struct qg_tensor *a, int n_dims, const int64_t *ne);
