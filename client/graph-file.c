@@ -24,6 +24,7 @@
 #include "graph-file.h"
 #include "ops.h"
 #include "qgraph.pb-c.h"
+#include "submit.h"
 #include "wire.h"
 
 #define GF_VERSION 1u
@@ -336,14 +337,6 @@ done:
 	free(scratch);
 	qg_wire_graph_free(&wg);
 	return r;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -26,17 +26,6 @@
 #include "submit.h"
 #include "wire.h"
 
-const char *socket_path;
-int quiet;
-
-double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void fill_random(float *x, size_t n, unsigned long long seed, float scale)
 {
 	unsigned long long s = seed * 2654435761ULL + 1;
@@ -54,20 +43,6 @@ static int cmp_double(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
-}
-
-struct qgraph_session *connect_or_die(const char *name, uint64_t arena)
-{
-	struct qgraph_connect_opts o = { .socket = socket_path, .name = name, .arena_bytes = arena };
-	struct qgraph_session *s;
-	char err[512];
-	int r = qgraph_connect(&o, &s, err, sizeof err);
-
-	if (r) {
-		fprintf(stderr, "qgraph-submit: %s\n", err);
-		exit(r == -ENOENT || r == -ECONNREFUSED ? EXIT_NODAEMON : EXIT_WRONG);
-	}
-	return s;
 }
 
 /* Progress on stderr for long runs (when it is a terminal). */

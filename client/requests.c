@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "futex.h"
+#include "stamp.h"
 #include "grow.h"
 #include "qgraph.h"
 #include "hotpath.h"
@@ -42,15 +43,6 @@
 #define SPIN_YIELD_NS 2000u	/* and after this long, yield the CPU between looks */
 #define ALIVE_CHECK_MS 100	/* how often a sleeper checks the daemon is there */
 
-/* The clock at its tick's resolution, for rate limits: a few nanoseconds to read, against 30 for the fine one. */
-static uint64_t coarse_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------ requests */
 
 /* Is the daemon still there?  A hang-up (or EOF) on the socket says not. */
@@ -62,14 +54,14 @@ static int daemon_alive(struct qgraph_session *s)
 		return 0;
 	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
 		s->dead = 1;	/* the daemon sends nothing after the welcome: any event is its end */
-	s->alive_at = coarse_ns();
+	s->alive_at = qg_stamp_ns();
 	return !s->dead;
 }
 
 /*
  * The same, for the submit path: the socket is asked at most once per
- * ALIVE_SUBMIT_NS (on the coarse clock: in practice once per clock tick,
- * 1 to 4 ms), since a poll() costs more than the rest of a submit.  A
+ * ALIVE_SUBMIT_NS (on qg_stamp_ns, which costs a few nanoseconds to read),
+ * since a poll() costs more than the rest of a submit.  A
  * request sent in that window to a daemon that has just died is answered by
  * its wait, which asks the socket before it sleeps.
  */
@@ -78,7 +70,7 @@ static int daemon_alive_lately(struct qgraph_session *s)
 {
 	if (s->dead)
 		return 0;
-	return coarse_ns() - s->alive_at < ALIVE_SUBMIT_NS || daemon_alive(s);
+	return qg_stamp_ns() - s->alive_at < ALIVE_SUBMIT_NS || daemon_alive(s);
 }
 
 static int futex_wait_shared(_Atomic uint32_t *word, uint32_t expect, int ms)
@@ -348,7 +340,7 @@ static bool beside_loop(struct qgraph_session *s)
 static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res, char **stats)
 {
 	uint8_t buf[QG_MAX_COMPLETION];
-	uint64_t start = qg_now_ns();
+	uint64_t start = qg_stamp_ns();
 	unsigned moved = 0;	/* times the ring moved without bringing ours */
 	bool beside = beside_loop(s);	/* looked at again with the clock: where the scheduler may have moved us */
 
@@ -378,7 +370,7 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 		}
 		if (k <= 64 && ++moved % 32)
 			continue;	/* something came: read it first, the clock only every 32nd time */
-		uint64_t waited = qg_now_ns() - start;
+		uint64_t waited = qg_stamp_ns() - start;
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return qg_client_fail(s, -ETIMEDOUT, "request %llu: no completion in %d ms", (unsigned long long)id,
 				    timeout_ms);
@@ -435,7 +427,7 @@ QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint
 
 static int event_spin(struct qgraph_session *s, struct qg_event_slot *e, uint32_t value, int timeout_ms)
 {
-	uint64_t start = qg_now_ns();
+	uint64_t start = qg_stamp_ns();
 	bool beside = beside_loop(s);
 
 	for (;;) {
@@ -444,7 +436,7 @@ static int event_spin(struct qgraph_session *s, struct qg_event_slot *e, uint32_
 			int32_t st = atomic_load_explicit(&e->status, memory_order_relaxed);
 			return st < 0 ? st : 0;
 		}
-		uint64_t waited = qg_now_ns() - start;
+		uint64_t waited = qg_stamp_ns() - start;
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 		if (waited < SPIN_NS) {

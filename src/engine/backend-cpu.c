@@ -23,6 +23,7 @@
 #include "backend-impl.h"
 #include "cpulist.h"
 #include "futex.h"
+#include "stamp.h"
 #include "ops.h"
 
 /* A barrier waiter spins this long before it sleeps (when every thread has a core of its own). */
@@ -277,7 +278,7 @@ static int decide(struct cpu_backend *cb, const struct qg_run *run, bool boundar
 	/* acquire: pairs with qg_run_cancel's release */
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
 		return -ECANCELED;
-	if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+	if (run->deadline_ns && qg_stamp_ns() > run->deadline_ns)
 		return -ETIMEDOUT;
 	return 0;
 }
@@ -329,7 +330,7 @@ static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool bounda
 				qg_cpu_relax();
 				continue;
 			}
-			uint64_t now = qg_now_ns();
+			uint64_t now = qg_stamp_ns();
 			if (!start)
 				start = now;
 			if (now - start < cb->bar_spin_ns) {
@@ -395,7 +396,7 @@ static uint32_t wait_job(struct cpu_backend *cb, uint32_t seen)
 			qg_cpu_relax();
 			continue;
 		}
-		uint64_t now = qg_now_ns();
+		uint64_t now = qg_stamp_ns();
 		if (!start)
 			start = now;
 		if (now - start < cb->spin_ns) {
@@ -454,7 +455,7 @@ static int run_caller(struct cpu_plan *p, struct qg_run *run)
 		if (i > 0) {
 			if (atomic_load_explicit(&run->cancel, memory_order_acquire))
 				return -ECANCELED;
-			if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+			if (run->deadline_ns && qg_stamp_ns() > run->deadline_ns)
 				return -ETIMEDOUT;
 		}
 		for (int ph = 0; ph < nd->phases; ph++) {
@@ -516,7 +517,7 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 	}
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
 		return -ECANCELED;
-	if (run->deadline_ns && (run->start_ns ? run->start_ns : qg_now_ns()) > run->deadline_ns)
+	if (run->deadline_ns && (run->start_ns ? run->start_ns : qg_stamp_ns()) > run->deadline_ns)
 		return -ETIMEDOUT;
 	if (cb->n_started == 0 || p->n == 0 || p->work < cb->small_work) {
 		cb->runs_caller++;
