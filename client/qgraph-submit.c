@@ -80,7 +80,7 @@ static double rel_err(const float *a, const float *b, size_t n)
 static double register_and_time(struct qgraph_session *s, struct qgraph_graph *g, long reps, const char *what)
 {
 	uint64_t id, handle;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	int r;
 
 	if ((r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
@@ -440,7 +440,7 @@ static int cmd_bench(int argc, char **argv)
 	int ai = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0);
 	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, ai, ai, 0), 4096);
 	uint64_t id, handle;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, -1, &res) || res.status) {
 		fprintf(stderr, "qgraph-submit bench: %s\n", qgraph_session_error(s));
 		return EXIT_WRONG;

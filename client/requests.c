@@ -307,8 +307,10 @@ static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_resu
 	for (size_t i = 0; i < s->n_done; i++) {
 		if (s->done[i].id != id)
 			continue;
-		if (res)
+		if (res) {
 			*res = s->done[i].res;
+			res->size = sizeof *res;	/* filled */
+		}
 		if (s->done[i].res.status)
 			snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
 		if (stats)
@@ -414,7 +416,17 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 
 QGRAPH_API int qgraph_wait(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res)
 {
-	return wait_for(s, id, timeout_ms, res, NULL);
+	struct qgraph_result full = { .size = 0 };
+	int r = wait_for(s, id, timeout_ms, res ? &full : NULL, NULL);
+
+	if (res && full.size) {	/* the completion came (else *RES is left as it was) */
+		/* the caller's struct may be older (smaller) than ours: fill no byte past its size */
+		size_t n = res->size && res->size < sizeof full ? res->size : sizeof full;
+		memcpy((unsigned char *)res + sizeof res->size, (unsigned char *)&full + sizeof full.size,
+		       n > sizeof full.size ? n - sizeof full.size : 0);
+		res->size = n;
+	}
+	return r;
 }
 
 QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint32_t value)
@@ -474,7 +486,7 @@ static int call(struct qgraph_session *s, Qgraph__Request *req, struct qgraph_re
 		return r;
 	if (!res)
 		res = &local;
-	r = qgraph_wait(s, id, -1, res);
+	r = wait_for(s, id, -1, res, NULL);
 	return r ? r : res->status;
 }
 

@@ -183,10 +183,30 @@ static void session_free(struct qgraph_session *s)
 	free(s);
 }
 
+/*
+ * The caller's options, however large its struct (OPTS->size, 0: ours), in
+ * *O: the fields it does not know stay zero (their defaults).  0, or
+ * -EINVAL for a size that does not hold SIZE itself, -E2BIG for a field
+ * beyond ours that is set.
+ */
+static int connect_opts(const struct qgraph_connect_opts *opts, struct qgraph_connect_opts *o)
+{
+	size_t n = opts->size ? opts->size : sizeof *o;
+
+	if (n < sizeof opts->size)
+		return -EINVAL;
+	for (size_t i = sizeof *o; i < n; i++)
+		if (((const unsigned char *)opts)[i])
+			return -E2BIG;
+	memcpy(o, opts, n < sizeof *o ? n : sizeof *o);
+	o->size = sizeof *o;
+	return 0;
+}
+
 QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgraph_session **out, char *err,
 			      size_t errlen)
 {
-	struct qgraph_connect_opts o = opts ? *opts : (struct qgraph_connect_opts){ 0 };
+	struct qgraph_connect_opts o = { 0 };
 	char path[PATH_MAX];
 	struct qgraph_session *s;
 	int r, fds[2] = { -1, -1 }, nfds = 0;
@@ -196,6 +216,8 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	if (opts && (r = connect_opts(opts, &o)))
+		return r;
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return -ENOMEM;

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -60,7 +61,7 @@ static struct qgraph_session *connect_one(const char *name)
 static int submit_wait(struct qgraph_session *s, struct qgraph_graph *g, int flags, uint64_t *handle)
 {
 	uint64_t id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	int r = qgraph_submit(s, g, flags | QGRAPH_SUBMIT_BLOCK, &id);
 
 	if (!r)
@@ -342,7 +343,7 @@ static void test_registered(struct qgraph_session *s)
 	int64_t ne[1] = { 16 };
 	struct qgraph_graph *g = qgraph_graph_new();
 	uint64_t handle = 0, id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 
 	for (int i = 0; i < 16; i++)
 		a[i] = (float)i;
@@ -387,7 +388,7 @@ static void test_registered_large(struct qgraph_session *s)
 	int64_t xo = qgraph_arena_alloc(s, N * K * 4), yo = qgraph_arena_alloc(s, N * M * 4);
 	float *x = (float *)(arena + xo), *y = (float *)(arena + yo);
 	uint64_t h, handle = 0, id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 
 	fill(w, M * K, &rng);
 	if (!tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, M, K, w, &h, NULL) == 0,
@@ -433,7 +434,7 @@ static int client_proc(int who, int n)
 	float *a = (float *)(arena + ao), *y = (float *)(arena + yo);
 	int64_t ne[1] = { 256 };
 	uint64_t h, id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	struct qgraph_graph *g = qgraph_graph_new();
 	int ai = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, ao);
 	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, ai, -1, 3.0f), yo);
@@ -695,6 +696,54 @@ static void test_pinned_pool(struct qgraph_session *s)
 	       CPU_COUNT(&usable), pinned, distinct);
 }
 
+/*
+ * The structs that will grow carry their size: options of an older (smaller)
+ * struct take the defaults for the rest, a newer one's unknown fields are
+ * refused unless zero; a result is filled no further than its caller's size.
+ */
+static void test_sizes(void)
+{
+	struct {
+		struct qgraph_connect_opts o;
+		uint64_t later;		/* a field of a version to come */
+	} big = { .o = { .size = sizeof big, .name = "sizes" }, .later = 1 };
+	struct qgraph_session *s = NULL;
+	char err[256];
+
+	tap_ok(qgraph_connect(&big.o, &s, err, sizeof err) == -E2BIG && s == NULL,
+	       "connect options with a set field this library does not know: -E2BIG");
+	big.later = 0;
+	int r = qgraph_connect(&big.o, &s, err, sizeof err);
+	tap_ok(r == 0 && s, "a larger struct whose unknown fields are zero connects (%s)", r ? err : "ok");
+	qgraph_session_close(s);
+	s = NULL;
+	struct qgraph_connect_opts old = { .size = offsetof(struct qgraph_connect_opts, arena_bytes), .name = "sizes",
+					   .arena_bytes = 1 };	/* past its size: not read */
+	r = qgraph_connect(&old, &s, err, sizeof err);
+	tap_ok(r == 0 && s, "an older struct (no arena_bytes) connects with the default arena (%s)", r ? err : "ok");
+	struct qgraph_connect_opts tiny = { .size = 1 };
+	struct qgraph_session *t = NULL;
+	tap_ok(qgraph_connect(&tiny, &t, err, sizeof err) == -EINVAL && t == NULL, "a size that cannot hold itself: -EINVAL");
+
+	struct qgraph_graph *g = qgraph_graph_new();
+	int64_t ne[1] = { 16 };
+	int64_t xo = s ? qgraph_arena_alloc(s, 64) : -1, yo = s ? qgraph_arena_alloc(s, 64) : -1;
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SILU, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, xo), -1, 0),
+			    yo);
+	struct qgraph_result res;
+	memset(&res, 0xa5, sizeof res);
+	res.size = offsetof(struct qgraph_result, handle);	/* a caller that knows status alone */
+	uint64_t id, untouched;
+	memset(&untouched, 0xa5, sizeof untouched);
+	r = s && xo >= 0 && yo >= 0 ? qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP, &id) : -1;
+	if (r == 0)
+		r = qgraph_wait(s, id, 10000, &res);
+	tap_ok(r == 0 && res.status == 0 && res.size == offsetof(struct qgraph_result, handle) &&
+	       res.handle == untouched, "a result is filled up to its caller's size and no further");
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -721,6 +770,7 @@ int main(void)
 	test_many_clients(s);
 	test_killed_client(s);
 	test_killed_mid_graph(s);
+	test_sizes();
 
 	/* one daemon per socket */
 	struct test_daemon d2 = { 0 };

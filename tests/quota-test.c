@@ -40,7 +40,7 @@ static int tiny_graph(struct qgraph_session *s)
 	int64_t ne[1] = { 16 };
 	struct qgraph_graph *g = qgraph_graph_new();
 	uint64_t id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 
 	for (int i = 0; i < 16; i++)
 		a[i] = (float)i;
@@ -120,7 +120,7 @@ static void test_graphs(struct qgraph_session *s)
 	unsigned char *arena = qgraph_arena(s, NULL);
 	int64_t ne[1] = { 16 };
 	uint64_t id, h[2];
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	int r;
 
 	memset(arena, 0, 8192);
@@ -410,7 +410,7 @@ static long long session_memory(struct qgraph_session *s)
 /* Register G through S: its handle, or 0 with the refusal in S's error. */
 static uint64_t register_graph(struct qgraph_session *s, struct qgraph_graph *g)
 {
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id;
 
 	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, 20000, &res) ||
