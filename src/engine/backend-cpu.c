@@ -132,18 +132,7 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-	return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
-}
 
-/* T's work: MACs for MUL_MAT (result elements times K), result elements for the rest. */
-static uint64_t node_work(const struct qg_tensor *t)
-{
-	uint64_t n = (uint64_t)qg_tensor_nelements(t);
-
-	return t->op == QG_OP_MUL_MAT ? mul_sat(n, (uint64_t)t->src[0]->ne[0]) : n;
-}
 
 static void plan_free(struct cpu_plan *p)
 {
@@ -173,7 +162,8 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 		goto fail;
 	for (size_t i = 0; i < g->n_nodes; i++) {
 		struct qg_tensor *t = g->nodes[i];
-		r = qg_op_check(t);
+		/* a node an op builder made was checked there; a view, or one made by hand, is checked here */
+		r = t->flags & QG_TENSOR_CHECKED ? 0 : qg_op_check(t);
 		if (r)
 			goto fail;
 		sig_of(t, &p->sig[i]);
@@ -189,7 +179,7 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 		if (sn > scratch)
 			scratch = sn;
 		p->nodes[p->n++] = (struct cpu_node){ .t = t, .index = i, .nth = nth, .phases = phases };
-		p->work = add_sat(p->work, node_work(t));
+		p->work = add_sat(p->work, qg_op_work(t));
 	}
 	r = -ENOMEM;
 	if (scratch > SIZE_MAX - 63)

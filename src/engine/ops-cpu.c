@@ -353,11 +353,7 @@ static int compute_get_rows(const struct qg_tensor *t, int ith, int nth, void *s
 
 int qg_op_check_data(const struct qg_tensor *t)
 {
-	int r = qg_op_check(t);
-
-	if (r)
-		return r;
-	if (!t->data)
+	if (!t || !t->data)
 		return -EINVAL;
 	for (int i = 0; i < QG_MAX_SRC; i++)
 		if (t->src[i] && !t->src[i]->data)

@@ -179,6 +179,13 @@ bool qg_op_can_inplace(enum qg_op op)
 	}
 }
 
+uint64_t qg_op_work(const struct qg_tensor *t)
+{
+	uint64_t n = (uint64_t)qg_tensor_nelements(t), k = t->op == QG_OP_MUL_MAT ? (uint64_t)t->src[0]->ne[0] : 1;
+
+	return k && n > UINT64_MAX / k ? UINT64_MAX : n * k;
+}
+
 int qg_op_n_phases(const struct qg_tensor *t)
 {
 	if (t->op == QG_OP_NONE || qg_op_is_view(t->op))
@@ -219,6 +226,7 @@ static struct qg_tensor *checked(struct qg_ctx *ctx, struct qg_tensor *t, const 
 		t->op = QG_OP_NONE;	/* a dead struct: never reached from a graph */
 		return qg_ctx_fail(ctx, -EINVAL, "%s: sources of the wrong type or shape", what);
 	}
+	t->flags |= QG_TENSOR_CHECKED;	/* the one shape check of a node on its way to a plan */
 	return t;
 }
 

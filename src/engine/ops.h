@@ -75,13 +75,17 @@ void qg_op_set_param_f32(struct qg_tensor *t, int i, float v);
  */
 int qg_op_check(const struct qg_tensor *t);
 /*
- * qg_op_check, and that T and its sources have data the kernels accept
- * (MUL_MAT's operands as qg_mul_mat_check wants them).  In ops-cpu.c.
+ * 0 if node T, which passed qg_op_check, and its sources have data the
+ * kernels accept (MUL_MAT's operands as qg_mul_mat_check wants them);
+ * -EINVAL otherwise.  In ops-cpu.c.
  */
 int qg_op_check_data(const struct qg_tensor *t);
 
 /* True if OP may write its result over its first source (same layout, elementwise or by rows). */
 bool qg_op_can_inplace(enum qg_op op);
+
+/* T's work: multiply-accumulates for MUL_MAT (result elements times K), result elements for the rest. */
+uint64_t qg_op_work(const struct qg_tensor *t);
 
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
 int qg_op_n_phases(const struct qg_tensor *t);

@@ -56,6 +56,12 @@ enum qg_tensor_flag {
 	QG_TENSOR_INPUT = 1 << 0,	/* written by the caller before a run */
 	QG_TENSOR_OUTPUT = 1 << 1,	/* read after a run: never reused */
 	QG_TENSOR_WEIGHTS = 1 << 2,	/* long-lived parameters: read-only to graphs */
+	/*
+	 * Made by an op builder (ops.h), which checked it with qg_op_check:
+	 * a backend does not check it again.  Whoever changes a built node's
+	 * type, shape, strides, op or sources clears it.
+	 */
+	QG_TENSOR_CHECKED = 1 << 3,
 };
 
 struct qg_buffer;
