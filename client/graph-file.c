@@ -25,6 +25,7 @@
 #include "ops.h"
 #include "submit.h"
 #include "qgraph.pb-c.h"
+#include "submit.h"
 #include "wire.h"
 
 #define GF_VERSION 1u
@@ -464,7 +465,7 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 		goto nomem;
 	qgraph__submit_graph__pack(sg, enc);
 
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id, handle;
 	if ((r = qgraph_submit_encoded(s, enc, elen, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
 	    (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {

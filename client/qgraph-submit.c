@@ -26,17 +26,6 @@
 #include "submit.h"
 #include "wire.h"
 
-const char *socket_path;
-int quiet;
-
-double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void fill_random(float *x, size_t n, unsigned long long seed, float scale)
 {
 	unsigned long long s = seed * 2654435761ULL + 1;
@@ -54,20 +43,6 @@ static int cmp_double(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
-}
-
-struct qgraph_session *connect_or_die(const char *name, uint64_t arena)
-{
-	struct qgraph_connect_opts o = { .socket = socket_path, .name = name, .arena_bytes = arena };
-	struct qgraph_session *s;
-	char err[512];
-	int r = qgraph_connect(&o, &s, err, sizeof err);
-
-	if (r) {
-		fprintf(stderr, "qgraph-submit: %s\n", err);
-		exit(r == -ENOENT || r == -ECONNREFUSED ? EXIT_NODAEMON : EXIT_WRONG);
-	}
-	return s;
 }
 
 /* Progress on stderr for long runs (when it is a terminal). */
@@ -113,7 +88,7 @@ double rel_err(const float *a, const float *b, size_t n)
 static double register_and_time(struct qgraph_session *s, struct qgraph_graph *g, long reps, const char *what)
 {
 	uint64_t id, handle;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	int r;
 
 	if ((r = qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
@@ -492,7 +467,7 @@ static int cmd_bench(int argc, char **argv)
 	int ai = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0);
 	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, ai, ai, 0), 4096);
 	uint64_t id, handle;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, -1, &res) || res.status) {
 		fprintf(stderr, "qgraph-submit bench: %s\n", qgraph_session_error(s));
 		return EXIT_WRONG;

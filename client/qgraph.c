@@ -2,7 +2,8 @@
  * qgraph.c - libqgraph: the public API over the engine.
  *
  * The formats' functions are the engine's (src/kernels/quant.c) behind public
- * names; this file checks that the two enums agree and converts nothing.
+ * names; this file checks that the two enums agree, and converts a type
+ * through src/wire's table as every other file does.
  */
 #include "config.h"
 
@@ -10,6 +11,7 @@
 
 #include "qgraph.h"
 #include "quant.h"
+#include "wire.h"
 
 #define SAME_TYPE(pub, eng) \
 	_Static_assert((int)QGRAPH_TYPE_##pub == (int)QG_TYPE_##eng, "qgraph_type " #pub " matches qg_type")
@@ -24,10 +26,10 @@ SAME_TYPE(Q8_0_4X4, Q8_0_4X4);
 SAME_TYPE(Q8_0_4X8, Q8_0_4X8);
 SAME_TYPE(COUNT, COUNT);
 
-/* The engine's type for TYPE; an out-of-range value stays out of range. */
+/* The engine's type for TYPE (src/wire's table); one without an engine type becomes -EINVAL, out of range. */
 static enum qg_type eng_type(enum qgraph_type type)
 {
-	return (enum qg_type)type;
+	return (enum qg_type)qg_wire_engine_type_of_public(type);
 }
 
 static int type_valid(enum qgraph_type type)

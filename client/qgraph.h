@@ -156,12 +156,21 @@ QGRAPH_API ssize_t qgraph_repack(enum qgraph_type to, void *dst, size_t dst_size
 struct qgraph_session;
 
 /* Options for qgraph_connect(); zero-filled means the defaults. */
+/*
+ * Options of a session.  SIZE is the caller's sizeof this struct
+ * (QGRAPH_CONNECT_OPTS_INIT sets it; 0 means this version's): a caller
+ * built against a smaller struct gets the defaults for the fields it does
+ * not know, and one built against a larger struct is refused (-E2BIG) if
+ * it sets a field this library does not know.
+ */
 struct qgraph_connect_opts {
+	size_t size;
 	const char *socket;	/* NULL: $QGRAPH_SOCKET, then qgraphd's default path */
 	const char *name;	/* shown in the daemon's logs and stats */
 	uint64_t arena_bytes;	/* 0: the daemon's default */
 	int timeout_ms;		/* for the handshake; 0: 5000 */
 };
+#define QGRAPH_CONNECT_OPTS_INIT { .size = sizeof(struct qgraph_connect_opts) }
 
 /*
  * Connect to qgraphd.  Returns 0 and the session in *OUT, or -errno
@@ -340,13 +349,16 @@ QGRAPH_API void qgraph_graph_free(struct qgraph_graph *g);
 /*
  * Tensors of a graph are named by index (>= 0); every builder returns the
  * new tensor's index or -errno, and a negative source makes a negative
- * result, so a whole graph can be built and checked once.
+ * result, so a whole graph can be built and checked once.  The builders
+ * are the engine's, with the daemon's rules for every op's types and
+ * shapes: a tensor they refuse (-EINVAL) is refused as it is built, and
+ * its graph is never sent.
  *
  * input:   TYPE with NDIMS (1..4) dimensions NE (innermost first) at arena
  *          OFFSET (contiguous, 64-byte aligned)
  * weights: uploaded weights HANDLE of TYPE, ROWS x COLS
- * op:      OP on A (and B, or -1), its shape worked out here as the daemon
- *          will (MUL_MAT(w, x): [w rows, x rows, ...]; GET_ROWS(t, idx):
+ * op:      OP on A (and B, or -1), its shape worked out as the daemon's
+ *          (MUL_MAT(w, x): [w rows, x rows, ...]; GET_ROWS(t, idx):
  *          [t cols, idx count, ...]; the rest: A's shape); PARAM is SCALE's
  *          factor, RMS_NORM's eps or SOFT_MAX's scale (SOFT_MAX's B is an
  *          optional mask)
@@ -384,8 +396,9 @@ QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset
  *            permutation of 0..3; a dimension beyond A's is of size 1)
  * view:      NDIMS dimensions NE of A's bytes from byte OFFSET on, its
  *            dimension d (1 <= d < NDIMS) NB[d - 1] bytes apart and the
- *            elements of a row as A's; the daemon refuses one that reaches
- *            past A's bytes
+ *            elements of a row as A's; one that reaches past A's bytes, or
+ *            whose OFFSET or strides are not multiples of A's element (or
+ *            block), is refused
  */
 QGRAPH_API int qgraph_graph_reshape(struct qgraph_graph *g, int a, int ndims, const int64_t *ne);
 QGRAPH_API int qgraph_graph_transpose(struct qgraph_graph *g, int a);
@@ -406,14 +419,22 @@ QGRAPH_API int64_t qgraph_graph_tensor_bytes(const struct qgraph_graph *g, int t
 QGRAPH_API int qgraph_graph_wait(struct qgraph_graph *g, unsigned event, uint32_t value);
 QGRAPH_API int qgraph_graph_record(struct qgraph_graph *g, unsigned event, uint32_t value);
 
-/* Timings and status of a finished request. */
+/*
+ * Timings and status of a finished request.  SIZE is set by the caller to
+ * its sizeof this struct (QGRAPH_RESULT_INIT; 0 means this version's), and
+ * qgraph_wait fills no byte past it (nor past this version's struct, and
+ * sets SIZE to what it filled): a caller built against a smaller struct
+ * keeps working when it grows.
+ */
 struct qgraph_result {
+	size_t size;
 	int status;		/* 0 or -errno */
 	uint64_t handle;	/* a registered graph's handle, or weights' */
 	int stored_type;	/* weights: the enum qgraph_type they are stored as */
 	uint64_t decode_ns, alloc_ns, compute_ns, total_ns;
 	int64_t rows, cols;	/* weights: their shape */
 };
+#define QGRAPH_RESULT_INIT { .size = sizeof(struct qgraph_result) }
 
 enum {
 	QGRAPH_SUBMIT_KEEP = 1 << 0,	/* register the graph: the result carries its handle */

@@ -31,6 +31,7 @@
 #include <nettle/sha2.h>
 
 #include "futex.h"
+#include "stamp.h"
 #include "grow.h"
 #include "qgraph.h"
 #include "hotpath.h"
@@ -45,15 +46,6 @@
 #define SPIN_YIELD_NS 2000u	/* and after this long, yield the CPU between looks */
 #define ALIVE_CHECK_MS 100	/* how often a sleeper checks the daemon is there */
 
-/* The clock at its tick's resolution, for rate limits: a few nanoseconds to read, against 30 for the fine one. */
-static uint64_t coarse_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ------------------------------------------------------------ requests */
 
 /* Is the daemon still there?  A hang-up (or EOF) on the socket says not. */
@@ -65,14 +57,14 @@ static int daemon_alive(struct qgraph_session *s)
 		return 0;
 	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN)))
 		s->dead = 1;	/* the daemon sends nothing after the welcome: any event is its end */
-	s->alive_at = coarse_ns();
+	s->alive_at = qg_stamp_ns();
 	return !s->dead;
 }
 
 /*
  * The same, for the submit path: the socket is asked at most once per
- * ALIVE_SUBMIT_NS (on the coarse clock: in practice once per clock tick,
- * 1 to 4 ms), since a poll() costs more than the rest of a submit.  A
+ * ALIVE_SUBMIT_NS (on qg_stamp_ns, which costs a few nanoseconds to read),
+ * since a poll() costs more than the rest of a submit.  A
  * request sent in that window to a daemon that has just died is answered by
  * its wait, which asks the socket before it sleeps.
  */
@@ -81,7 +73,7 @@ static int daemon_alive_lately(struct qgraph_session *s)
 {
 	if (s->dead)
 		return 0;
-	return coarse_ns() - s->alive_at < ALIVE_SUBMIT_NS || daemon_alive(s);
+	return qg_stamp_ns() - s->alive_at < ALIVE_SUBMIT_NS || daemon_alive(s);
 }
 
 static int futex_wait_shared(_Atomic uint32_t *word, uint32_t expect, int ms)
@@ -371,8 +363,10 @@ static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_resu
 	for (size_t i = 0; i < s->n_done; i++) {
 		if (s->done[i].id != id)
 			continue;
-		if (res)
+		if (res) {
 			*res = s->done[i].res;
+			res->size = sizeof *res;	/* filled */
+		}
 		/* the daemon's reason when it failed, "" when it did not */
 		snprintf(s->error, sizeof s->error, "%s", s->done[i].error);
 		if (page)
@@ -405,7 +399,7 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 		     struct done *page)
 {
 	uint8_t buf[QG_MAX_COMPLETION];
-	uint64_t start = qg_now_ns();
+	uint64_t start = qg_stamp_ns();
 	unsigned moved = 0;	/* times the ring moved without bringing ours */
 	bool beside = beside_loop(s);	/* looked at again with the clock: where the scheduler may have moved us */
 
@@ -439,7 +433,7 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 		}
 		if (k <= 64 && ++moved % 32)
 			continue;	/* something came: read it first, the clock only every 32nd time */
-		uint64_t waited = qg_now_ns() - start;
+		uint64_t waited = qg_stamp_ns() - start;
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return qg_client_fail(s, -ETIMEDOUT, "request %llu: no completion in %d ms", (unsigned long long)id,
 				    timeout_ms);
@@ -484,7 +478,17 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 
 QGRAPH_API int qgraph_wait(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res)
 {
-	return wait_for(s, id, timeout_ms, res, NULL);
+	struct qgraph_result full = { .size = 0 };
+	int r = wait_for(s, id, timeout_ms, res ? &full : NULL, NULL);
+
+	if (res && full.size) {	/* the completion came (else *RES is left as it was) */
+		/* the caller's struct may be older (smaller) than ours: fill no byte past its size */
+		size_t n = res->size && res->size < sizeof full ? res->size : sizeof full;
+		memcpy((unsigned char *)res + sizeof res->size, (unsigned char *)&full + sizeof full.size,
+		       n > sizeof full.size ? n - sizeof full.size : 0);
+		res->size = n;
+	}
+	return r;
 }
 
 QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint32_t value)
@@ -497,7 +501,7 @@ QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint
 
 static int event_spin(struct qgraph_session *s, struct qg_event_slot *e, uint32_t value, int timeout_ms)
 {
-	uint64_t start = qg_now_ns();
+	uint64_t start = qg_stamp_ns();
 	bool beside = beside_loop(s);
 
 	for (;;) {
@@ -506,7 +510,7 @@ static int event_spin(struct qgraph_session *s, struct qg_event_slot *e, uint32_
 			int32_t st = atomic_load_explicit(&e->status, memory_order_relaxed);
 			return st < 0 ? st : 0;
 		}
-		uint64_t waited = qg_now_ns() - start;
+		uint64_t waited = qg_stamp_ns() - start;
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 		if (waited < SPIN_NS) {
@@ -544,7 +548,7 @@ static int call(struct qgraph_session *s, Qgraph__Request *req, struct qgraph_re
 		return r;
 	if (!res)
 		res = &local;
-	r = qgraph_wait(s, id, -1, res);
+	r = wait_for(s, id, -1, res, NULL);
 	return r ? r : res->status;
 }
 
@@ -657,6 +661,10 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 	if (total < 0)
 		return qg_client_fail(s, (int)total, "%lld x %lld does not suit %s", (long long)rows, (long long)cols,
 			    qgraph_type_name(src_type) ?: "that type");
+	int wsrc = qg_wire_type_of_public(src_type), wtarget = qg_wire_type_of_public(target);
+	if (wsrc < 0 || wtarget < 0)
+		return qg_client_fail(s, -EINVAL, "%s is not a type weights are uploaded as or stored in",
+				      qgraph_type_name(wsrc < 0 ? src_type : target) ?: "that type");
 	size_t chunk = (size_t)(s->layout.arena_bytes / 4) & ~(size_t)63;
 	if (chunk > (16u << 20))
 		chunk = 16u << 20;
@@ -674,8 +682,8 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 		span.offset = (uint64_t)off;
 		span.bytes = n;
 		up.upload_id = upload;
-		up.src_type = (Qgraph__Type)src_type;
-		up.target_type = (Qgraph__Type)target;
+		up.src_type = (Qgraph__Type)wsrc;
+		up.target_type = (Qgraph__Type)wtarget;
 		up.rows = rows;
 		up.cols = cols;
 		up.chunk_offset = done;

@@ -30,6 +30,7 @@
 #include "ring.h"
 #include "shm.h"
 #include "sock.h"
+#include "wire.h"
 
 #include "session-impl.h"
 
@@ -185,10 +186,30 @@ static void session_free(struct qgraph_session *s)
 	free(s);
 }
 
+/*
+ * The caller's options, however large its struct (OPTS->size, 0: ours), in
+ * *O: the fields it does not know stay zero (their defaults).  0, or
+ * -EINVAL for a size that does not hold SIZE itself, -E2BIG for a field
+ * beyond ours that is set.
+ */
+static int connect_opts(const struct qgraph_connect_opts *opts, struct qgraph_connect_opts *o)
+{
+	size_t n = opts->size ? opts->size : sizeof *o;
+
+	if (n < sizeof opts->size)
+		return -EINVAL;
+	for (size_t i = sizeof *o; i < n; i++)
+		if (((const unsigned char *)opts)[i])
+			return -E2BIG;
+	memcpy(o, opts, n < sizeof *o ? n : sizeof *o);
+	o->size = sizeof *o;
+	return 0;
+}
+
 QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgraph_session **out, char *err,
 			      size_t errlen)
 {
-	struct qgraph_connect_opts o = opts ? *opts : (struct qgraph_connect_opts){ 0 };
+	struct qgraph_connect_opts o = { 0 };
 	char path[PATH_MAX];
 	struct qgraph_session *s;
 	int r, fds[2] = { -1, -1 }, nfds = 0;
@@ -198,6 +219,8 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	if (opts && (r = connect_opts(opts, &o)))
+		return r;
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return -ENOMEM;
@@ -280,7 +303,7 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		};
 		size_t at = (size_t)snprintf(s->info, sizeof s->info, "session %llu\ncpu %s\nbest_layout %s\n",
 					     (unsigned long long)w->session_id, w->cpu_features ? w->cpu_features : "",
-					     qgraph_type_name((enum qgraph_type)w->best_weight_type) ?: "?");
+					     qgraph_type_name((enum qgraph_type)qg_wire_public_type(w->best_weight_type)) ?: "?");
 		for (size_t k = 0; k < w->n_kernels && at < sizeof s->info; k++)
 			at += (size_t)snprintf(s->info + at, sizeof s->info - at, "kernel %s %s (%s)\n",
 					       w->kernels[k]->layout, w->kernels[k]->kernel, w->kernels[k]->reason);

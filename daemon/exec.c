@@ -198,7 +198,8 @@ int qgd_exec_init(struct qgd_server *srv)
 	const char *cpus = srv->cfg.cpus;
 	if (!cpus && usable_cpus(all, sizeof all) == 0)
 		cpus = all;
-	struct qg_cpu_opts po = { .cpus = cpus, .threads = srv->cfg.threads }, so = { .threads = 1 };
+	/* the pool runs every graph it is given on its workers: which graphs are small is decided here alone */
+	struct qg_cpu_opts po = { .cpus = cpus, .threads = srv->cfg.threads, .small_work = 1 }, so = { .threads = 1 };
 	if ((r = qg_backend_cpu_new(&po, &x->pool)) || (r = qg_backend_cpu_new(&so, &x->solo))) {
 		qgd_error("cannot start the CPU backend (cpus %s, threads %d): %s", srv->cfg.cpus ? srv->cfg.cpus : "any",
 			  srv->cfg.threads, strerror(-r));
@@ -337,11 +338,9 @@ static int place(struct qgd_session *s, struct qgd_graph *g)
 
 	for (size_t i = 0; i < gr->n_nodes; i++) {
 		struct qg_tensor *t = gr->nodes[i];
-		uint64_t w = (uint64_t)qg_tensor_nelements(t);
-		if (t->op == QG_OP_MUL_MAT) {
-			w *= (uint64_t)t->src[0]->ne[0];
+		uint64_t w = qg_op_work(t);
+		if (t->op == QG_OP_MUL_MAT)
 			g->mm_interleaved += qg_type_is_interleaved(t->src[0]->type) != 0;
-		}
 		g->work = g->work + w < g->work ? UINT64_MAX : g->work + w;
 	}
 	/* the session's own pieces of the pool: zeroed where another session had them */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "stamp.h"
 
 static int log_foreground = 1;
 static int log_journal;		/* stderr is the journal's stream: "<N>" prefixes, no timestamp */
@@ -119,10 +120,7 @@ void qgd_log(enum qgd_log_level level, const char *fmt, ...)
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return qg_stamp_ns() / 1000000u;
 }
 
 void qgd_log_limited(struct qgd_ratelimit *rl, enum qgd_log_level level, const char *fmt, ...)

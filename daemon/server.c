@@ -219,7 +219,7 @@ static void handshake(struct qgd_session *s)
 	w.cpu_features = srv->cpu_features;
 	w.n_kernels = qgd_kernel_choices(kc, kcp);
 	w.kernels = kcp;
-	w.best_weight_type = (Qgraph__Type)qg_best_weight_type();
+	w.best_weight_type = (Qgraph__Type)qg_wire_type_of(qg_best_weight_type());
 	size_t len = qgraph__welcome__get_packed_size(&w);
 	uint8_t out[8192];
 	if (len > sizeof out)

@@ -33,7 +33,6 @@ AC_DEFUN([QG_SANITIZERS], [
     CFLAGS=$qg_save_CFLAGS; LDFLAGS=$qg_save_LDFLAGS
     CFLAGS="$CFLAGS $SAN_CFLAGS"
     LDFLAGS="$LDFLAGS $SAN_CFLAGS"
-    AC_DEFINE([QG_SANITIZED], [1], [built with sanitizers])
   ])
 ])
 

@@ -19,6 +19,7 @@
 
 #include "event.h"
 #include "futex.h"
+#include "stamp.h"
 #include "tap.h"
 
 static void sleep_ms(int ms)
@@ -37,9 +38,9 @@ static void test_basics(void)
 	tap_ok(qg_event_query(&ev, 0, &st) == 1 && st == 0, "a new event has reached its first number, status 0");
 	tap_ok(qg_event_query(&ev, 1, NULL) == 0, "and not the next");
 	tap_ok(qg_event_wait(&ev, 1, 0) == -ETIMEDOUT, "a zero time-out only looks");
-	uint64_t t0 = qg_now_ns();
+	uint64_t t0 = qg_stamp_ns();
 	int r = qg_event_wait(&ev, 1, 30 * 1000000ll);
-	double ms = (double)(qg_now_ns() - t0) / 1e6;
+	double ms = (double)(qg_stamp_ns() - t0) / 1e6;
 	tap_ok(r == -ETIMEDOUT && ms >= 29.9 && ms < 2000, "a wait times out after its time-out (%.1f ms for 30)", ms);
 	tap_ok(atomic_load(&ev.word.waiters) == 0, "a waiter that timed out has left the waiters count");
 	tap_ok(qg_event_record(&ev, 0) == 1 && qg_event_wait(&ev, 1, 0) == 0, "record bumps the number to 1");
@@ -134,7 +135,7 @@ static void *sleeper_main(void *v)
 
 	s->result = s->slot ? qg_event_slot_wait(s->slot, s->seq, 5 * 1000000000ll)
 			    : qg_event_wait(s->ev, s->seq, 5 * 1000000000ll);
-	s->woke_ns = qg_now_ns();
+	s->woke_ns = qg_stamp_ns();
 	return NULL;
 }
 
@@ -162,7 +163,7 @@ static void test_sleepers(void)
 	}
 	int slept = wait_sleeping(&ev.word.waiters);
 	sleep_ms(20);	/* let all three reach the futex */
-	uint64_t t0 = qg_now_ns();
+	uint64_t t0 = qg_stamp_ns();
 	qg_event_record(&ev, -EIO);
 	int ok = 1;
 	double worst = 0;

@@ -116,7 +116,7 @@ static int gr_run(struct qg_graph *g, int nth)
 	int err = 0;
 
 	for (size_t i = 0; i < g->n_nodes; i++) {
-		int r = qg_op_check(g->nodes[i], true);
+		int r = qg_op_check(g->nodes[i]) ?: qg_op_check_data(g->nodes[i]);
 		if (!r)
 			r = gr_run_node(g->nodes[i], nth);
 		if (r && !err)

@@ -322,7 +322,7 @@ static int good_works(void)
 	float *a = (float *)arena, *y = (float *)(arena + 4096);
 	int64_t ne[1] = { 64 };
 	uint64_t id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	struct qgraph_graph *g = qgraph_graph_new();
 	static int round;
 

@@ -10,24 +10,15 @@ trap 'rm -rf "$dir"' EXIT
 n=0
 failed=0
 
-# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok or fail
-# find_ours HEADER CPPFLAGS: the first -I folder of CPPFLAGS that holds HEADER, as the compiler names it
-find_ours() {
-	for w in $2; do
-		case $w in
-		-I*) [ -f "${w#-I}/$1" ] && { echo "${w#-I}/$1"; return; } ;;
-		esac
-	done
-}
-
+# try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok
+# or fail.  It is ok when it compiles and the header found is the
+# project's (a system header of the same name, libevent's event.h, is not).
 try() {
 	n=$((n + 1))
 	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
-	# found means found in our tree: a system header of the same name
-	# (libevent's event.h) is not the layer's
 	got=fail
-	if $cc $2 -fsyntax-only -H "$dir/probe.c" >"$dir/out" 2>&1 &&
-		[ "$(sed -n 's/^\. //p' "$dir/out" | head -n 1)" = "$(find_ours "$3" "$2")" ]; then
+	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1 &&
+	   $cc $2 -M "$dir/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client|daemon|proto)/$3\$"; then
 		got=ok
 	fi
 	if [ "$got" = "$4" ]; then

@@ -124,7 +124,7 @@ static int daemon_mul(struct qgraph_session *s, const char *name, int64_t m, flo
 	uint64_t h, id;
 	enum qgraph_type t;
 	int64_t rows, cols;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	int r = qgraph_weights_open(s, name, &h, &t, &rows, &cols);
 
 	if (r)

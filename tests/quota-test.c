@@ -17,6 +17,7 @@
 #include "qgraph.h"
 #include "raw-client.h"
 #include "tap.h"
+#include "wire.h"
 
 static struct test_daemon d;
 static struct qgraph_session *bystander;
@@ -39,7 +40,7 @@ static int tiny_graph(struct qgraph_session *s)
 	int64_t ne[1] = { 16 };
 	struct qgraph_graph *g = qgraph_graph_new();
 	uint64_t id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 
 	for (int i = 0; i < 16; i++)
 		a[i] = (float)i;
@@ -119,7 +120,7 @@ static void test_graphs(struct qgraph_session *s)
 	unsigned char *arena = qgraph_arena(s, NULL);
 	int64_t ne[1] = { 16 };
 	uint64_t id, h[2];
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	int r;
 
 	memset(arena, 0, 8192);
@@ -247,12 +248,12 @@ static long rss_kib(pid_t pid)
 }
 
 /*
- * Upload the ROWS x COLS matrix SRC of type SRC_TYPE through R in chunks of
+ * Upload the ROWS x COLS matrix SRC of public type SRC_TYPE through R in chunks of
  * CHUNK bytes (through arena offset 0), to be stored as TARGET; stop
  * before the last chunk when HOLD.  0 and the upload's id (or the stored
  * weights' handle and type) in *OUT, or the first refusal's status.
  */
-static int raw_upload(struct raw *r, int src_type, int target, int64_t rows, int64_t cols, const void *src,
+static int raw_upload(struct raw *r, enum qgraph_type src_type, enum qgraph_type target, int64_t rows, int64_t cols, const void *src,
 		      size_t bytes, size_t chunk, int hold, struct raw_reply *out)
 {
 	uint64_t id = 0;
@@ -264,7 +265,8 @@ static int raw_upload(struct raw *r, int src_type, int target, int64_t rows, int
 		if (last && hold)
 			return 0;
 		memcpy(r->arena, (const unsigned char *)src + at, n);
-		int e = raw_upload_chunk(r, id, src_type, target, rows, cols, 0, n, at, last, out);
+		int e = raw_upload_chunk(r, id, qg_wire_type_of_public(src_type), qg_wire_type_of_public(target), rows,
+					 cols, 0, n, at, last, out);
 		if (e || out->status)
 			return e ? e : out->status;
 		id = out->handle;
@@ -321,9 +323,9 @@ static void test_upload_staging(void)
 	/* the last chunk, then the same bytes quantized here: the daemon finds them stored already */
 	size_t last = src_bytes % ((1u << 20) + 6);
 	memcpy(r.arena, (unsigned char *)w + src_bytes - last, last);
-	e = raw_upload_chunk(&r, rep.handle, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, 0, last, src_bytes - last, 1,
+	e = raw_upload_chunk(&r, rep.handle, QGRAPH__TYPE__TYPE_F32, QGRAPH__TYPE__TYPE_Q4_0, ROWS, COLS, 0, last, src_bytes - last, 1,
 			     &rep);
-	enum qgraph_type stored = (enum qgraph_type)rep.stored_type;
+	enum qgraph_type stored = (enum qgraph_type)qg_wire_public_type(rep.stored_type);
 	long long n_stored = daemon_stat(s, "weights_stored");
 	ssize_t qb = qgraph_matrix_size(stored, ROWS, COLS);
 	void *q = qb > 0 ? malloc((size_t)qb) : NULL;
@@ -362,7 +364,7 @@ static void test_upload_staging(void)
 		if (src && ref && cases[i].src != QGRAPH_TYPE_F32)
 			qgraph_quantize(cases[i].src, x, src, (size_t)sb, rows, C, NULL);
 		e = src && ref ? raw_upload(&r, cases[i].src, cases[i].target, rows, C, src, (size_t)sb, 102, 0, &rep) : -ENOMEM;
-		stored = (enum qgraph_type)rep.stored_type;
+		stored = (enum qgraph_type)qg_wire_public_type(rep.stored_type);
 		n_stored = daemon_stat(s, "weights_stored");
 		ok = e == 0;
 		if (ok && (stored == QGRAPH_TYPE_F16 || stored == QGRAPH_TYPE_Q8_0)) {
@@ -408,7 +410,7 @@ static long long session_memory(struct qgraph_session *s)
 /* Register G through S: its handle, or 0 with the refusal in S's error. */
 static uint64_t register_graph(struct qgraph_session *s, struct qgraph_graph *g)
 {
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id;
 
 	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, 20000, &res) ||

@@ -153,7 +153,7 @@ static void test_names(const struct test_daemon *d, struct qgraph_session *s)
 		qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo), 0),
 				    yo);
 		uint64_t id;
-		struct qgraph_result res;
+		struct qgraph_result res = QGRAPH_RESULT_INIT;
 		if (qgraph_submit(ss[k], g, QGRAPH_SUBMIT_BLOCK, &id) == 0 && qgraph_wait(ss[k], id, 10000, &res) == 0 &&
 		    res.status == 0)
 			y[k] = (float *)(arena + yo);

@@ -73,7 +73,7 @@ static int tiny_graph(struct qgraph_session *s)
 	float *a = qgraph_arena(s, NULL);
 	int64_t ne[1] = { 16 };
 	struct qgraph_graph *g = qgraph_graph_new();
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id;
 
 	for (int i = 0; i < 16; i++)
@@ -179,7 +179,7 @@ static void test_sigterm_cancels_graph(void)
 	enum { N = 1 << 22, NODES = 4000 };
 	struct test_daemon d = { 0 };
 	struct qgraph_session *s = NULL;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	char err[256] = "";
 	uint64_t id;
 

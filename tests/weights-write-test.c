@@ -64,7 +64,7 @@ static int owner_results(struct qgraph_session *s, const uint64_t *h, const enum
 	int32_t *idx = (int32_t *)(arena + 2048);
 	struct qgraph_graph *g = qgraph_graph_new();
 	int64_t xne[2] = { K, NX }, ine[1] = { M };
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id;
 
 	for (int i = 0; i < K * NX; i++)
@@ -214,7 +214,7 @@ static int wg_run(struct qgraph_session *s, struct wg *g, char *err, size_t errl
 {
 	Qgraph__SubmitGraph sg = QGRAPH__SUBMIT_GRAPH__INIT;
 	static uint8_t buf[8192];
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id;
 
 	sg.n_tensors = g->n;

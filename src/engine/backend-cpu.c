@@ -23,6 +23,7 @@
 #include "backend-impl.h"
 #include "cpulist.h"
 #include "futex.h"
+#include "stamp.h"
 #include "ops.h"
 
 /* A barrier waiter spins this long before it sleeps (when every thread has a core of its own). */
@@ -57,7 +58,7 @@ struct cpu_plan {
 	void *scratch;		/* 64-byte aligned, SCRATCH_SIZE bytes, shared by the threads */
 	size_t scratch_size;
 	uint64_t work;		/* multiply-accumulates (or elements) over the graph */
-	bool data_ok;		/* every node passed qg_op_check with its data */
+	bool data_ok;		/* every node passed qg_op_check_data */
 };
 
 struct cpu_backend {
@@ -131,18 +132,7 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-	return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
-}
 
-/* T's work: MACs for MUL_MAT (result elements times K), result elements for the rest. */
-static uint64_t node_work(const struct qg_tensor *t)
-{
-	uint64_t n = (uint64_t)qg_tensor_nelements(t);
-
-	return t->op == QG_OP_MUL_MAT ? mul_sat(n, (uint64_t)t->src[0]->ne[0]) : n;
-}
 
 static void plan_free(struct cpu_plan *p)
 {
@@ -172,7 +162,8 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 		goto fail;
 	for (size_t i = 0; i < g->n_nodes; i++) {
 		struct qg_tensor *t = g->nodes[i];
-		r = qg_op_check(t, false);
+		/* a node an op builder made was checked there; a view, or one made by hand, is checked here */
+		r = t->flags & QG_TENSOR_CHECKED ? 0 : qg_op_check(t);
 		if (r)
 			goto fail;
 		sig_of(t, &p->sig[i]);
@@ -188,7 +179,7 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 		if (sn > scratch)
 			scratch = sn;
 		p->nodes[p->n++] = (struct cpu_node){ .t = t, .index = i, .nth = nth, .phases = phases };
-		p->work = add_sat(p->work, node_work(t));
+		p->work = add_sat(p->work, qg_op_work(t));
 	}
 	r = -ENOMEM;
 	if (scratch > SIZE_MAX - 63)
@@ -277,7 +268,7 @@ static int decide(struct cpu_backend *cb, const struct qg_run *run, bool boundar
 	/* acquire: pairs with qg_run_cancel's release */
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
 		return -ECANCELED;
-	if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+	if (run->deadline_ns && qg_stamp_ns() > run->deadline_ns)
 		return -ETIMEDOUT;
 	return 0;
 }
@@ -329,7 +320,7 @@ static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool bounda
 				qg_cpu_relax();
 				continue;
 			}
-			uint64_t now = qg_now_ns();
+			uint64_t now = qg_stamp_ns();
 			if (!start)
 				start = now;
 			if (now - start < cb->bar_spin_ns) {
@@ -395,7 +386,7 @@ static uint32_t wait_job(struct cpu_backend *cb, uint32_t seen)
 			qg_cpu_relax();
 			continue;
 		}
-		uint64_t now = qg_now_ns();
+		uint64_t now = qg_stamp_ns();
 		if (!start)
 			start = now;
 		if (now - start < cb->spin_ns) {
@@ -454,7 +445,7 @@ static int run_caller(struct cpu_plan *p, struct qg_run *run)
 		if (i > 0) {
 			if (atomic_load_explicit(&run->cancel, memory_order_acquire))
 				return -ECANCELED;
-			if (run->deadline_ns && qg_now_ns() > run->deadline_ns)
+			if (run->deadline_ns && qg_stamp_ns() > run->deadline_ns)
 				return -ETIMEDOUT;
 		}
 		for (int ph = 0; ph < nd->phases; ph++) {
@@ -506,7 +497,7 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 {
 	if (!p->data_ok) {
 		for (size_t i = 0; i < p->n_graph_nodes; i++) {
-			int e = qg_op_check(p->g->nodes[i], true);
+			int e = qg_op_check_data(p->g->nodes[i]);
 			if (e) {
 				run->failed_node = (long)i;
 				return e;
@@ -516,7 +507,7 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 	}
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
 		return -ECANCELED;
-	if (run->deadline_ns && (run->start_ns ? run->start_ns : qg_now_ns()) > run->deadline_ns)
+	if (run->deadline_ns && (run->start_ns ? run->start_ns : qg_stamp_ns()) > run->deadline_ns)
 		return -ETIMEDOUT;
 	if (cb->n_started == 0 || p->n == 0 || p->work < cb->small_work) {
 		cb->runs_caller++;
@@ -569,7 +560,7 @@ static const char *cpu_name(const struct qg_backend *b)
 static bool cpu_supports_op(const struct qg_backend *b, const struct qg_tensor *t)
 {
 	(void)b;
-	return qg_op_check(t, false) == 0;
+	return qg_op_check(t) == 0;
 }
 
 static bool cpu_supports_buft(const struct qg_backend *b, const struct qg_buft *buft)

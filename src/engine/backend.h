@@ -41,7 +41,7 @@ struct qg_plan;
 struct qg_run {
 	/* Non-zero: stop at the next node boundary with -ECANCELED.  Any thread may set it (qg_run_cancel). */
 	_Atomic int cancel;
-	/* CLOCK_MONOTONIC nanoseconds (qg_now_ns in futex.h); past it at a node boundary: -ETIMEDOUT.  0: none. */
+	/* CLOCK_MONOTONIC nanoseconds (qg_stamp_ns, stamp.h); past it at a node boundary: -ETIMEDOUT.  0: none. */
 	uint64_t deadline_ns;
 	/*
 	 * The clock when the run was handed over, for a caller that has just

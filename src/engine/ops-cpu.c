@@ -1,7 +1,7 @@
 /*
  * ops-cpu.c - the computations of the ops, one function per op, each
  * taking the rows of its result that thread ITH of NTH owns.  Every
- * function is handed a node that qg_op_check() accepted.
+ * function is handed a node that qg_op_check_data() accepted.
  */
 #include "config.h"
 
@@ -12,7 +12,6 @@
 #include "fp16.h"
 #include "mulmat.h"
 #include "ops.h"
-#include "ops-impl.h"
 
 #define SCRATCH_ALIGN 64
 
@@ -72,13 +71,32 @@ static inline int64_t bcast(int64_t i, int64_t n)
 
 /* --- MUL_MAT -------------------------------------------------------------- */
 
+/* The qg_mm of MUL_MAT node T for batch (I2, I3) of its result. */
+static void mm_for(const struct qg_tensor *t, int64_t i2, int64_t i3, struct qg_mm *mm)
+{
+	const struct qg_tensor *w = t->src[0], *x = t->src[1];
+	const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+
+	memset(mm, 0, sizeof *mm);
+	mm->wtype = w->type;
+	mm->w = w->data ? (const char *)w->data + i2 / r2 * w->nb[2] + i3 / r3 * w->nb[3] : NULL;
+	mm->m = w->ne[1];
+	mm->k = w->ne[0];
+	mm->x = x->data ? (const float *)((const char *)x->data + i2 * x->nb[2] + i3 * x->nb[3]) : NULL;
+	mm->ldx = x->nb[1] / sizeof(float);
+	mm->n = x->ne[1];
+	mm->y = t->data ? (float *)((char *)t->data + i2 * t->nb[2] + i3 * t->nb[3]) : NULL;
+	mm->ldy = t->nb[1] / sizeof(float);
+}
+
+
 /* Bytes of one batch's scratch: the same for every batch of T. */
 static size_t mm_slot(const struct qg_tensor *t)
 {
 	struct qg_mm mm;
 	static const float dummy[1];
 
-	qg_ops_mm_for(t, 0, 0, &mm);
+	mm_for(t, 0, 0, &mm);
 	/* the size depends on shapes only: stand in for absent data */
 	mm.w = mm.w ? mm.w : dummy;
 	mm.x = mm.x ? mm.x : dummy;
@@ -96,7 +114,7 @@ static int compute_mul_mat(const struct qg_tensor *t, int phase, int ith, int nt
 		for (int64_t i2 = 0; i2 < t->ne[2]; i2++, b++) {
 			/* weights that need no quantized activations (f32, f16) have no scratch at all */
 			char *s = slot ? (char *)scratch + b * slot : NULL;
-			qg_ops_mm_for(t, i2, i3, &mm);
+			mm_for(t, i2, i3, &mm);
 			if (phase == 0)
 				qg_mul_mat_quantize(&mm, s, ith, nth);
 			else
@@ -350,6 +368,21 @@ static int compute_get_rows(const struct qg_tensor *t, int ith, int nth, void *s
 }
 
 /* --- dispatch ----------------------------------------------------------- */
+
+int qg_op_check_data(const struct qg_tensor *t)
+{
+	if (!t || !t->data)
+		return -EINVAL;
+	for (int i = 0; i < QG_MAX_SRC; i++)
+		if (t->src[i] && !t->src[i]->data)
+			return -EINVAL;
+	if (t->op == QG_OP_MUL_MAT) {
+		struct qg_mm mm;
+		mm_for(t, 0, 0, &mm);
+		return qg_mul_mat_check(&mm);
+	}
+	return 0;
+}
 
 size_t qg_op_scratch_size(const struct qg_tensor *t, int nth)
 {

@@ -1,7 +1,8 @@
 /*
- * ops.c - op builders, the checks that guard the compute functions, and
- * the facts the allocator and the backends need about each op.  The
- * computations themselves are in ops-cpu.c.
+ * ops.c - op builders, the shape checks that guard the compute functions,
+ * and the facts the allocator and the backends need about each op.  The
+ * computations themselves, and the checks that need data, are in ops-cpu.c
+ * (libqgraph builds graphs with this file alone).
  */
 #include "config.h"
 
@@ -9,9 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mulmat.h"
 #include "ops.h"
-#include "ops-impl.h"
 
 float qg_op_param_f32(const struct qg_tensor *t, int i)
 {
@@ -97,23 +96,6 @@ bool qg_op_cpy_is_unpack(const struct qg_tensor *t)
 	       a->ne[2] == 1 && a->ne[3] == 1 && qg_tensor_is_contiguous(a) && qg_tensor_is_contiguous(t);
 }
 
-void qg_ops_mm_for(const struct qg_tensor *t, int64_t i2, int64_t i3, struct qg_mm *mm)
-{
-	const struct qg_tensor *w = t->src[0], *x = t->src[1];
-	const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-
-	memset(mm, 0, sizeof *mm);
-	mm->wtype = w->type;
-	mm->w = w->data ? (const char *)w->data + i2 / r2 * w->nb[2] + i3 / r3 * w->nb[3] : NULL;
-	mm->m = w->ne[1];
-	mm->k = w->ne[0];
-	mm->x = x->data ? (const float *)((const char *)x->data + i2 * x->nb[2] + i3 * x->nb[3]) : NULL;
-	mm->ldx = x->nb[1] / sizeof(float);
-	mm->n = x->ne[1];
-	mm->y = t->data ? (float *)((char *)t->data + i2 * t->nb[2] + i3 * t->nb[3]) : NULL;
-	mm->ldy = t->nb[1] / sizeof(float);
-}
-
 /* The checks on shapes and types, without data: 0 or -EINVAL. */
 static int check_shapes(const struct qg_tensor *t)
 {
@@ -194,27 +176,9 @@ static int check_shapes(const struct qg_tensor *t)
 	}
 }
 
-int qg_op_check(const struct qg_tensor *t, bool need_data)
+int qg_op_check(const struct qg_tensor *t)
 {
-	int r;
-
-	if (!t)
-		return -EINVAL;
-	if ((r = check_shapes(t)) < 0)
-		return r;
-	if (!need_data)
-		return 0;
-	if (!t->data)
-		return -EINVAL;
-	for (int i = 0; i < QG_MAX_SRC; i++)
-		if (t->src[i] && !t->src[i]->data)
-			return -EINVAL;
-	if (t->op == QG_OP_MUL_MAT) {
-		struct qg_mm mm;
-		qg_ops_mm_for(t, 0, 0, &mm);
-		return qg_mul_mat_check(&mm);
-	}
-	return 0;
+	return t ? check_shapes(t) : -EINVAL;
 }
 
 bool qg_op_can_inplace(enum qg_op op)
@@ -231,6 +195,13 @@ bool qg_op_can_inplace(enum qg_op op)
 	default:
 		return false;
 	}
+}
+
+uint64_t qg_op_work(const struct qg_tensor *t)
+{
+	uint64_t n = (uint64_t)qg_tensor_nelements(t), k = t->op == QG_OP_MUL_MAT ? (uint64_t)t->src[0]->ne[0] : 1;
+
+	return k && n > UINT64_MAX / k ? UINT64_MAX : n * k;
 }
 
 int qg_op_n_phases(const struct qg_tensor *t)
@@ -295,6 +266,7 @@ static struct qg_tensor *checked(struct qg_ctx *ctx, struct qg_tensor *t, const 
 				   t->src[0] ? shape_text(a, t->src[0]) : "none", t->src[1] ? " and " : "",
 				   t->src[1] ? shape_text(b, t->src[1]) : "");
 	}
+	t->flags |= QG_TENSOR_CHECKED;	/* the one shape check of a node on its way to a plan */
 	return t;
 }
 

@@ -70,11 +70,16 @@ void qg_op_set_param_f32(struct qg_tensor *t, int i, float v);
 /*
  * 0 if node T is one the compute functions can run: a known op, sources of
  * the right types and shapes, strides that keep every access inside each
- * tensor.  With NEED_DATA, also that T and its sources have data.  -EINVAL
- * (or -EOVERFLOW) otherwise: a graph from outside is checked with this
- * before it runs.
+ * tensor.  -EINVAL (or -EOVERFLOW) otherwise: a graph from outside is
+ * checked with this before it runs.
  */
-int qg_op_check(const struct qg_tensor *t, bool need_data);
+int qg_op_check(const struct qg_tensor *t);
+/*
+ * 0 if node T, which passed qg_op_check, and its sources have data the
+ * kernels accept (MUL_MAT's operands as qg_mul_mat_check wants them);
+ * -EINVAL otherwise.  In ops-cpu.c.
+ */
+int qg_op_check_data(const struct qg_tensor *t);
 
 /* True if OP may write its result over its first source (same layout, elementwise or by rows). */
 bool qg_op_can_inplace(enum qg_op op);
@@ -84,6 +89,9 @@ bool qg_op_can_inplace(enum qg_op op);
  * read back) into plain, contiguous Q4_0: every scale and code carried over.
  */
 bool qg_op_cpy_is_unpack(const struct qg_tensor *t);
+
+/* T's work: multiply-accumulates for MUL_MAT (result elements times K), result elements for the rest. */
+uint64_t qg_op_work(const struct qg_tensor *t);
 
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
 int qg_op_n_phases(const struct qg_tensor *t);

@@ -427,7 +427,10 @@ struct qg_tensor *qg_tensor_permute(struct qg_ctx *ctx, struct qg_tensor *a, int
 	}
 	if (qg_type_block_values(a->type) > 1 && ax0 != 0)
 		return qg_ctx_fail(ctx, -EINVAL, "permute: rows of a block type cannot move");
-	return make_view(ctx, QG_OP_PERMUTE, a, ne, nb, 0);
+	struct qg_tensor *t = make_view(ctx, QG_OP_PERMUTE, a, ne, nb, 0);
+	if (t)
+		memcpy(t->op_params, ax, sizeof ax);	/* the wire's encoder sends them */
+	return t;
 }
 
 struct qg_tensor *qg_tensor_transpose(struct qg_ctx *ctx, struct qg_tensor *a)

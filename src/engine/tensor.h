@@ -56,6 +56,12 @@ enum qg_tensor_flag {
 	QG_TENSOR_INPUT = 1 << 0,	/* written by the caller before a run */
 	QG_TENSOR_OUTPUT = 1 << 1,	/* read after a run: never reused */
 	QG_TENSOR_WEIGHTS = 1 << 2,	/* long-lived parameters: read-only to graphs */
+	/*
+	 * Made by an op builder (ops.h), which checked it with qg_op_check:
+	 * a backend does not check it again.  Whoever changes a built node's
+	 * type, shape, strides, op or sources clears it.
+	 */
+	QG_TENSOR_CHECKED = 1 << 3,
 };
 
 struct qg_buffer;
@@ -143,7 +149,8 @@ const char *qg_op_name(enum qg_op op);
  *              type's), starting OFFSET bytes into A; must lie inside A,
  *              and OFFSET and every stride must be multiples of A's NB[0]
  *              (its element, or its block), so no value is read misaligned
- *   permute:   axis i of A becomes axis AXES[i] of the result
+ *   permute:   axis i of A becomes axis AXES[i] of the result (kept in
+ *              its OP_PARAMS[0..3])
  *   transpose: swaps axes 0 and 1
  */
 struct qg_tensor *qg_tensor_reshape(struct qg_ctx *ctx, struct qg_tensor *a, int n_dims, const int64_t *ne);

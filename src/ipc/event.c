@@ -8,6 +8,7 @@
 
 #include "event.h"
 #include "futex.h"
+#include "stamp.h"
 
 /* How long a waiter spins before it sleeps: a record this soon is common when the work is short. */
 #define EVENT_SPIN_NS 20000u
@@ -92,7 +93,7 @@ int qg_event_query(const struct qg_event *ev, uint32_t seq, int *status)
 
 int qg_event_slot_wait(struct qg_event_slot *s, uint32_t seq, int64_t timeout_ns)
 {
-	const uint64_t start = qg_now_ns();
+	const uint64_t start = qg_stamp_ns();
 	const uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
 
 	for (unsigned spins = 0;; spins++) {
@@ -102,7 +103,7 @@ int qg_event_slot_wait(struct qg_event_slot *s, uint32_t seq, int64_t timeout_ns
 		/* the clock is read every 64 trips: a trip is a pause, tens of ns */
 		if (spins % 64)
 			goto relax;
-		uint64_t now = qg_now_ns();
+		uint64_t now = qg_stamp_ns();
 		if (timeout_ns >= 0 && now >= deadline)
 			return -ETIMEDOUT;
 		if (now - start < EVENT_SPIN_NS)

@@ -1,7 +1,7 @@
 /*
- * futex.h - the few waiting primitives the backend and events share: the
- * monotonic clock, a pause for spin loops, and futex wait / wake on a
- * 32-bit atomic word.
+ * futex.h - the few waiting primitives the backend and events share: a
+ * pause for spin loops, and futex wait / wake on a 32-bit atomic word.
+ * (Their clock is qg_stamp_ns, stamp.h: the one clock of the project.)
  *
  * SHARED selects a shared futex (the word may be mapped by several
  * processes: the kernel keys it by the page, not by the address space);
@@ -24,15 +24,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
-
-/* CLOCK_MONOTONIC in nanoseconds: the clock every deadline here is on. */
-static inline uint64_t qg_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Tell the core we are spinning (frees the pipeline for its sibling thread). */
 static inline void qg_cpu_relax(void)

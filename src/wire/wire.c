@@ -1,6 +1,6 @@
 /*
- * wire.c - decoding records and turning submitted graphs into checked
- * engine graphs (see wire.h).
+ * wire.c - decoding records, turning submitted graphs into checked engine
+ * graphs and engine graphs into records to submit (see wire.h).
  */
 #include "config.h"
 
@@ -330,10 +330,8 @@ static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_t
 	default:
 		return fail(b, -EINVAL, i, "unknown op %d", (int)wt->op);
 	}
-	if (!t)
+	if (!t)	/* the builders check every op's types and shapes, and every view's bounds */
 		return fail(b, -EINVAL, i, "%s", qg_ctx_error_text(ctx));
-	if (!qg_op_is_view(t->op) && (err = qg_op_check(t, false)))
-		return fail(b, err, i, "%s is not computable as given", qg_op_name(t->op));
 	*out = t;
 	return 0;
 }
@@ -487,4 +485,157 @@ void qg_wire_graph_free(struct qg_wire_graph *g)
 	qg_ctx_free(g->ctx);
 	free(g->tensors);
 	memset(g, 0, sizeof *g);
+}
+
+size_t qg_wire_events(const struct qg_wire_event *src, size_t n, Qgraph__EventRef *ev, Qgraph__EventRef **ptrs)
+{
+	for (size_t i = 0; i < n; i++) {
+		qgraph__event_ref__init(&ev[i]);
+		ev[i].index = src[i].index;
+		ev[i].value = src[i].value;
+		ptrs[i] = &ev[i];
+	}
+	return n;
+}
+
+void qg_wire_record_free(struct qg_wire_record *r)
+{
+	if (!r)
+		return;
+	free(r->t);
+	free(r->tp);
+	free(r->spans);
+	free(r->srcs);
+	free(r->nes);
+	free(r->nbs);
+	free(r->fparams);
+	free(r->iparams);
+	memset(r, 0, sizeof *r);
+}
+
+/* The dimensions of T the wire declares: N_DIMS, or up to its last that is not 1. */
+static int declared_dims(const struct qg_tensor *t, int n_dims)
+{
+	if (n_dims >= 1 && n_dims <= QG_MAX_DIMS)
+		return n_dims;
+	n_dims = QG_MAX_DIMS;
+	while (n_dims > 1 && t->ne[n_dims - 1] == 1)
+		n_dims--;
+	return n_dims;
+}
+
+/* Wire tensor I from T and INFO, its sources' indices from H and SLOT_INDEX. */
+static int encode_tensor(struct qg_wire_record *r, size_t i, const struct qg_tensor *t, const struct qg_wire_tensor *info,
+			 const struct qg_hash *h, const size_t *slot_index)
+{
+	Qgraph__Tensor *wt = &r->t[i];
+	int type = qg_wire_type_of(t->type), op = qg_wire_op_of(t->op);
+
+	if (type < 0 || op < 0)
+		return -EINVAL;
+	qgraph__tensor__init(wt);
+	r->tp[i] = wt;
+	wt->type = (Qgraph__Type)type;
+	wt->op = (Qgraph__Op)op;
+	wt->n_ne = (size_t)declared_dims(t, info->n_dims);
+	wt->ne = &r->nes[QG_MAX_DIMS * i];
+	memcpy(wt->ne, t->ne, sizeof t->ne);
+	wt->weights = info->weights;
+	wt->flags = info->flags & (t->op == QG_OP_NONE ? QG_WIRE_INPUT : QG_WIRE_OUTPUT);
+	for (size_t j = 0; j < 2 && t->op != QG_OP_NONE && t->src[j]; j++) {
+		size_t slot = qg_hash_find(h, t->src[j]);
+		if (slot == QG_HASH_NONE || slot_index[slot] >= i)
+			return -EINVAL;	/* a source the list does not hold before it */
+		r->srcs[2 * i + j] = (uint32_t)slot_index[slot];
+		wt->src = &r->srcs[2 * i];
+		wt->n_src = j + 1;
+	}
+	if (t->op != QG_OP_NONE && (t->src[2] || t->src[3]))
+		return -EINVAL;
+	switch (t->op) {
+	case QG_OP_SCALE:
+	case QG_OP_RMS_NORM:
+	case QG_OP_SOFT_MAX:
+		r->fparams[i] = qg_op_param_f32(t, 0);
+		wt->n_fparams = 1;
+		wt->fparams = &r->fparams[i];
+		break;
+	case QG_OP_PERMUTE:
+		memcpy(&r->iparams[QG_MAX_DIMS * i], t->op_params, QG_MAX_DIMS * sizeof *r->iparams);
+		wt->n_iparams = QG_MAX_DIMS;
+		wt->iparams = &r->iparams[QG_MAX_DIMS * i];
+		break;
+	case QG_OP_VIEW: {
+		/* one stride a dimension, the row's first; the offset from its source's first byte */
+		const struct qg_tensor *a = t->src[0];
+		size_t base = a->view_src ? a->view_offs : 0;
+		wt->n_nb = wt->n_ne;
+		wt->nb = &r->nbs[QG_MAX_DIMS * i];
+		for (size_t d = 0; d < wt->n_nb; d++)
+			wt->nb[d] = t->nb[d];
+		wt->view_offset = t->view_offs - base;
+		break;
+	}
+	default:
+		break;
+	}
+	if (info->offset >= 0) {
+		size_t bytes = qg_tensor_nbytes(t);
+		qgraph__span__init(&r->spans[i]);
+		r->spans[i].offset = (uint64_t)info->offset;
+		r->spans[i].bytes = bytes == SIZE_MAX ? 0 : bytes;
+		wt->arena = &r->spans[i];
+	}
+	return 0;
+}
+
+int qg_wire_graph_encode(struct qg_tensor *const *t, const struct qg_wire_tensor *info, size_t n,
+			 const struct qg_wire_event *wait, size_t n_wait, const struct qg_wire_event *record,
+			 size_t n_record, struct qg_wire_record *out)
+{
+	struct qg_hash h = { 0 };
+	size_t *slot_index = NULL;
+	int r = -ENOMEM;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof *out);
+	if (!t || !info || n == 0 || n_wait > QG_WIRE_MAX_EVENTS || n_record > QG_WIRE_MAX_EVENTS ||
+	    (n_wait && !wait) || (n_record && !record) || n > SIZE_MAX / (2 * QG_MAX_DIMS * sizeof(uint64_t)))
+		return -EINVAL;
+	out->t = calloc(n, sizeof *out->t);
+	out->tp = calloc(n, sizeof *out->tp);
+	out->spans = calloc(n, sizeof *out->spans);
+	out->srcs = calloc(2 * n, sizeof *out->srcs);
+	out->nes = calloc(QG_MAX_DIMS * n, sizeof *out->nes);
+	out->nbs = calloc(QG_MAX_DIMS * n, sizeof *out->nbs);
+	out->fparams = calloc(n, sizeof *out->fparams);
+	out->iparams = calloc(QG_MAX_DIMS * n, sizeof *out->iparams);
+	if (!out->t || !out->tp || !out->spans || !out->srcs || !out->nes || !out->nbs || !out->fparams ||
+	    !out->iparams || qg_hash_init(&h, n) || !(slot_index = calloc(h.size, sizeof *slot_index)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		int added = 0;
+		size_t slot = t[i] ? qg_hash_insert(&h, t[i], &added) : QG_HASH_NONE;
+		r = -EINVAL;
+		if (slot == QG_HASH_NONE || !added)
+			goto out;	/* no tensor, or one listed twice */
+		slot_index[slot] = i;
+		if ((r = encode_tensor(out, i, t[i], &info[i], &h, slot_index)))
+			goto out;
+	}
+	qgraph__submit_graph__init(&out->sg);
+	out->sg.n_tensors = n;
+	out->sg.tensors = out->tp;
+	out->sg.n_wait = qg_wire_events(wait, n_wait, out->ev, out->evp);
+	out->sg.wait = out->evp;
+	out->sg.n_record = qg_wire_events(record, n_record, out->ev + QG_WIRE_MAX_EVENTS, out->evp + QG_WIRE_MAX_EVENTS);
+	out->sg.record = out->evp + QG_WIRE_MAX_EVENTS;
+	r = 0;
+out:
+	free(slot_index);
+	qg_hash_free(&h);
+	if (r)
+		qg_wire_record_free(out);
+	return r;
 }

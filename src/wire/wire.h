@@ -80,6 +80,56 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 void qg_wire_graph_free(struct qg_wire_graph *g);
 
 /*
+ * The other way: a graph of engine tensors as the SubmitGraph that
+ * qg_wire_graph_build turns back into it.  What the wire says of a tensor
+ * beyond its engine struct is in a struct qg_wire_tensor beside it.
+ */
+#define QG_WIRE_INPUT 1u	/* Tensor.flags: a leaf the client writes */
+#define QG_WIRE_OUTPUT 2u	/* Tensor.flags: a result the client reads */
+#define QG_WIRE_MAX_EVENTS 16	/* events a graph waits for, and records, each */
+
+struct qg_wire_tensor {
+	int n_dims;		/* dimensions declared, 1 to 4 (0: up to the last that is not 1) */
+	uint64_t weights;	/* a weights leaf's handle, else 0 */
+	int64_t offset;		/* the arena offset of an input leaf or an output, else -1 */
+	unsigned flags;		/* QG_WIRE_INPUT (leafs), QG_WIRE_OUTPUT (ops) */
+};
+
+struct qg_wire_event {
+	uint32_t index, value;
+};
+
+/* An encoded SubmitGraph and the arrays it points into (qg_wire_record_free frees them). */
+struct qg_wire_record {
+	Qgraph__SubmitGraph sg;
+	Qgraph__Tensor *t, **tp;
+	Qgraph__Span *spans;
+	uint32_t *srcs;
+	int64_t *nes;
+	uint64_t *nbs;
+	float *fparams;
+	int32_t *iparams;
+	Qgraph__EventRef ev[2 * QG_WIRE_MAX_EVENTS], *evp[2 * QG_WIRE_MAX_EVENTS];
+};
+
+/*
+ * The SubmitGraph of T[0..N), tensor I of it being T[I] as INFO[I] places
+ * it, every source of T[I] among T[0..I); waiting for WAIT[0..N_WAIT) and
+ * recording RECORD[0..N_RECORD) (up to QG_WIRE_MAX_EVENTS each).  0 and
+ * *OUT (free it with qg_wire_record_free), or -EINVAL (a source that is not
+ * an earlier tensor, a type or op with no wire number, too many events) or
+ * -ENOMEM; *OUT is cleared on error.  Nothing is checked that
+ * qg_wire_graph_build checks: the daemon does that.
+ */
+int qg_wire_graph_encode(struct qg_tensor *const *t, const struct qg_wire_tensor *info, size_t n,
+			 const struct qg_wire_event *wait, size_t n_wait, const struct qg_wire_event *record,
+			 size_t n_record, struct qg_wire_record *out);
+void qg_wire_record_free(struct qg_wire_record *r);
+
+/* SRC[0..N) as the wire's event references in EV, listed in PTRS (room for N each); returns N. */
+size_t qg_wire_events(const struct qg_wire_event *src, size_t n, Qgraph__EventRef *ev, Qgraph__EventRef **ptrs);
+
+/*
  * Numbering: the one table between the engine's, the public API's and the
  * wire's numbers of element types and ops.  Each returns the number asked
  * for, or -EINVAL when there is none (a type that never crosses the wire,

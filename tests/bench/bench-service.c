@@ -192,7 +192,7 @@ static double pipelined(struct qgraph_session *s, uint64_t handle, int n)
 		while (batch < 64 && done + batch < n && qgraph_run(s, handle, NULL, 0, &ids[batch]) == 0)
 			batch++;
 		for (int k = 0; k < batch; k++) {
-			struct qgraph_result res;
+			struct qgraph_result res = QGRAPH_RESULT_INIT;
 			if (qgraph_wait(s, ids[k], -1, &res) || res.status)
 				return -1;
 		}
@@ -211,7 +211,7 @@ static uint64_t tiny_graph(struct qgraph_session *s, struct qgraph_graph **gp)
 	int64_t ne[1] = { 16 };
 	struct qgraph_graph *g = qgraph_graph_new();
 	uint64_t id;
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	int a = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), b = qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 64);
 
 	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, a, b, 0), 4096);
@@ -235,7 +235,7 @@ static int round_trips(struct qgraph_session *s, struct qgraph_graph *g, uint64_
 
 	for (int i = 0; i < m; i++) {
 		uint64_t id;
-		struct qgraph_result res;
+		struct qgraph_result res = QGRAPH_RESULT_INIT;
 		float v = (float)(i % 4096);
 		a[0] = v;
 		b[0] = v;
@@ -279,7 +279,7 @@ static void bench_gemm(void)
 	int64_t xne[2] = { K, N };
 	int wi = qgraph_graph_weights(g, h, st, M, K), xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
 	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo);
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	if (qgraph_submit(s, g, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id) || qgraph_wait(s, id, -1, &res) ||
 	    res.status)
 		return;
