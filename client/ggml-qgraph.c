@@ -332,7 +332,7 @@ static int weights_read_slice(struct qgg_buffer *b, struct qgg_weights *w, size_
 	if (g) {
 		int src = qgraph_graph_weights(g, w->handles[i], w->stored, rows, w->ne[0]);
 		uint64_t id;
-		struct qgraph_result res;
+		struct qgraph_result res = QGRAPH_RESULT_INIT;
 		err = qgraph_graph_output(g, qgraph_graph_cast(g, src, QGRAPH_TYPE_Q4_0), off);
 		if (err >= 0)
 			err = qgraph_submit(qgg.s, g, QGRAPH_SUBMIT_BLOCK, &id);
@@ -812,7 +812,7 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t)
 /* Run the translated graph: by the handle it was registered under, or register it now. */
 static int run(struct xlate *x)
 {
-	struct qgraph_result res = { 0 };
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id, h = hash_words(x->key, x->n_key);
 	struct qgg_graph *e = x->n_key == SIZE_MAX ? NULL : cache_find(x->key, x->n_key, h);
 	int err;

@@ -267,7 +267,12 @@ static void test_session_errors(void)
 	tap_ok(qgraph_submit(s, NULL, 0, &id) == -EINVAL && strstr(qgraph_session_error(s), "NULL"),
 	       "a NULL graph: %s", qgraph_session_error(s));
 
-	/* the daemon's shape check: MUL_MAT of 64-long weight rows by 32-long activations */
+	/*
+	 * MUL_MAT of 64-long weight rows by 32-long activations: the library
+	 * builds with the engine's rules, so it refuses the graph before it
+	 * is sent, naming both shapes (the daemon's own check of a raw graph
+	 * is hostile-test's)
+	 */
 	g = qgraph_graph_new();
 	int64_t xne[2] = { 32, 4 };
 	int wi = qgraph_graph_weights(g, h, QGRAPH_TYPE_F32, 64, 64);
@@ -278,7 +283,7 @@ static void test_session_errors(void)
 	if (!e)
 		e = qgraph_wait(s, id, 5000, &res);
 	why = qgraph_session_error(s);
-	tap_ok(e == 0 && res.status == -EINVAL && strstr(why, "[64 64]") && strstr(why, "[32 4]"),
+	tap_ok(e == -EINVAL && strstr(why, "[64 64]") && strstr(why, "[32 4]"),
 	       "a MUL_MAT of mismatched shapes is refused naming both: %s", why);
 	qgraph_graph_free(g);
 

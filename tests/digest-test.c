@@ -55,7 +55,7 @@ static unsigned char *random_q4(int64_t rows, unsigned seed, size_t *bytes)
 /* Run G (every output in the arena) and wait: 0 or -errno. */
 static int run_graph(struct qgraph_session *s, struct qgraph_graph *g)
 {
-	struct qgraph_result res;
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id;
 	int r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
 

@@ -119,6 +119,8 @@ if [ -n "${QEMU_AARCH64:-}" ]; then
 	reason="a cross build: llama.cpp runs natively only"
 elif [ -n "${QG_LLAMA_DL:-}" ]; then
 	bin=$QG_LLAMA_DL
+elif [ -n "${QG_GGML_BINDIR:-}" ]; then
+	bin=$QG_GGML_BINDIR	# the llama.cpp build configure --with-ggml named
 else
 	paths=$(bash "$srcdir/.ci/llama.sh" --print 2>/dev/null) || reason="llama.cpp is not built (bash .ci/llama.sh builds it)"
 	bin=$(printf '%s\n' "${paths:-}" | sed -n 's/.*LLAMA_DL=\([^ ]*\).*/\1/p')
@@ -128,7 +130,8 @@ if [ -z "$reason" ] && { [ ! -x "$bin/llama-perplexity" ] || [ ! -x "$bin/llama-
 fi
 if [ -n "$reason" ]; then
 	for what in "llama-completion generates" "llama-perplexity: finite" "the base log-probabilities" \
-		"stock -nr against the base" "with the plugin: its device is listed" "with the plugin: generation" "with the plugin: KL divergence"; do
+		"stock -nr against the base" "with the plugin: its device is listed" "with the plugin: generation" \
+		"with the plugin: KL divergence" "with the plugin: the daemon ran the matmuls"; do
 		skip "$what: $reason"
 	done
 	echo "1..$n"
@@ -241,6 +244,8 @@ ok $r "stock -nr against the base: mean KLD ${kld_nr:-none}, same top p ${top_nr
 [ $r -eq 0 ] || show "$T/nr.err"
 
 plugin=${QG_GGML_PLUGIN:-}
+# a build configured --with-ggml tests its own backend
+[ -z "$plugin" ] && [ -f "$top/client/.libs/libggml-qgraph.so" ] && plugin=$top/client/.libs/libggml-qgraph.so
 if [ -z "$plugin" ]; then
 	reason="QG_GGML_PLUGIN is not set (the path of libggml-qgraph.so)"
 elif [ ! -f "$plugin" ]; then
@@ -254,7 +259,28 @@ if [ -n "$reason" ]; then
 	skip "with the plugin: its device is listed: $reason"
 	skip "with the plugin: generation: $reason"
 	skip "with the plugin: KL divergence against the base: $reason"
+	skip "with the plugin: the daemon ran the matmuls: $reason"
 else
+	# a daemon of the test's own unless QG_GGML_ENV names one
+	dpid=
+	case " ${QG_GGML_ENV:-} " in
+	*" QGRAPH_SOCKET="*) ;;
+	*)
+		"$top/daemon/qgraphd" --no-config --pool-size 256M -f -s "$T/s.sock" --log-level warn --ready-fd 3 \
+			3>"$T/ready" 2>"$T/daemon.log" &
+		dpid=$!
+		trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; [ -n "${QG_LLAMA_KEEP:-}" ] || rm -rf "$T"' EXIT
+		i=0
+		while ! grep -q READY "$T/ready" 2>/dev/null && [ $i -lt 300 ] && kill -0 $dpid 2>/dev/null; do
+			i=$((i + 1))
+			sleep 0.1
+		done
+		QG_GGML_ENV="${QG_GGML_ENV:-} QGRAPH_SOCKET=$T/s.sock"
+		;;
+	esac
+	sock=$(printf '%s\n' $QG_GGML_ENV | sed -n 's/^QGRAPH_SOCKET=//p' | tail -n 1)
+	mm() { "$top/client/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
+	mm0=$(mm)
 	# the backend registers its device (an ACCEL one: --list-devices leaves out the CPU's)
 	# shellcheck disable=SC2086
 	run env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} "$bin/llama-completion" --list-devices \
@@ -283,6 +309,10 @@ else
 	r=$?
 	ok $r "with the plugin: mean KLD ${kld:-none} <= $limit_k, same top p ${top:-none}% >= $limit_t%"
 	[ $r -eq 0 ] || show "$T/plugin.err" 30
+
+	mm1=$(mm)
+	[ -n "$mm1" ] && [ "$mm1" -gt "${mm0:-0}" ]
+	ok $? "with the plugin: the daemon ran the matmuls on interleaved weights (${mm0:-?} -> ${mm1:-?})"
 fi
 
 echo "1..$n"
