@@ -31,6 +31,7 @@ LC_ALL=C
 export LC_ALL
 
 top=${QG_TOP_BUILDDIR:-.}
+build=$top	# (kl sets $top to a share of tokens)
 srcdir=${QG_TOP_SRCDIR:-$(dirname "$0")/..}
 threads=${QG_LLAMA_THREADS:-2}
 gen=$top/tests/make-llama-gguf
@@ -245,7 +246,7 @@ ok $r "stock -nr against the base: mean KLD ${kld_nr:-none}, same top p ${top_nr
 
 plugin=${QG_GGML_PLUGIN:-}
 # a build configured --with-ggml tests its own backend
-[ -z "$plugin" ] && [ -f "$top/client/.libs/libggml-qgraph.so" ] && plugin=$top/client/.libs/libggml-qgraph.so
+[ -z "$plugin" ] && [ -f "$build/client/.libs/libggml-qgraph.so" ] && plugin=$build/client/.libs/libggml-qgraph.so
 if [ -z "$plugin" ]; then
 	reason="QG_GGML_PLUGIN is not set (the path of libggml-qgraph.so)"
 elif [ ! -f "$plugin" ]; then
@@ -266,7 +267,7 @@ else
 	case " ${QG_GGML_ENV:-} " in
 	*" QGRAPH_SOCKET="*) ;;
 	*)
-		"$top/daemon/qgraphd" --no-config --pool-size 256M -f -s "$T/s.sock" --log-level warn --ready-fd 3 \
+		"$build/daemon/qgraphd" --no-config --pool-size 256M -f -s "$T/s.sock" --log-level warn --ready-fd 3 \
 			3>"$T/ready" 2>"$T/daemon.log" &
 		dpid=$!
 		trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; [ -n "${QG_LLAMA_KEEP:-}" ] || rm -rf "$T"' EXIT
@@ -279,7 +280,7 @@ else
 		;;
 	esac
 	sock=$(printf '%s\n' $QG_GGML_ENV | sed -n 's/^QGRAPH_SOCKET=//p' | tail -n 1)
-	mm() { "$top/client/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
+	mm() { "$build/client/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
 	mm0=$(mm)
 	# the backend registers its device (an ACCEL one: --list-devices leaves out the CPU's)
 	# shellcheck disable=SC2086
