@@ -35,8 +35,10 @@ run() {
 	p=$1
 	shift
 	if [ -n "${QEMU_AARCH64:-}" ]; then
+		# a libtool wrapper's program is in .libs; a program linked with no shared library of ours is itself
 		d=$(dirname "$p")
-		${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$d/.libs/$(basename "$p")" "$@"
+		[ -x "$d/.libs/$(basename "$p")" ] && p=$d/.libs/$(basename "$p")
+		${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$p" "$@"
 	else
 		"$p" "$@"
 	fi
