@@ -213,11 +213,6 @@ void *qg_arena_map_base(const struct qg_arena *a)
 	return a->map;
 }
 
-size_t qg_arena_map_bytes(const struct qg_arena *a)
-{
-	return a->map_bytes;
-}
-
 void *qg_arena_base(const struct qg_arena *a)
 {
 	return a->map + a->win_off;

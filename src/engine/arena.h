@@ -63,9 +63,8 @@ int qg_arena_window(struct qg_arena *a, size_t offset, size_t bytes);
 
 /* The fd of an arena this side created (-1 for one it mapped): still the arena's. */
 int qg_arena_fd(const struct qg_arena *a);
-/* The whole mapping, and its size (the file's). */
+/* The whole mapping (the file's first byte). */
 void *qg_arena_map_base(const struct qg_arena *a);
-size_t qg_arena_map_bytes(const struct qg_arena *a);
 /* The window: where offset 0 of its buffers is, and its size. */
 void *qg_arena_base(const struct qg_arena *a);
 size_t qg_arena_bytes(const struct qg_arena *a);

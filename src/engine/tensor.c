@@ -194,12 +194,6 @@ struct qg_tensor *qg_tensor_new_3d(struct qg_ctx *ctx, enum qg_type type, int64_
 	return qg_tensor_new(ctx, type, 3, (const int64_t[]){ ne0, ne1, ne2 });
 }
 
-struct qg_tensor *qg_tensor_new_4d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0, int64_t ne1,
-				   int64_t ne2, int64_t ne3)
-{
-	return qg_tensor_new(ctx, type, 4, (const int64_t[]){ ne0, ne1, ne2, ne3 });
-}
-
 struct qg_tensor *qg_tensor_dup(struct qg_ctx *ctx, const struct qg_tensor *a)
 {
 	if (!a)

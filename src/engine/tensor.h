@@ -115,8 +115,6 @@ struct qg_tensor *qg_tensor_new_1d(struct qg_ctx *ctx, enum qg_type type, int64_
 struct qg_tensor *qg_tensor_new_2d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0, int64_t ne1);
 struct qg_tensor *qg_tensor_new_3d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0, int64_t ne1,
 				   int64_t ne2);
-struct qg_tensor *qg_tensor_new_4d(struct qg_ctx *ctx, enum qg_type type, int64_t ne0, int64_t ne1,
-				   int64_t ne2, int64_t ne3);
 /* A new tensor with A's type and shape (contiguous, op NONE). */
 struct qg_tensor *qg_tensor_dup(struct qg_ctx *ctx, const struct qg_tensor *a);
 
