@@ -465,16 +465,18 @@ static int raw_connect(struct raw *r, const char *path)
 	Qgraph__Welcome *w = qgraph__welcome__unpack(NULL, (size_t)n, buf);
 	if (!w || !w->region)
 		return -EPROTO;
-	qg_wire_layout_unpack(w->region, &r->l);
+	struct qg_region_layout l;
+	struct qg_region rg;
+	qg_wire_layout_unpack(w->region, &l);
 	qgraph__welcome__free_unpacked(w, NULL);
-	void *base;
-	if (qg_region_layout_check(&r->l) || qg_shm_map_checked(fds[0], r->l.region_bytes, &base))
+	if (qg_region_attach(fds[0], &l, &rg))
 		return -EPROTO;
 	close(fds[0]);
 	r->bell = fds[1];
-	r->base = base;
-	qg_ring_attach(&r->submit, r->base + r->l.submit_offset, r->l.submit_bytes, 1);
-	qg_ring_attach(&r->complete, r->base + r->l.complete_offset, r->l.complete_bytes, 0);
+	r->l = rg.layout;
+	r->base = rg.base;
+	r->submit = rg.submit;
+	r->complete = rg.complete;
 	return 0;
 }
 
