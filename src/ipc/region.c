@@ -112,7 +112,7 @@ int qg_region_create(const struct qg_region_layout *l, struct qg_region *rg, int
 	int r;
 
 	*rg = (struct qg_region){ .layout = *l };
-	if ((r = qg_region_layout_check(l)))
+	if (qg_region_layout_check(l))
 		return -EINVAL;	/* not one qg_region_layout_make gave */
 	int mfd = qg_shm_create("qgraph-session", l->region_bytes);
 	if (mfd < 0)
