@@ -5,18 +5,15 @@
  * calls built on them (weights, stats).
  *
  * Memory ordering against the daemon (which may run on another core of a
- * weakly ordered CPU): records are published by the ring's release store
- * and read after its acquire load (ring.c).  The doorbell follows the
- * Dekker pattern: we publish the record, issue a full fence, then read
- * DAEMON_SLEEPING; the daemon sets DAEMON_SLEEPING, issues a full fence,
- * then looks at the ring.  Sleeping on completions mirrors it with
- * CLIENT_WAITING and the COMPLETIONS futex word.
+ * weakly ordered CPU) is the IPC layer's, written once for both sides:
+ * records are published by the ring's release store and read after its
+ * acquire load (ring.c); the doorbell and the sleep on completions are in
+ * doorbell.h, the events' wait in event.c, the CPU hints in hints.h.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -24,27 +21,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <nettle/sha2.h>
 
-#include "futex.h"
-#include "stamp.h"
+#include "doorbell.h"
+#include "event.h"
 #include "grow.h"
-#include "qgraph.h"
+#include "hints.h"
 #include "hotpath.h"
+#include "qgraph.h"
 #include "qgraph.pb-c.h"
 #include "region.h"
 #include "ring.h"
+#include "stamp.h"
 
 #include "session-impl.h"
 #include "wire.h"
 
 #define SPIN_NS 20000u		/* spin this long before sleeping */
 #define SPIN_YIELD_NS 2000u	/* and after this long, yield the CPU between looks */
-#define ALIVE_CHECK_MS 100	/* how often a sleeper checks the daemon is there */
+#define ALIVE_CHECK_NS 100000000u	/* how often a sleeper checks the daemon is there */
 
 /* ------------------------------------------------------------ requests */
 
@@ -77,11 +75,18 @@ static int daemon_alive_lately(struct qgraph_session *s)
 	return qg_stamp_coarse_ns() - s->alive_at < ALIVE_SUBMIT_NS || daemon_alive(s);
 }
 
-static int futex_wait_shared(_Atomic uint32_t *word, uint32_t expect, int ms)
+/*
+ * When a sleep that began at NOW ends: after ALIVE_CHECK_NS, to ask
+ * whether the daemon is still there, or at the caller's deadline
+ * (TIMEOUT_MS after START; negative: none) if that comes first.
+ */
+static uint64_t sleep_until(uint64_t now, uint64_t start, int timeout_ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+	uint64_t until = now + ALIVE_CHECK_NS;
 
-	return (int)syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expect, &ts, NULL, 0);
+	if (timeout_ms >= 0 && start + (uint64_t)timeout_ms * 1000000u < until)
+		until = start + (uint64_t)timeout_ms * 1000000u;
+	return until;
 }
 
 /* Publish a packed request (lock held).  0, -EAGAIN, -EMSGSIZE, -ENOTCONN. */
@@ -89,19 +94,14 @@ static int push_locked(struct qgraph_session *s, const uint8_t *buf, size_t len)
 {
 	if (len > s->max_record)
 		return qg_client_fail(s, -EMSGSIZE, "a %zu-byte request: the ring takes %u", len, s->max_record);
-	int r = qg_ring_push(&s->submit, buf, (uint32_t)len);
+	int r = qg_ring_push(&s->rg.submit, buf, (uint32_t)len);
 	if (r == -EPROTO) {
 		s->dead = 1;
 		return qg_client_fail(s, -ENOTCONN, "the submit ring is corrupt");
 	}
 	if (r)
 		return r;
-	/* publish, fence, then look: pairs with the daemon's fence before it sleeps */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&s->hdr->daemon_sleeping, memory_order_relaxed)) {
-		uint64_t one = 1;
-		(void)!write(s->bell, &one, sizeof one);
-	}
+	qg_doorbell_ring_if_asleep(s->rg.hdr, s->bell);
 	return 0;
 }
 
@@ -304,7 +304,7 @@ static int drain_locked(struct qgraph_session *s, uint8_t *buf, size_t cap)
 	ProtobufCAllocator bump = { .alloc = unpack_alloc, .free = unpack_free, .allocator_data = s };
 
 	for (;;) {
-		ssize_t n = qg_ring_pop(&s->complete, buf, cap);
+		ssize_t n = qg_ring_pop(&s->rg.complete, buf, cap);
 		if (n == -EAGAIN)
 			return 0;
 		if (n < 0) {
@@ -382,35 +382,20 @@ static int take_locked(struct qgraph_session *s, uint64_t id, struct qgraph_resu
 	return 0;
 }
 
-/*
- * Whether this thread shares its CPU with the daemon's loop (region.h:
- * loop_cpu), telling the daemon where it spins: spinning there would only
- * keep the loop from posting what we wait for.
- */
-static bool beside_loop(struct qgraph_session *s)
-{
-	int c = sched_getcpu();
-
-	if (c < 0)
-		return false;
-	atomic_store_explicit(&s->hdr->waiter_cpu, (uint32_t)c + 1, memory_order_relaxed);
-	return atomic_load_explicit(&s->hdr->loop_cpu, memory_order_relaxed) == (uint32_t)c + 1;
-}
-
 static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, struct qgraph_result *res,
 		     struct done *page)
 {
 	uint8_t buf[QG_MAX_COMPLETION];
 	uint64_t start = qg_stamp_ns();
 	unsigned moved = 0;	/* times the ring moved without bringing ours */
-	bool beside = beside_loop(s);	/* looked at again with the clock: where the scheduler may have moved us */
+	bool beside = qg_hint_spin_here(s->rg.hdr);	/* again with the clock: the scheduler may have moved us */
 
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		int r = drain_locked(s, buf, sizeof buf);
 		int found = r == 0 && take_locked(s, id, res, page);
 		uint64_t next_id = s->next_id;	/* ids run from 1 up: one never given out would never complete */
-		uint32_t read_to = s->complete.pos;	/* drained up to here */
+		uint32_t read_to = s->rg.complete.pos;	/* drained up to here */
 		pthread_mutex_unlock(&s->lock);
 		if (r)
 			return r;
@@ -425,21 +410,15 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 		 * may have read our completion for us).  Only a hint: what is
 		 * there is read under the lock.
 		 */
-		unsigned k = 0;
-		const uint8_t *next = s->complete.ctl->data + (read_to & (s->complete.size - 1));
 		if (beside)
 			sched_yield();	/* the loop runs on this CPU: let it, then look */
-		while (atomic_load_explicit(&s->complete.ctl->tail, memory_order_relaxed) == read_to && k++ < 64) {
-			__builtin_prefetch(next, 0);	/* the record travels with the tail (qg_ring_warm) */
-			qg_cpu_relax();
-		}
-		if (k <= 64 && ++moved % 32)
+		if (qg_ring_await(&s->rg.complete, read_to, 64) && ++moved % 32)
 			continue;	/* something came: read it first, the clock only every 32nd time */
 		uint64_t waited = qg_stamp_ns() - start;
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return qg_client_fail(s, -ETIMEDOUT, "request %llu: no completion in %d ms", (unsigned long long)id,
 				    timeout_ms);
-		beside = beside_loop(s);
+		beside = qg_hint_spin_here(s->rg.hdr);
 		if (waited < SPIN_NS) {
 			/*
 			 * Spinning reads the ring alone: the count's line stays with
@@ -453,18 +432,8 @@ static int wait_spin(struct qgraph_session *s, uint64_t id, int timeout_ms, stru
 		}
 		if (!daemon_alive(s))
 			return qg_client_fail(s, -ENOTCONN, "qgraphd went away");
-		/*
-		 * Read the count, announce, fence, look again, then sleep on the
-		 * count.  A completion posted after the drain above and before
-		 * this read is in the ring when it is looked at again.
-		 */
-		uint32_t seen = atomic_load_explicit(&s->hdr->completions, memory_order_acquire);
-		atomic_fetch_add_explicit(&s->hdr->client_waiting, 1, memory_order_relaxed);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (qg_ring_pending(&s->complete) == 0 &&
-		    atomic_load_explicit(&s->hdr->completions, memory_order_relaxed) == seen)
-			futex_wait_shared(&s->hdr->completions, seen, ALIVE_CHECK_MS);
-		atomic_fetch_sub_explicit(&s->hdr->client_waiting, 1, memory_order_relaxed);
+		/* a completion posted since the drain above is found there; a corrupt ring, by the next drain */
+		qg_completion_sleep(s->rg.hdr, &s->rg.complete, sleep_until(start + waited, start, timeout_ms));
 	}
 }
 
@@ -474,7 +443,7 @@ static int wait_for(struct qgraph_session *s, uint64_t id, int timeout_ms, struc
 	if (!s)
 		return -EINVAL;
 	int r = wait_spin(s, id, timeout_ms, res, page);
-	atomic_store_explicit(&s->hdr->waiter_cpu, 0, memory_order_relaxed);	/* no one spins here now */
+	qg_hint_spin_done(s->rg.hdr);
 	return r;
 }
 
@@ -495,24 +464,29 @@ QGRAPH_API int qgraph_wait(struct qgraph_session *s, uint64_t id, int timeout_ms
 
 QGRAPH_API int qgraph_event_query(struct qgraph_session *s, unsigned event, uint32_t value)
 {
-	if (!s || event >= s->layout.event_count)
+	uint32_t cur;
+
+	if (!s || event >= s->rg.layout.event_count)
 		return -EINVAL;
-	uint32_t seq = atomic_load_explicit(&s->events[event].seq, memory_order_acquire);
-	return (int32_t)(seq - value) >= 0;
+	return qg_event_slot_reached(&s->rg.events[event], value, &cur, NULL);
 }
 
+/*
+ * Wait for slot E to reach VALUE: qg_event_slot_wait's look and sleep
+ * (event.h), with the spinning of wait_spin (yield to the loop beside us,
+ * and after SPIN_YIELD_NS) and the daemon asked after between sleeps.
+ */
 static int event_spin(struct qgraph_session *s, struct qg_event_slot *e, uint32_t value, int timeout_ms)
 {
 	uint64_t start = qg_stamp_ns();
-	bool beside = beside_loop(s);
+	bool beside = qg_hint_spin_here(s->rg.hdr);
+	uint32_t cur;
+	int st;
 
 	for (;;) {
-		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
-		if ((int32_t)(seq - value) >= 0) {
-			int32_t st = atomic_load_explicit(&e->status, memory_order_relaxed);
+		if (qg_event_slot_reached(e, value, &cur, &st))
 			return st < 0 ? st : 0;
-		}
-		uint64_t waited = qg_stamp_ns() - start;
+		uint64_t now = qg_stamp_ns(), waited = now - start;
 		if (timeout_ms >= 0 && waited >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 		if (waited < SPIN_NS) {
@@ -522,20 +496,16 @@ static int event_spin(struct qgraph_session *s, struct qg_event_slot *e, uint32_
 		}
 		if (!daemon_alive(s))
 			return qg_client_fail(s, -ENOTCONN, "qgraphd went away");
-		atomic_fetch_add_explicit(&e->waiters, 1, memory_order_relaxed);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == seq)
-			futex_wait_shared(&e->seq, seq, ALIVE_CHECK_MS);
-		atomic_fetch_sub_explicit(&e->waiters, 1, memory_order_relaxed);
+		qg_event_slot_sleep(e, cur, sleep_until(now, start, timeout_ms));
 	}
 }
 
 QGRAPH_API int qgraph_event_sync(struct qgraph_session *s, unsigned event, uint32_t value, int timeout_ms)
 {
-	if (!s || event >= s->layout.event_count)
+	if (!s || event >= s->rg.layout.event_count)
 		return -EINVAL;
-	int r = event_spin(s, &s->events[event], value, timeout_ms);
-	atomic_store_explicit(&s->hdr->waiter_cpu, 0, memory_order_relaxed);
+	int r = event_spin(s, &s->rg.events[event], value, timeout_ms);
+	qg_hint_spin_done(s->rg.hdr);
 	return r;
 }
 
@@ -667,7 +637,7 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 	if (wsrc < 0 || wtarget < 0)
 		return qg_client_fail(s, -EINVAL, "%s is not a type weights are uploaded as or stored in",
 				      qgraph_type_name(wsrc < 0 ? src_type : target) ?: "that type");
-	size_t chunk = (size_t)(s->layout.arena_bytes / 4) & ~(size_t)63;
+	size_t chunk = (size_t)(s->rg.layout.arena_bytes / 4) & ~(size_t)63;
 	if (chunk > (16u << 20))
 		chunk = 16u << 20;
 	int64_t off = qgraph_arena_alloc(s, chunk);
@@ -677,7 +647,7 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 	int r = 0;
 	for (size_t done = 0; done < (size_t)total || total == 0;) {
 		size_t n = (size_t)total - done < chunk ? (size_t)total - done : chunk;
-		memcpy(s->arena + off, (const unsigned char *)data + done, n);
+		memcpy(s->rg.arena + off, (const unsigned char *)data + done, n);
 		Qgraph__Request req = QGRAPH__REQUEST__INIT;
 		Qgraph__UploadWeights up = QGRAPH__UPLOAD_WEIGHTS__INIT;
 		Qgraph__Span span = QGRAPH__SPAN__INIT;

@@ -10,10 +10,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "event.h"
 #include "qgraph.h"
 #include "region.h"
-#include "ring.h"
 
 struct done {
 	uint64_t id;
@@ -33,12 +31,7 @@ struct qgraph_session {
 	pthread_mutex_t lock;
 	int sock, bell;
 	int region_fd;			/* the region's memfd, for qgraph_arena_map_at */
-	struct qg_region_layout layout;
-	unsigned char *base;
-	struct qg_region_header *hdr;
-	struct qg_ring submit, complete;
-	struct qg_event_slot *events;
-	unsigned char *arena;
+	struct qg_region rg;		/* mapped, with our own copy of its layout */
 	uint64_t next_id;
 	uint32_t max_record;
 	unsigned char *rec;

@@ -28,7 +28,6 @@
 #include "qgraph.pb-c.h"
 #include "region.h"
 #include "ring.h"
-#include "shm.h"
 #include "sock.h"
 #include "wire.h"
 
@@ -169,8 +168,7 @@ static int connect_one(struct qgraph_session *s, const char *path, const char *t
 
 static void session_free(struct qgraph_session *s)
 {
-	if (s->base)
-		qg_shm_unmap(s->base, s->layout.region_bytes);
+	qg_region_unmap(&s->rg);
 	if (s->sock >= 0)
 		close(s->sock);
 	if (s->bell >= 0)
@@ -210,6 +208,7 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 			      size_t errlen)
 {
 	struct qgraph_connect_opts o = { 0 };
+	struct qg_region_layout layout = { 0 };
 	char path[PATH_MAX];
 	struct qgraph_session *s;
 	int r, fds[2] = { -1, -1 }, nfds = 0;
@@ -293,14 +292,7 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		r = qg_client_fail(s, -EPROTO, "the daemon speaks protocol %d with %d descriptors; this library speaks %d",
 			 (int)w->protocol, nfds, QGRAPH__PROTOCOL__PROTOCOL_V1);
 	} else {
-		const Qgraph__RegionLayout *rl = w->region;
-		s->layout = (struct qg_region_layout){
-			.layout_version = rl->layout_version, .region_bytes = rl->region_bytes,
-			.submit_offset = rl->submit_offset, .submit_bytes = rl->submit_bytes,
-			.complete_offset = rl->complete_offset, .complete_bytes = rl->complete_bytes,
-			.events_offset = rl->events_offset, .event_count = rl->event_count,
-			.arena_offset = rl->arena_offset, .arena_bytes = rl->arena_bytes,
-		};
+		qg_wire_layout_unpack(w->region, &layout);
 		size_t at = (size_t)snprintf(s->info, sizeof s->info, "session %llu\ncpu %s\nbest_layout %s\n",
 					     (unsigned long long)w->session_id, w->cpu_features ? w->cpu_features : "",
 					     qgraph_type_name((enum qgraph_type)qg_wire_public_type(w->best_weight_type)) ?: "?");
@@ -312,29 +304,20 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 	qgraph__welcome__free_unpacked(w, NULL);
 	if (r)
 		goto out;
-	if (qg_region_layout_check(&s->layout)) {
-		r = qg_client_fail(s, -EPROTO, "the daemon sent a region layout this library cannot use");
+	/* the layout checked, and the region sealed and of the size it says, before it is mapped */
+	r = qg_region_attach(fds[0], &layout, &s->rg);
+	if (r == -EPROTO) {
+		r = qg_client_fail(s, r, "the daemon sent a region layout (or rings) this library cannot use");
 		goto out;
 	}
-	/* the region must be sealed and of the size the layout says, before we map it */
-	void *base;
-	if ((r = qg_shm_map_checked(fds[0], s->layout.region_bytes, &base))) {
+	if (r) {
 		r = qg_client_fail(s, r, "the session region is not a sealed memfd of the announced size");
 		goto out;
 	}
-	s->base = base;
-	s->hdr = base;
 	s->bell = fds[1];
 	s->region_fd = fds[0];
 	fds[0] = fds[1] = -1;
-	s->events = (struct qg_event_slot *)(s->base + s->layout.events_offset);
-	s->arena = s->base + s->layout.arena_offset;
-	if (qg_ring_attach(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes, 1) ||
-	    qg_ring_attach(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes, 0)) {
-		r = qg_client_fail(s, -EPROTO, "the session's rings are malformed");
-		goto out;
-	}
-	s->max_record = qg_ring_max_record(&s->submit);
+	s->max_record = qg_ring_max_record(&s->rg.submit);
 	s->rec = malloc(s->max_record);
 	if (!s->rec) {
 		r = qg_client_fail(s, -ENOMEM, "out of memory");
@@ -370,8 +353,8 @@ QGRAPH_API void *qgraph_arena(struct qgraph_session *s, size_t *bytes)
 	if (!s)
 		return NULL;
 	if (bytes)
-		*bytes = (size_t)s->layout.arena_bytes;
-	return s->arena;
+		*bytes = (size_t)s->rg.layout.arena_bytes;
+	return s->rg.arena;
 }
 
 /* ------------------------------------------------------------ the arena */
@@ -382,8 +365,8 @@ QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, siz
 
 	if (!s || !addr || bytes == 0 || offset < 0 || page <= 0)
 		return -EINVAL;
-	uint64_t at = s->layout.arena_offset + (uint64_t)offset;
-	if ((uint64_t)offset > s->layout.arena_bytes || bytes > s->layout.arena_bytes - (uint64_t)offset ||
+	uint64_t at = s->rg.layout.arena_offset + (uint64_t)offset;
+	if ((uint64_t)offset > s->rg.layout.arena_bytes || bytes > s->rg.layout.arena_bytes - (uint64_t)offset ||
 	    at % (uint64_t)page || (uintptr_t)addr % (uintptr_t)page || bytes % (size_t)page)
 		return -EINVAL;
 	void *p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, s->region_fd, (off_t)at);
@@ -399,13 +382,13 @@ QGRAPH_API int64_t qgraph_arena_alloc(struct qgraph_session *s, size_t bytes)
 	pthread_mutex_lock(&s->lock);
 	size_t i = 0;
 	for (; i <= s->n_blocks; i++) {
-		int64_t end = i < s->n_blocks ? s->blocks[i].off : (int64_t)s->layout.arena_bytes;
+		int64_t end = i < s->n_blocks ? s->blocks[i].off : (int64_t)s->rg.layout.arena_bytes;
 		if (end - at >= size)
 			break;
 		if (i < s->n_blocks)
 			at = s->blocks[i].off + s->blocks[i].size;
 	}
-	if (i <= s->n_blocks && at + size <= (int64_t)s->layout.arena_bytes) {
+	if (i <= s->n_blocks && at + size <= (int64_t)s->rg.layout.arena_bytes) {
 		void *p = qg_grow(s->blocks, &s->cap_blocks, s->n_blocks, sizeof *s->blocks, 16);
 		if (!p)
 			goto out;

@@ -8,14 +8,14 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "doorbell.h"
+#include "hints.h"
 #include "hotpath.h"
 #include "qgraphd.h"
 
@@ -58,13 +58,6 @@ static void count_completion(struct qgd_counters *n, const Qgraph__Completion *c
 		b++;
 	n->latency[b]++;
 	n->latency_sum_ns += t;
-}
-
-/* Wake whoever sleeps on WORD (a futex in memory shared with the client). */
-static void futex_wake_shared(_Atomic uint32_t *word)
-{
-	/* no FUTEX_PRIVATE_FLAG: the waiter is in another process */
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /*
@@ -115,20 +108,11 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 		qgd_session_drop(s, err == -EPROTO ? "completion ring corrupt" : "completion ring full");
 		return;
 	}
-	/*
-	 * Publish, then look for a sleeper.  The release in the ring push and
-	 * this increment make the record visible before the count; the full
-	 * fence orders the increment before the read of CLIENT_WAITING, and
-	 * pairs with the client's fence between setting CLIENT_WAITING and
-	 * re-reading the ring: one of the two sides sees the other.
-	 */
-	atomic_fetch_add_explicit(&s->hdr->completions, 1, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&s->hdr->client_waiting, memory_order_relaxed))
-		futex_wake_shared(&s->hdr->completions);
+	/* the count, and the client woken if it sleeps on it (doorbell.h says why no wake-up is lost) */
+	if (qg_completion_notify(s->hdr))
+		return;	/* it slept: it spun nowhere */
 	/* a client spinning for it on this CPU: the loop may have to move (the server does, after its scan) */
-	else if (s->srv->loop_cpu >= 0 &&
-		 atomic_load_explicit(&s->hdr->waiter_cpu, memory_order_relaxed) == (uint32_t)s->srv->loop_cpu + 1)
+	if (qg_hint_waiter_on(s->hdr, s->srv->loop_cpu))
 		beside_client(s->srv, s);
 	else
 		s->srv->beside = 0;

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <stddef.h>
 #include <sys/signalfd.h>
@@ -34,11 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "doorbell.h"
 #include "exec.h"
 #include "futex.h"
+#include "hints.h"
 #include "kernels.h"
 #include "qgraphd.h"
-#include "shm.h"
 #include "sock.h"
 #include "stamp.h"
 
@@ -46,13 +46,11 @@
 
 static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
 {
-	uint64_t v;
-
 	(void)w;
 	(void)arg;
 	(void)events;
 	/* the doorbell only wakes the loop; the scan finds the work */
-	(void)!read(fd, &v, sizeof v);
+	qg_doorbell_clear(fd);
 }
 
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg);
@@ -170,31 +168,28 @@ static void handshake(struct qgd_session *s)
 	if (err)
 		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
 			      (unsigned long long)arena);
-	s->memfd = qg_shm_create("qgraph-session", s->layout.region_bytes);
-	if (s->memfd < 0)
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-s->memfd));
-	void *base;
-	if ((err = qg_shm_map_checked(s->memfd, s->layout.region_bytes, &base)))
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot map the session region: %s", strerror(-err));
-	s->base = base;
-	s->hdr = base;
-	qg_region_header_init(base, &s->layout);
-	s->events = (struct qg_event_slot *)(s->base + s->layout.events_offset);
-	s->arena = s->base + s->layout.arena_offset;
+	/* created, sealed, mapped, its header written and its rings formatted (region.c) */
+	struct qg_region rg;
+	if ((err = qg_region_create(&s->layout, &rg, &s->memfd)))
+		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-err));
+	s->base = rg.base;
+	s->hdr = rg.hdr;
+	s->submit = rg.submit;
+	s->complete = rg.complete;
+	s->events = rg.events;
+	s->arena = rg.arena;
 	s->ev = calloc(s->layout.event_count, sizeof *s->ev);
 	for (uint32_t i = 0; s->ev && i < s->layout.event_count; i++)
 		qg_event_init(&s->ev[i], 0, &s->events[i]);
 	s->rec = malloc(cfg->ring_bytes);
-	s->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->bell = qg_doorbell_open();
 	if (!s->ev || !s->rec || s->bell < 0 ||
-	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536) ||
-	    qg_ring_format(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes) ||
-	    qg_ring_format(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes))
+	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536))
 		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
 
 	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
 	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
-	Qgraph__RegionLayout rl = QGRAPH__REGION_LAYOUT__INIT;
+	Qgraph__RegionLayout rl;
 	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
 	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
 	w.session_id = s->id;
@@ -205,16 +200,7 @@ static void handshake(struct qgd_session *s)
 	lim.max_weight_bytes = cfg->pool_bytes;
 	lim.max_events = cfg->event_count;
 	w.limits = &lim;
-	rl.layout_version = s->layout.layout_version;
-	rl.region_bytes = s->layout.region_bytes;
-	rl.submit_offset = s->layout.submit_offset;
-	rl.submit_bytes = s->layout.submit_bytes;
-	rl.complete_offset = s->layout.complete_offset;
-	rl.complete_bytes = s->layout.complete_bytes;
-	rl.events_offset = s->layout.events_offset;
-	rl.event_count = s->layout.event_count;
-	rl.arena_offset = s->layout.arena_offset;
-	rl.arena_bytes = s->layout.arena_bytes;
+	qg_wire_layout_pack(&s->layout, &rl);
 	w.region = &rl;
 	w.cpu_features = srv->cpu_features;
 	w.n_kernels = qgd_kernel_choices(kc, kcp);
@@ -234,7 +220,7 @@ static void handshake(struct qgd_session *s)
 	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch)))
 		return qgd_session_drop(s, "cannot watch the doorbell");
 	s->state = QGD_READY;
-	atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(srv->loop_cpu + 1), memory_order_relaxed);
+	qg_hint_loop_cpu(s->hdr, srv->loop_cpu);
 	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
 				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
 				   (unsigned long long)(s->layout.arena_bytes >> 20));
@@ -529,7 +515,7 @@ static void set_sleeping(struct qgd_server *srv, uint32_t v)
 	qgd_exec_loop_asleep(srv, v != 0);
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
 		if (s->state == QGD_READY)
-			atomic_store_explicit(&s->hdr->daemon_sleeping, v, memory_order_relaxed);
+			qg_doorbell_announce(s->hdr, v != 0);
 }
 
 static int any_pending(struct qgd_server *srv)
@@ -659,7 +645,7 @@ static void note_cpu(struct qgd_server *srv)
 	srv->loop_cpu = c;
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
 		if (s->state == QGD_READY)
-			atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(c + 1), memory_order_relaxed);
+			qg_hint_loop_cpu(s->hdr, c);
 }
 
 /*
@@ -754,9 +740,9 @@ int qgd_server_run(struct qgd_server *srv)
 		}
 		/* going to sleep: the log's rate limits say what they held back, if the flood is over */
 		qgd_log_uid_flush();
-		/* announce it, fence, and look once more */
+		/* announce it, fence, and look once more (doorbell.h) */
 		set_sleeping(srv, 1);
-		atomic_thread_fence(memory_order_seq_cst);
+		qg_doorbell_fence();
 		if (!any_pending(srv) && !qgd_exec_reap(srv))
 			qg_loop_run_once(srv->loop, sleep_ms);	/* wakes for timers (handshakes) too */
 		set_sleeping(srv, 0);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "daemon-util.h"
+#include "doorbell.h"
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
 #include "region.h"
@@ -38,6 +39,7 @@
 #include "shm.h"
 #include "sock.h"
 #include "tap.h"
+#include "wire.h"
 
 enum {
 	FLOOD_UID = 60021,	/* opens silent connections (root only) */
@@ -463,19 +465,18 @@ static int raw_connect(struct raw *r, const char *path)
 	Qgraph__Welcome *w = qgraph__welcome__unpack(NULL, (size_t)n, buf);
 	if (!w || !w->region)
 		return -EPROTO;
-	const Qgraph__RegionLayout *rl = w->region;
-	r->l = (struct qg_region_layout){ rl->layout_version, rl->region_bytes, rl->submit_offset, rl->submit_bytes,
-					  rl->complete_offset, rl->complete_bytes, rl->events_offset, rl->event_count,
-					  rl->arena_offset, rl->arena_bytes };
+	struct qg_region_layout l;
+	struct qg_region rg;
+	qg_wire_layout_unpack(w->region, &l);
 	qgraph__welcome__free_unpacked(w, NULL);
-	void *base;
-	if (qg_region_layout_check(&r->l) || qg_shm_map_checked(fds[0], r->l.region_bytes, &base))
+	if (qg_region_attach(fds[0], &l, &rg))
 		return -EPROTO;
 	close(fds[0]);
 	r->bell = fds[1];
-	r->base = base;
-	qg_ring_attach(&r->submit, r->base + r->l.submit_offset, r->l.submit_bytes, 1);
-	qg_ring_attach(&r->complete, r->base + r->l.complete_offset, r->l.complete_bytes, 0);
+	r->l = rg.layout;
+	r->base = rg.base;
+	r->submit = rg.submit;
+	r->complete = rg.complete;
 	return 0;
 }
 
@@ -494,15 +495,11 @@ static void raw_close(struct raw *r)
 /* Push a record and ring; then the answer: its status, request id and error, or -ETIMEDOUT. */
 static int raw_ask(struct raw *r, const void *rec, size_t len, uint64_t *id, char *err, size_t errlen)
 {
-	struct qg_region_header *h = (struct qg_region_header *)r->base;
-	uint64_t one = 1;
 	uint8_t buf[4096];
 
 	if (qg_ring_push(&r->submit, rec, (uint32_t)len))
 		return -ENOSPC;
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&h->daemon_sleeping))
-		(void)!write(r->bell, &one, sizeof one);
+	qg_doorbell_ring_if_asleep((struct qg_region_header *)r->base, r->bell);
 	for (int i = 0; i < 5000; i++) {
 		ssize_t n = qg_ring_pop(&r->complete, buf, sizeof buf);
 		if (n == -EAGAIN) {

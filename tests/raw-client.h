@@ -14,11 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "doorbell.h"
 #include "qgraph.pb-c.h"
 #include "region.h"
 #include "ring.h"
 #include "shm.h"
 #include "sock.h"
+#include "wire.h"
 
 struct raw {
 	int sock, bell;
@@ -69,20 +71,19 @@ static int raw_connect(struct raw *r, const char *sock, uint64_t arena)
 		qgraph__welcome__free_unpacked(w, NULL);
 		return -EPROTO;
 	}
-	const Qgraph__RegionLayout *rl = w->region;
-	r->l = (struct qg_region_layout){ rl->layout_version, rl->region_bytes, rl->submit_offset, rl->submit_bytes,
-					  rl->complete_offset, rl->complete_bytes, rl->events_offset, rl->event_count,
-					  rl->arena_offset, rl->arena_bytes };
+	struct qg_region_layout l;
+	struct qg_region rg;
+	qg_wire_layout_unpack(w->region, &l);
 	qgraph__welcome__free_unpacked(w, NULL);
-	void *base;
-	if (qg_region_layout_check(&r->l) || qg_shm_map_checked(fds[0], r->l.region_bytes, &base))
+	if (qg_region_attach(fds[0], &l, &rg))
 		return -EPROTO;
 	close(fds[0]);
 	r->bell = fds[1];
-	r->base = base;
-	r->arena = r->base + r->l.arena_offset;
-	qg_ring_attach(&r->submit, r->base + r->l.submit_offset, r->l.submit_bytes, 1);
-	qg_ring_attach(&r->complete, r->base + r->l.complete_offset, r->l.complete_bytes, 0);
+	r->l = rg.layout;
+	r->base = rg.base;
+	r->arena = rg.arena;
+	r->submit = rg.submit;
+	r->complete = rg.complete;
 	return 0;
 }
 
@@ -110,12 +111,8 @@ static int raw_send(struct raw *r, const Qgraph__Request *req)
 		return -EMSGSIZE;
 	qgraph__request__pack(req, buf);
 	int err = qg_ring_push(&r->submit, buf, (uint32_t)len);
-	struct qg_region_header *h = (struct qg_region_header *)r->base;
-	uint64_t one = 1;
 
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load(&h->daemon_sleeping))
-		(void)!write(r->bell, &one, sizeof one);
+	qg_doorbell_ring_if_asleep((struct qg_region_header *)r->base, r->bell);
 	return err;
 }
 

@@ -82,24 +82,34 @@ uint32_t qg_event_record(struct qg_event *ev, int status)
 
 int qg_event_query(const struct qg_event *ev, uint32_t seq, int *status)
 {
-	uint32_t cur = atomic_load_explicit(&ev->word.seq, memory_order_acquire);
+	uint32_t cur;
 
-	if (!qg_seq_reached(cur, seq))
-		return 0;
-	if (status)
-		*status = atomic_load_explicit(&ev->word.status, memory_order_relaxed);
-	return 1;
+	return qg_event_slot_reached(&ev->word, seq, &cur, status);
+}
+
+int qg_event_slot_sleep(struct qg_event_slot *s, uint32_t cur, uint64_t deadline_ns)
+{
+	int r = 0;
+
+	/* announce, fence, look again: the fence pairs with publish()'s (see there) */
+	atomic_fetch_add_explicit(&s->waiters, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->seq, memory_order_relaxed) == cur)
+		r = qg_futex_wait(&s->seq, cur, deadline_ns, true);
+	atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
+	return r;
 }
 
 int qg_event_slot_wait(struct qg_event_slot *s, uint32_t seq, int64_t timeout_ns)
 {
 	const uint64_t start = qg_stamp_ns();
 	const uint64_t deadline = timeout_ns < 0 ? 0 : start + (uint64_t)timeout_ns;
+	uint32_t cur;
+	int status;
 
 	for (unsigned spins = 0;; spins++) {
-		uint32_t cur = atomic_load_explicit(&s->seq, memory_order_acquire);
-		if (qg_seq_reached(cur, seq))
-			return atomic_load_explicit(&s->status, memory_order_relaxed);
+		if (qg_event_slot_reached(s, seq, &cur, &status))
+			return status;
 		/* the clock is read every 64 trips: a trip is a pause, tens of ns */
 		if (spins % 64)
 			goto relax;
@@ -108,12 +118,7 @@ int qg_event_slot_wait(struct qg_event_slot *s, uint32_t seq, int64_t timeout_ns
 			return -ETIMEDOUT;
 		if (now - start < EVENT_SPIN_NS)
 			goto relax;
-		/* sleep: see publish() for why the fence makes this safe */
-		atomic_fetch_add_explicit(&s->waiters, 1, memory_order_relaxed);
-		atomic_thread_fence(memory_order_seq_cst);
-		if (atomic_load_explicit(&s->seq, memory_order_relaxed) == cur)
-			qg_futex_wait(&s->seq, cur, deadline, true);
-		atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
+		qg_event_slot_sleep(s, cur, deadline);
 		continue;
 relax:
 		qg_cpu_relax();

@@ -89,4 +89,37 @@ int qg_event_wait(struct qg_event *ev, uint32_t seq, int64_t timeout_ns);
  */
 int qg_event_slot_wait(struct qg_event_slot *slot, uint32_t seq, int64_t timeout_ns);
 
+/*
+ * The two steps qg_event_slot_wait is made of, for a waiter with its own
+ * spinning (libqgraph yields to the daemon instead of pausing, and asks
+ * whether the daemon is there between sleeps): look, then sleep.
+ *
+ * One look at SLOT: true if it has reached SEQ, with the status of the
+ * latest record in *STATUS (if not NULL); false if not, with the number
+ * it holds in *CUR (for qg_event_slot_sleep).  The acquire pairs with the
+ * recorder's release (publish, event.c): the status and the work the
+ * event stands for are visible once the number is.
+ */
+static inline bool qg_event_slot_reached(const struct qg_event_slot *slot, uint32_t seq, uint32_t *cur, int *status)
+{
+	uint32_t now = atomic_load_explicit(&slot->seq, memory_order_acquire);
+
+	if (!qg_seq_reached(now, seq)) {
+		*cur = now;
+		return false;
+	}
+	if (status)
+		*status = atomic_load_explicit(&slot->status, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * Sleep on SLOT while it still holds CUR (what qg_event_slot_reached last
+ * saw), until a record wakes it or the CLOCK_MONOTONIC time DEADLINE_NS
+ * (0: none): the waiter's half of the protocol publish() (event.c)
+ * explains.  It may return early; the caller looks again.  0, -ETIMEDOUT
+ * or -EINTR.
+ */
+int qg_event_slot_sleep(struct qg_event_slot *slot, uint32_t cur, uint64_t deadline_ns);
+
 #endif /* QG_EVENT_H */

@@ -5,9 +5,11 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "region.h"
 #include "ring.h"
+#include "shm.h"
 
 static int add_part(uint64_t *at, uint64_t bytes, uint64_t *offset)
 {
@@ -93,4 +95,70 @@ void qg_region_header_init(void *base, const struct qg_region_layout *l)
 	atomic_store_explicit(&h->loop_cpu, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->waiter_cpu, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->client_waiting, 0, memory_order_release);
+}
+
+/* The parts of the region mapped at BASE, from RG's layout. */
+static void find_parts(struct qg_region *rg, void *base)
+{
+	rg->base = base;
+	rg->hdr = base;
+	rg->events = (struct qg_event_slot *)(rg->base + rg->layout.events_offset);
+	rg->arena = rg->base + rg->layout.arena_offset;
+}
+
+int qg_region_create(const struct qg_region_layout *l, struct qg_region *rg, int *fd)
+{
+	void *base;
+	int r;
+
+	*rg = (struct qg_region){ .layout = *l };
+	if (qg_region_layout_check(l))
+		return -EINVAL;	/* not one qg_region_layout_make gave */
+	int mfd = qg_shm_create("qgraph-session", l->region_bytes);
+	if (mfd < 0)
+		return mfd;
+	if ((r = qg_shm_map_checked(mfd, l->region_bytes, &base))) {
+		close(mfd);
+		return r;
+	}
+	find_parts(rg, base);
+	qg_region_header_init(base, l);
+	if ((r = qg_ring_format(&rg->submit, rg->base + l->submit_offset, l->submit_bytes)) ||
+	    (r = qg_ring_format(&rg->complete, rg->base + l->complete_offset, l->complete_bytes))) {
+		qg_region_unmap(rg);
+		close(mfd);
+		return r;
+	}
+	*fd = mfd;
+	return 0;
+}
+
+int qg_region_attach(int fd, const struct qg_region_layout *l, struct qg_region *rg)
+{
+	void *base;
+	int r;
+
+	*rg = (struct qg_region){ .layout = *l };
+	if (qg_region_layout_check(l))
+		return -EPROTO;
+	/* sealed, and of the size the layout says, before it is mapped */
+	if ((r = qg_shm_map_checked(fd, l->region_bytes, &base)))
+		return r;
+	find_parts(rg, base);
+	if (qg_ring_attach(&rg->submit, rg->base + l->submit_offset, l->submit_bytes, 1) ||
+	    qg_ring_attach(&rg->complete, rg->base + l->complete_offset, l->complete_bytes, 0)) {
+		qg_region_unmap(rg);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+void qg_region_unmap(struct qg_region *rg)
+{
+	if (rg->base)
+		qg_shm_unmap(rg->base, rg->layout.region_bytes);
+	rg->base = NULL;
+	rg->hdr = NULL;
+	rg->events = NULL;
+	rg->arena = NULL;
 }

@@ -4,11 +4,17 @@
  *
  *   [ header | submit ring | completion ring | event table | tensor arena ]
  *
- * The daemon computes the layout, creates and seals the memfd, and tells
- * the client the layout in its Welcome.  Each side keeps its own copy of
- * the layout and never reads it back from shared memory: the copy in the
- * header is for people with a debugger.  The client checks the layout it
- * was sent (qg_region_layout_check) before it maps anything.
+ * The daemon computes the layout, creates and seals the memfd
+ * (qg_region_create), and tells the client the layout in its Welcome
+ * (qg_wire_layout_pack / qg_wire_layout_unpack carry it).  Each side keeps
+ * its own copy of the layout and never reads it back from shared memory:
+ * the copy in the header is for people with a debugger.  The client checks
+ * the layout it was sent, and the memfd's seals and size, before it maps
+ * anything (qg_region_attach).
+ *
+ * The protocols through the header's words live beside this file, each
+ * used by both sides: the doorbell and the completion wait in doorbell.h,
+ * the CPU hints in hints.h; the event table's in event.h.
  *
  * Everything here is ABI between the two sides: the layout version changes
  * whenever a size or an offset does.
@@ -21,6 +27,7 @@
 #include <stdint.h>
 
 #include "event.h"
+#include "ring.h"
 
 #define QG_REGION_MAGIC 0x31524751u	/* "QGR1" little-endian */
 #define QG_REGION_LAYOUT_VERSION 2u
@@ -94,5 +101,38 @@ int qg_region_layout_check(const struct qg_region_layout *l);
 
 /* Write the header of a new region at BASE (the daemon, once). */
 void qg_region_header_init(void *base, const struct qg_region_layout *l);
+
+/*
+ * One side's view of a mapped region (private memory): where each part
+ * lies, found from that side's own copy of the layout.  The client
+ * produces into SUBMIT and consumes COMPLETE; the daemon the reverse.
+ */
+struct qg_region {
+	struct qg_region_layout layout;
+	unsigned char *base;
+	struct qg_region_header *hdr;
+	struct qg_ring submit, complete;
+	struct qg_event_slot *events;	/* LAYOUT.event_count of them */
+	unsigned char *arena;
+};
+
+/*
+ * Daemon: create a sealed memfd for layout L (from qg_region_layout_make),
+ * map it, write its header and format both rings, in *RG; the memfd (for
+ * the client) in *FD.  0, or -errno with nothing left open or mapped.
+ */
+int qg_region_create(const struct qg_region_layout *l, struct qg_region *rg, int *fd);
+
+/*
+ * Client: check layout L (as the daemon sent it), check that FD is a
+ * sealed memfd of its size, map it and attach to both rings, in *RG.
+ * 0, -EPROTO for a layout or rings this code cannot use, or the -errno of
+ * qg_shm_map_checked (-EPERM, -EINVAL, ...); nothing is left mapped then.
+ * FD stays the caller's.
+ */
+int qg_region_attach(int fd, const struct qg_region_layout *l, struct qg_region *rg);
+
+/* Unmap RG's region (either side; nothing if it is not mapped). */
+void qg_region_unmap(struct qg_region *rg);
 
 #endif /* QG_REGION_H */

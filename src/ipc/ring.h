@@ -20,9 +20,12 @@
 #define QG_RING_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "futex.h"
 
 #define QG_RING_ALIGN 64	/* a cache line on every CPU we run on (and 2x on some) */
 #define QG_RING_HDR 8u		/* the length word, padded */
@@ -63,6 +66,27 @@ struct qg_ring {
 static inline void qg_ring_warm(const struct qg_ring *r)
 {
 	__builtin_prefetch(r->ctl->data + (r->pos & (r->size - 1)), 0);
+}
+
+/*
+ * Consumer, while it waits without the lock that guards its position:
+ * spin for at most SPINS pauses until the producer's tail moves off POS
+ * (the position it read up to), warming the line the next record will
+ * fill meanwhile (as qg_ring_warm does).  True if the tail moved.  A hint:
+ * the load is relaxed and what it reads is not trusted; qg_ring_pop reads
+ * the tail again with acquire, and checks it.
+ */
+static inline bool qg_ring_await(const struct qg_ring *r, uint32_t pos, unsigned spins)
+{
+	const uint8_t *next = r->ctl->data + (pos & (r->size - 1));
+
+	for (unsigned k = 0; k < spins; k++) {
+		if (atomic_load_explicit(&r->ctl->tail, memory_order_relaxed) != pos)
+			return true;
+		__builtin_prefetch(next, 0);	/* the record travels with the tail */
+		qg_cpu_relax();
+	}
+	return atomic_load_explicit(&r->ctl->tail, memory_order_relaxed) != pos;
 }
 
 /* Bytes a ring with SIZE bytes of data takes in shared memory. */

@@ -639,3 +639,29 @@ out:
 		qg_wire_record_free(out);
 	return r;
 }
+
+void qg_wire_layout_pack(const struct qg_region_layout *l, Qgraph__RegionLayout *out)
+{
+	qgraph__region_layout__init(out);
+	out->layout_version = l->layout_version;
+	out->region_bytes = l->region_bytes;
+	out->submit_offset = l->submit_offset;
+	out->submit_bytes = l->submit_bytes;
+	out->complete_offset = l->complete_offset;
+	out->complete_bytes = l->complete_bytes;
+	out->events_offset = l->events_offset;
+	out->event_count = l->event_count;
+	out->arena_offset = l->arena_offset;
+	out->arena_bytes = l->arena_bytes;
+}
+
+void qg_wire_layout_unpack(const Qgraph__RegionLayout *rl, struct qg_region_layout *out)
+{
+	*out = (struct qg_region_layout){
+		.layout_version = rl->layout_version, .region_bytes = rl->region_bytes,
+		.submit_offset = rl->submit_offset, .submit_bytes = rl->submit_bytes,
+		.complete_offset = rl->complete_offset, .complete_bytes = rl->complete_bytes,
+		.events_offset = rl->events_offset, .event_count = rl->event_count,
+		.arena_offset = rl->arena_offset, .arena_bytes = rl->arena_bytes,
+	};
+}

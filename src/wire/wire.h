@@ -18,6 +18,7 @@
 
 #include "graph.h"
 #include "qgraph.pb-c.h"
+#include "region.h"
 #include "tensor.h"
 
 #define QG_WIRE_ALIGN 64	/* arena spans start on a cache line (and the kernels' vectors) */
@@ -128,6 +129,18 @@ void qg_wire_record_free(struct qg_wire_record *r);
 
 /* SRC[0..N) as the wire's event references in EV, listed in PTRS (room for N each); returns N. */
 size_t qg_wire_events(const struct qg_wire_event *src, size_t n, Qgraph__EventRef *ev, Qgraph__EventRef **ptrs);
+
+/*
+ * The session region's layout L as the Welcome carries it, in *OUT
+ * (initialised here): the daemon's side of the handshake.
+ */
+void qg_wire_layout_pack(const struct qg_region_layout *l, Qgraph__RegionLayout *out);
+
+/*
+ * The layout the Welcome's RL carries, in *OUT: the client's side.  Not
+ * checked here: qg_region_attach checks it before anything is mapped.
+ */
+void qg_wire_layout_unpack(const Qgraph__RegionLayout *rl, struct qg_region_layout *out);
 
 /*
  * Numbering: the one table between the engine's, the public API's and the
