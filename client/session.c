@@ -239,7 +239,7 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 			goto out;
 		}
 		for (int i = 0; i < n; i++) {
-			snprintf(path, sizeof path, "%s", paths[i]);
+			memcpy(path, paths[i], sizeof path);	/* both PATH_MAX: NUL-terminated by qg_client_socket_paths */
 			o.socket = path;
 			r = connect_one(s, path, tried, at);
 			if (r != -ENOENT || i == n - 1)
