@@ -23,7 +23,6 @@
 
 #include "graph-file.h"
 #include "ops.h"
-#include "submit.h"
 #include "qgraph.pb-c.h"
 #include "submit.h"
 #include "wire.h"
@@ -338,13 +337,6 @@ done:
 	free(scratch);
 	qg_wire_graph_free(&wg);
 	return r;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)

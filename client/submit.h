@@ -30,8 +30,11 @@ struct qgraph_session *connect_or_die(const char *name, uint64_t arena);
 
 /* submit-stats.c: at most N bytes of S as a JSON string (quotes and backslashes escaped, control characters as \u00XX). */
 void json_string(FILE *f, const char *s, size_t n);
-/* X[0..N) random in [-SCALE, SCALE), the same for the same SEED on every machine. */
+
+/* submit-util.c: X[0..N) random in [-SCALE, SCALE), the same for the same SEED on every machine. */
 void fill_random(float *x, size_t n, unsigned long long seed, float scale);
+/* qsort's comparison of two doubles: -1, 0 or 1 as *A is less than, equal to or greater than *B. */
+int cmp_double(const void *a, const void *b);
 /* Largest |a - b| relative to the largest |b|. */
 double rel_err(const float *a, const float *b, size_t n);
 /*

@@ -3,85 +3,82 @@
 # file stops it at start with the file's name and line, a good file is
 # used, and the command line wins over the file.
 set -u
-top=${QG_TOP_BUILDDIR:-.}
+. "$(dirname "$0")/tap.sh"
+
 qgd="${QG_EXEC:-} $top/daemon/qgraphd"
-dir=$(mktemp -d "${TMPDIR:-/tmp}/qgd-conf.XXXXXX") || exit 99
+tap_tmpdir conf
+# not daemon_start's: this daemon reads a configuration file
 pid=
-trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+tap_at_exit='[ -n "$pid" ] && kill $pid 2>/dev/null'
 
 # refused KEY-FILE-TEXT WANT: the daemon must exit 78 (EX_CONFIG) saying WANT
 refused() {
-	printf '%b' "$1" >"$dir/bad.conf"
-	out=$($qgd --config "$dir/bad.conf" --foreground --socket "$dir/never.sock" 2>&1)
+	printf '%b' "$1" >"$T/bad.conf"
+	out=$($qgd --config "$T/bad.conf" --foreground --socket "$T/never.sock" 2>&1)
 	rc=$?
 	case $out in
-	*"$2"*) [ $rc -eq 78 ] && ok "refused (exit $rc): $out" || not_ok "exit $rc: $out" ;;
+	*"$2"*) [ $rc -eq 78 ] && pass "refused (exit $rc): $out" || not_ok "exit $rc: $out" ;;
 	*) not_ok "wanted '$2', got (exit $rc): $out" ;;
 	esac
 }
-refused '# qgraphd.conf\npool-size = 1G\n\nmax-nodse = 10\n' "$dir/bad.conf:4: unknown key 'max-nodse'"
+refused '# qgraphd.conf\npool-size = 1G\n\nmax-nodse = 10\n' "$T/bad.conf:4: unknown key 'max-nodse'"
 refused 'max-nodes = 10\nmax-nodes = 20\n' "bad.conf:2: 'max-nodes' is already set on line 1"
 refused 'poll-us =\n' "bad.conf:1: 'poll-us' has no value"
 refused 'log-level = debug\nmax-sessions = 99999999999999999999999\n' "bad.conf:2: invalid value for 'max-sessions'"
 refused 'user = no-such-user-for-qgraphd\n' "bad.conf:1: invalid value for 'user'"
-[ -e "$dir/never.sock" ] && not_ok "a refused daemon left a socket" || ok "no refused daemon made its socket"
+[ -e "$T/never.sock" ] && not_ok "a refused daemon left a socket" || pass "no refused daemon made its socket"
 
-out=$($qgd --config "$dir/missing.conf" --foreground 2>&1)
+out=$($qgd --config "$T/missing.conf" --foreground 2>&1)
 [ $? -eq 78 ] && case $out in *missing.conf*) true ;; *) false ;; esac &&
-	ok "a named file that is missing is an error: $out" || not_ok "missing file: $out"
+	pass "a named file that is missing is an error: $out" || not_ok "missing file: $out"
 
 # a good file, with the command line over it: the socket given here wins
-printf 'socket = %s/file.sock\nmax-sessions = 2\nlog-level = warn\n' "$dir" >"$dir/good.conf"
-$qgd --config "$dir/good.conf" --foreground --socket "$dir/cli.sock" 2>"$dir/log" &
+printf 'socket = %s/file.sock\nmax-sessions = 2\nlog-level = warn\n' "$T" >"$T/good.conf"
+$qgd --config "$T/good.conf" --foreground --socket "$T/cli.sock" 2>"$T/log" &
 pid=$!
 # the socket is bound before the privileges are dropped, and the drop's warning after
-for i in $(seq 200); do grep -q " warn: running" "$dir/log" && break; sleep 0.05; done
-[ -S "$dir/cli.sock" ] && [ ! -e "$dir/file.sock" ] && ok "the command line's socket wins over the file's" ||
-	{ not_ok "no socket at $dir/cli.sock"; sed 's/^/# /' "$dir/log"; }
+for i in $(seq 200); do grep -q " warn: running" "$T/log" && break; sleep 0.05; done
+[ -S "$T/cli.sock" ] && [ ! -e "$T/file.sock" ] && pass "the command line's socket wins over the file's" ||
+	{ not_ok "no socket at $T/cli.sock"; sed 's/^/# /' "$T/log"; }
 # as root or not, the daemon warns at start (uid 0, or what it lacks); at warn, no info
-grep -q " warn: running" "$dir/log" && ! grep -q " info: " "$dir/log" &&
-	ok "the file's log-level (warn) is used" || { not_ok "log-level from the file"; sed 's/^/# /' "$dir/log"; }
+grep -q " warn: running" "$T/log" && ! grep -q " info: " "$T/log" &&
+	pass "the file's log-level (warn) is used" || { not_ok "log-level from the file"; sed 's/^/# /' "$T/log"; }
 kill $pid
 wait $pid
 rc=$?
 pid=
-[ $rc -eq 0 ] && ok "it stops cleanly" || not_ok "exit status $rc"
+[ $rc -eq 0 ] && pass "it stops cleanly" || not_ok "exit status $rc"
 # --no-config reads nothing, even a file named before it
-out=$($qgd --config "$dir/bad.conf" --no-config --info 2>&1) && ok "--no-config reads no file" || not_ok "--no-config: $out"
+out=$($qgd --config "$T/bad.conf" --no-config --info 2>&1) && pass "--no-config reads no file" || not_ok "--no-config: $out"
 
 # --check-config: like sshd -t, 0 for a good file, 78 and the reason for a bad one
-printf 'max-nodes = 10\nmax-nodes = 20\n' >"$dir/bad.conf"
-out=$($qgd --config "$dir/bad.conf" --check-config 2>&1)
+printf 'max-nodes = 10\nmax-nodes = 20\n' >"$T/bad.conf"
+out=$($qgd --config "$T/bad.conf" --check-config 2>&1)
 rc=$?
 [ $rc -eq 78 ] && case $out in *"bad.conf:2: 'max-nodes' is already set"*) true ;; *) false ;; esac &&
-	ok "--check-config: a bad file exits 78 with the reason" || not_ok "--check-config of a bad file: $rc $out"
-out=$($qgd --config "$dir/good.conf" --check-config 2>&1)
+	pass "--check-config: a bad file exits 78 with the reason" || not_ok "--check-config of a bad file: $rc $out"
+out=$($qgd --config "$T/good.conf" --check-config 2>&1)
 [ $? -eq 0 ] && case $out in *"good.conf: good"*) true ;; *) false ;; esac &&
-	ok "--check-config: a good file exits 0" || not_ok "--check-config of a good file: $out"
+	pass "--check-config: a good file exits 0" || not_ok "--check-config of a good file: $out"
 # --dump-config: like sshd -T, the configuration in effect, in the file's syntax: it reads back the same
-$qgd --config "$dir/good.conf" --max-nodes 77 --dump-config >"$dir/dump.conf" 2>&1
-grep -qx "max-nodes = 77" "$dir/dump.conf" && grep -qx "max-sessions = 2" "$dir/dump.conf" &&
-	grep -qx "socket = $dir/file.sock" "$dir/dump.conf" && grep -qx "log-level = warn" "$dir/dump.conf" &&
-	ok "--dump-config shows the file's and the command line's settings" ||
-	{ not_ok "--dump-config"; sed 's/^/# /' "$dir/dump.conf"; }
-$qgd --config "$dir/dump.conf" --dump-config >"$dir/dump2.conf" 2>&1 && cmp -s "$dir/dump.conf" "$dir/dump2.conf" &&
-	ok "what --dump-config prints is read back to the same configuration" ||
-	{ not_ok "--dump-config does not read back"; diff "$dir/dump.conf" "$dir/dump2.conf" | sed 's/^/# /'; }
+$qgd --config "$T/good.conf" --max-nodes 77 --dump-config >"$T/dump.conf" 2>&1
+grep -qx "max-nodes = 77" "$T/dump.conf" && grep -qx "max-sessions = 2" "$T/dump.conf" &&
+	grep -qx "socket = $T/file.sock" "$T/dump.conf" && grep -qx "log-level = warn" "$T/dump.conf" &&
+	pass "--dump-config shows the file's and the command line's settings" ||
+	{ not_ok "--dump-config"; sed 's/^/# /' "$T/dump.conf"; }
+$qgd --config "$T/dump.conf" --dump-config >"$T/dump2.conf" 2>&1 && cmp -s "$T/dump.conf" "$T/dump2.conf" &&
+	pass "what --dump-config prints is read back to the same configuration" ||
+	{ not_ok "--dump-config does not read back"; diff "$T/dump.conf" "$T/dump2.conf" | sed 's/^/# /'; }
 
 # without --foreground and without the journal the log is syslog's, but a failed start still says why on stderr
-out=$($qgd --no-config --socket "$dir/no/such/dir/q.sock" 2>&1)
+out=$($qgd --no-config --socket "$T/no/such/dir/q.sock" 2>&1)
 rc=$?
 [ $rc -ne 0 ] && case $out in *"cannot create the runtime directory"*) true ;; *) false ;; esac &&
-	ok "a failed start without --foreground says why on stderr (exit $rc)" || not_ok "a silent failed start: $rc '$out'"
+	pass "a failed start without --foreground says why on stderr (exit $rc)" || not_ok "a silent failed start: $rc '$out'"
 # stderr the journal's stream ($JOURNAL_STREAM its device:inode): lines with <N> priorities, no timestamps
-: >"$dir/journal"
-JOURNAL_STREAM=$(stat -c '%d:%i' "$dir/journal") $qgd --no-config --socket "$dir/no/such/dir/q.sock" 2>>"$dir/journal"
-grep -q '^<6>info: configuration: none' "$dir/journal" && grep -q '^<3>error: cannot create the runtime directory' "$dir/journal" &&
-	ok "under the journal: <6> and <3> prefixes" || { not_ok "journal prefixes"; sed 's/^/# /' "$dir/journal"; }
+: >"$T/journal"
+JOURNAL_STREAM=$(stat -c '%d:%i' "$T/journal") $qgd --no-config --socket "$T/no/such/dir/q.sock" 2>>"$T/journal"
+grep -q '^<6>info: configuration: none' "$T/journal" && grep -q '^<3>error: cannot create the runtime directory' "$T/journal" &&
+	pass "under the journal: <6> and <3> prefixes" || { not_ok "journal prefixes"; sed 's/^/# /' "$T/journal"; }
 
-echo "1..$n"
-[ $fails -eq 0 ]
+tap_done

@@ -4,22 +4,18 @@
 # and one line saying why; with one, ggml's conformance suite
 # (test-backend-ops -o MUL_MAT against the CPU backend) runs every Q4_0 x F32
 # case with contiguous weights on QGRAPH0 and passes, and the daemon's
-# statistics show the weights uploaded and the interleaved kernels used.
-# Needs ./configure --with-ggml=DIR; skipped otherwise.  Prints TAP.
+# statistics show the weights uploaded and the interleaved kernels used;
+# then the daemon stops cleanly.  Needs ./configure --with-ggml=DIR; skipped otherwise.  Prints TAP.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/tap.sh"
 
-top=${QG_TOP_BUILDDIR:-.}
 plugin=$top/client/.libs/libggml-qgraph.so
 bindir=${QG_GGML_BINDIR:-}
 if [ ! -f "$plugin" ] || [ -z "$bindir" ]; then
-	echo "1..0 # SKIP the ggml backend is not built (./configure --with-ggml=DIR)"
-	exit 0
+	skip_all "the ggml backend is not built (./configure --with-ggml=DIR)"
 fi
 if [ -n "${QEMU_AARCH64:-}" ]; then
-	echo "1..0 # SKIP the ggml backend is tested natively only"
-	exit 0
+	skip_all "the ggml backend is tested natively only"
 fi
 tbo=$bindir/test-backend-ops
 submit=$top/client/qgraph-submit
@@ -28,31 +24,14 @@ submit=$top/client/qgraph-submit
 # the pinned llama.cpp (80fb11ac); the Q8_0 ones are not offered here.
 want_cases=${QG_GGML_MUL_MAT_CASES:-38}
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/qg-ggml.XXXXXX") || exit 99
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-n=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-	fi
-}
-show() { sed 's/^/# /' "$1" | tail -n "${2:-30}"; }
+tap_tmpdir ggml
 
 # stat KEY: the daemon's statistic KEY (text form), or nothing
 stat() {
 	"$submit" --socket "$T/s.sock" stats 2>/dev/null | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
-echo "1..9"
+echo "1..10"
 
 # 1: the loader's two symbols, nothing else
 nm -D --defined-only "$plugin" | awk '{print $3}' | sort >"$T/exports"
@@ -72,23 +51,11 @@ if [ -x "$bindir/llama-completion" ]; then
 	[ "$st" -eq 0 ] && [ "$c" -eq 1 ] || show "$T/nodev"
 	ok $(grep -q QGRAPH0 "$T/nodev"; [ $? -ne 0 ]; echo $?) "without a daemon: QGRAPH0 is not listed"
 else
-	ok 0 "# SKIP llama-completion not built"
-	ok 0 "# SKIP llama-completion not built"
+	skip "llama-completion not built"
+	skip "llama-completion not built"
 fi
 
-"$top/daemon/qgraphd" --no-config --pool-size 256M -f -s "$T/s.sock" --log-level warn --ready-fd 3 \
-	3>"$T/ready" 2>"$T/daemon.log" &
-pid=$!
-i=0
-while ! grep -q READY "$T/ready" 2>/dev/null; do
-	i=$((i + 1))
-	if [ $i -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; then
-		echo "Bail out! qgraphd did not start"
-		cat "$T/daemon.log"
-		exit 1
-	fi
-	sleep 0.1
-done
+daemon_start s --pool-size 256M || bail "qgraphd did not start" "$T/s.log"
 export QGRAPH_SOCKET="$T/s.sock"
 
 # 4: the device is there
@@ -96,7 +63,7 @@ if [ -x "$bindir/llama-completion" ]; then
 	"$bindir/llama-completion" --list-devices >"$T/dev" 2>&1
 	ok $(grep -q '^  QGRAPH0: qgraphd' "$T/dev"; echo $?) "with a daemon: llama-completion --list-devices lists QGRAPH0"
 else
-	ok 0 "# SKIP llama-completion not built"
+	skip "llama-completion not built"
 fi
 
 # 5-6: ggml's conformance suite for MUL_MAT on our device
@@ -125,3 +92,7 @@ ok $([ -n "$up1" ] && [ "$up1" -ge $((${up0:-0} + want_cases)) ]; echo $?) \
 	"the daemon's stats: weights uploaded ${up0:-?} -> ${up1:-?}"
 ok $([ -n "$il1" ] && [ "$il1" -gt "${il0:-0}" ]; echo $?) \
 	"the daemon's stats: MUL_MATs on interleaved weights ${il0:-?} -> ${il1:-?}"
+
+# 10: the daemon outlived all that and stops cleanly
+daemon_stop s
+[ "$failed" -eq 0 ]

@@ -5,10 +5,8 @@
 # file cut short, a file that is not GGUF and a missing file are refused
 # with exit status 1 and a message that names the field.  Prints TAP.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/tap.sh"
 
-top=${QG_TOP_BUILDDIR:-.}
 if [ -n "${QEMU_AARCH64:-}" ]; then
 	bin=$top/client/.libs/qgraph-submit
 	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$bin" "$@"; }
@@ -19,24 +17,11 @@ else
 	writer() { "$top/tests/gguf-test" "$@"; }
 fi
 if [ ! -x "$bin" ] || [ ! -x "$top/tests/gguf-test" ]; then
-	echo "1..0 # SKIP qgraph-submit or tests/gguf-test not built"
-	exit 0
+	skip_all "qgraph-submit or tests/gguf-test not built"
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/qg-gguf.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
+tap_tmpdir gguf
 
-n=0
-failed=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		failed=$((failed + 1))
-	fi
-}
 # has PATTERN: the last output holds the line PATTERN (a grep -E expression)
 has() {
 	grep -Eq -- "$1" "$T/out"
@@ -91,5 +76,4 @@ st=$?
 [ $st -eq 2 ]
 ok $? "no file: usage, exit $st"
 
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_done

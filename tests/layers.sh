@@ -4,29 +4,26 @@
 # the layers below it compiles, and a header of any layer above does not.
 # QG_CC and QG_*_CPPFLAGS come from make (Makefile.am's layer flags).
 set -u
+. "$(dirname "$0")/tap.sh"
+
 cc=${QG_CC:-cc}
-dir=$(mktemp -d "${TMPDIR:-/tmp}/qg-layers.XXXXXX") || exit 99
-trap 'rm -rf "$dir"' EXIT
-n=0
-failed=0
+tap_tmpdir layers
 
 # try LAYER FLAGS HEADER WANT: compile a file including HEADER; WANT is ok
 # or fail.  It is ok when it compiles and the header found is the
 # project's (a system header of the same name, libevent's event.h, is not).
 try() {
-	n=$((n + 1))
-	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$dir/probe.c"
+	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$T/probe.c"
 	got=fail
-	if $cc $2 -fsyntax-only "$dir/probe.c" >"$dir/out" 2>&1 &&
-	   $cc $2 -M "$dir/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client|daemon|proto)/$3\$"; then
+	if $cc $2 -fsyntax-only "$T/probe.c" >"$T/out" 2>&1 &&
+	   $cc $2 -M "$T/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client|daemon|proto)/$3\$"; then
 		got=ok
 	fi
 	if [ "$got" = "$4" ]; then
-		echo "ok $n - $1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
+		pass "$1 including $3: $( [ "$4" = ok ] && echo compiles || echo 'does not compile')"
 	else
-		echo "not ok $n - $1 including $3: expected $4, got $got"
-		sed 's/^/# /' "$dir/out" | head -n 5
-		failed=$((failed + 1))
+		not_ok "$1 including $3: expected $4, got $got"
+		sed 's/^/# /' "$T/out" | head -n 5
 	fi
 }
 
@@ -47,5 +44,4 @@ try engine "$e" region.h ok
 try engine "$e" wire.h fail
 try engine "$e" qgraph.h fail
 try engine "$e" loop.h fail
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -27,12 +27,8 @@
 # runs (e.g. QGRAPH_SOCKET=...); QG_LLAMA_KEEP=DIR keeps the model, the
 # text, the base and every log in DIR.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/tap.sh"
 
-top=${QG_TOP_BUILDDIR:-.}
-build=$top	# (kl sets $top to a share of tokens)
-srcdir=${QG_TOP_SRCDIR:-$(dirname "$0")/..}
 threads=${QG_LLAMA_THREADS:-2}
 gen=$top/tests/make-llama-gguf
 if [ -n "${QEMU_AARCH64:-}" ]; then
@@ -45,37 +41,16 @@ else
 	makegguf() { "$gen" "$@"; }
 fi
 if [ ! -x "$gen" ] || [ ! -x "$sub" ]; then
-	echo "1..0 # SKIP tests/make-llama-gguf or qgraph-submit not built"
-	exit 0
+	skip_all "tests/make-llama-gguf or qgraph-submit not built"
 fi
 
 if [ -n "${QG_LLAMA_KEEP:-}" ]; then
 	T=$QG_LLAMA_KEEP
+	tap_keep=1
 	mkdir -p "$T" || exit 99
 else
-	T=$(mktemp -d "${TMPDIR:-/tmp}/qg-llama.XXXXXX") || exit 99
-	trap 'rm -rf "$T"' EXIT
+	tap_tmpdir llama
 fi
-
-n=0
-failed=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		failed=$((failed + 1))
-	fi
-}
-skip() {
-	n=$((n + 1))
-	echo "ok $n # SKIP $1"
-}
-# show FILE: the end of a log as TAP comments
-show() {
-	tail -n "${2:-15}" "$1" | sed 's/^/# /'
-}
 
 # ------------------------------------------------------------ the generator
 makegguf --preset tiny --seed 7 --threads 1 -o "$T/tiny.gguf" 2>"$T/gen.log"
@@ -123,7 +98,7 @@ elif [ -n "${QG_LLAMA_DL:-}" ]; then
 elif [ -n "${QG_GGML_BINDIR:-}" ]; then
 	bin=$QG_GGML_BINDIR	# the llama.cpp build configure --with-ggml named
 else
-	paths=$(bash "$srcdir/.ci/llama.sh" --print 2>/dev/null) || reason="llama.cpp is not built (bash .ci/llama.sh builds it)"
+	paths=$(bash "$src/.ci/llama.sh" --print 2>/dev/null) || reason="llama.cpp is not built (bash .ci/llama.sh builds it)"
 	bin=$(printf '%s\n' "${paths:-}" | sed -n 's/.*LLAMA_DL=\([^ ]*\).*/\1/p')
 fi
 if [ -z "$reason" ] && { [ ! -x "$bin/llama-perplexity" ] || [ ! -x "$bin/llama-completion" ]; }; then
@@ -135,8 +110,7 @@ if [ -n "$reason" ]; then
 		"with the plugin: KL divergence" "with the plugin: the daemon ran the matmuls"; do
 		skip "$what: $reason"
 	done
-	echo "1..$n"
-	[ $failed -eq 0 ]
+	tap_done
 	exit
 fi
 echo "# llama.cpp: $bin; -t $threads --poll 0, OMP_WAIT_POLICY=passive"
@@ -214,7 +188,7 @@ ok $r "llama-perplexity: finite perplexity ${ppl:-none} (exit $st)"
 ok $? "the base log-probabilities are saved ($(wc -c <"$T/base.kld" 2>/dev/null || echo 0) bytes)"
 
 # kl LABEL ARGS-AND-ENV...: llama-perplexity --kl-divergence against the
-# base with llama ARGS (VAR=VALUE words go to env); sets kld and top (the
+# base with llama ARGS (VAR=VALUE words go to env); sets kld and same_top (the
 # mean KL divergence and the same-top-p percentage) or returns 1.
 kl() {
 	label=$1
@@ -231,13 +205,13 @@ kl() {
 		--kl-divergence-base "$T/base.kld" --kl-divergence
 	st=$?
 	kld=$(awk '/^Mean +KLD:/ { print $3; exit }' "$T/$label.out" "$T/$label.err")
-	top=$(awk '/^Same top p:/ { print $4; exit }' "$T/$label.out" "$T/$label.err")
-	[ $st -eq 0 ] && [ -n "$kld" ] && [ -n "$top" ]
+	same_top=$(awk '/^Same top p:/ { print $4; exit }' "$T/$label.out" "$T/$label.err")
+	[ $st -eq 0 ] && [ -n "$kld" ] && [ -n "$same_top" ]
 }
 
 kl nr -nr
 r=$?
-kld_nr=${kld:-} top_nr=${top:-}
+kld_nr=${kld:-} top_nr=${same_top:-}
 # the repacked and the plain kernels compute the same products: a small difference
 [ $r -eq 0 ] && awk -v k="$kld_nr" -v t="$top_nr" 'BEGIN { exit !(k >= 0 && k < 0.01 && t >= 90 && t <= 100) }'
 r=$?
@@ -246,7 +220,7 @@ ok $r "stock -nr against the base: mean KLD ${kld_nr:-none}, same top p ${top_nr
 
 plugin=${QG_GGML_PLUGIN:-}
 # a build configured --with-ggml tests its own backend
-[ -z "$plugin" ] && [ -f "$build/client/.libs/libggml-qgraph.so" ] && plugin=$build/client/.libs/libggml-qgraph.so
+[ -z "$plugin" ] && [ -f "$top/client/.libs/libggml-qgraph.so" ] && plugin=$top/client/.libs/libggml-qgraph.so
 if [ -z "$plugin" ]; then
 	reason="QG_GGML_PLUGIN is not set (the path of libggml-qgraph.so)"
 elif [ ! -f "$plugin" ]; then
@@ -263,24 +237,17 @@ if [ -n "$reason" ]; then
 	skip "with the plugin: the daemon ran the matmuls: $reason"
 else
 	# a daemon of the test's own unless QG_GGML_ENV names one
-	dpid=
+	own_daemon=
 	case " ${QG_GGML_ENV:-} " in
 	*" QGRAPH_SOCKET="*) ;;
 	*)
-		"$build/daemon/qgraphd" --no-config --pool-size 256M -f -s "$T/s.sock" --log-level warn --ready-fd 3 \
-			3>"$T/ready" 2>"$T/daemon.log" &
-		dpid=$!
-		trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; [ -n "${QG_LLAMA_KEEP:-}" ] || rm -rf "$T"' EXIT
-		i=0
-		while ! grep -q READY "$T/ready" 2>/dev/null && [ $i -lt 300 ] && kill -0 $dpid 2>/dev/null; do
-			i=$((i + 1))
-			sleep 0.1
-		done
+		own_daemon=1
+		daemon_start s --pool-size 256M || show "$T/s.log"
 		QG_GGML_ENV="${QG_GGML_ENV:-} QGRAPH_SOCKET=$T/s.sock"
 		;;
 	esac
 	sock=$(printf '%s\n' $QG_GGML_ENV | sed -n 's/^QGRAPH_SOCKET=//p' | tail -n 1)
-	mm() { "$build/client/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
+	mm() { "$top/client/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
 	mm0=$(mm)
 	# the backend registers its device (an ACCEL one: --list-devices leaves out the CPU's)
 	# shellcheck disable=SC2086
@@ -305,16 +272,16 @@ else
 	r=$?
 	limit_k=$(awk -v k="$kld_nr" 'BEGIN { printf "%.6f", 2 * k }')
 	limit_t=$(awk -v t="$top_nr" 'BEGIN { printf "%.3f", t - (100 - t) }')
-	[ $r -eq 0 ] && awk -v k="$kld" -v t="$top" -v lk="$limit_k" -v lt="$limit_t" \
+	[ $r -eq 0 ] && awk -v k="$kld" -v t="$same_top" -v lk="$limit_k" -v lt="$limit_t" \
 		'BEGIN { exit !(k >= 0 && k <= lk && t >= lt) }'
 	r=$?
-	ok $r "with the plugin: mean KLD ${kld:-none} <= $limit_k, same top p ${top:-none}% >= $limit_t%"
+	ok $r "with the plugin: mean KLD ${kld:-none} <= $limit_k, same top p ${same_top:-none}% >= $limit_t%"
 	[ $r -eq 0 ] || show "$T/plugin.err" 30
 
 	mm1=$(mm)
 	[ -n "$mm1" ] && [ "$mm1" -gt "${mm0:-0}" ]
 	ok $? "with the plugin: the daemon ran the matmuls on interleaved weights (${mm0:-?} -> ${mm1:-?})"
+	[ -n "$own_daemon" ] && daemon_stop s
 fi
 
-echo "1..$n"
-[ $failed -eq 0 ]
+tap_done

@@ -6,30 +6,10 @@
 # pages; every program says its version as "PROG (qgraph) VERSION" and
 # names the bug-report address in --help.  Prints TAP.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/tap.sh"
 
-top=${QG_TOP_BUILDDIR:-.}
-src=${QG_TOP_SRCDIR:-.}
-T=$(mktemp -d "${TMPDIR:-/tmp}/qg-man.XXXXXX") || exit 99
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
+tap_tmpdir man
 
-n=0
-failed=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		failed=$((failed + 1))
-	fi
-}
 # run PROG ARGS...: the program of the build, under $QG_EXEC on a cross build
 run() {
 	p=$1
@@ -69,20 +49,11 @@ r=$?
 ok $r "libqgraph(3)'s EXAMPLE compiles and links against libqgraph ($(wc -l <"$T/example.c") lines)"
 [ $r -eq 0 ] || sed 's/^/# /' "$T/cc.out"
 if [ $r -eq 0 ] && [ -z "${QEMU_AARCH64:-}" ] && [ -x "$top/daemon/qgraphd" ]; then
-	"$top/daemon/qgraphd" --no-config --pool-size 64M -f -s "$T/s.sock" --log-level warn --ready-fd 3 \
-		3>"$T/ready" 2>"$T/daemon.log" &
-	pid=$!
-	i=0
-	while ! grep -q READY "$T/ready" 2>/dev/null && [ $i -lt 300 ] && kill -0 "$pid" 2>/dev/null; do
-		i=$((i + 1))
-		sleep 0.1
-	done
+	daemon_start s --pool-size 64M || show "$T/s.log"
 	QGRAPH_SOCKET=$T/s.sock "$T/example" >"$T/ex.out" 2>&1
 	r=$?
 	ok $([ $r -eq 0 ] && grep -q '^y\[0\] = ' "$T/ex.out"; echo $?) "and runs against a daemon: $(head -n 1 "$T/ex.out")"
-	kill "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	pid=
+	daemon_stop s
 fi
 
 # ---- every option of --help in the program's page
@@ -122,5 +93,4 @@ for p in daemon/qgraphd client/qgraph-submit client/qgraph-quantize; do
 	ok $([ $? -eq 0 ] && [ -n "${QG_BUGREPORT:-}" ]; echo $?) "$name --help names the bug-report address"
 done
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -11,46 +11,23 @@
 # (tests/mpi-ffn is not built otherwise: sanitizers, cross builds), where
 # it skips, unless QG_REQUIRE_MPI=1 (.ci/run's native suite).  Prints TAP.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/tap.sh"
 
-top=${QG_TOP_BUILDDIR:-.}
 ffn=$top/tests/mpi-ffn
 mpirun=${QG_MPIRUN:-}
 if [ -n "${QEMU_AARCH64:-}" ] || [ ! -x "$ffn" ] || [ -z "$mpirun" ] || [ ! -x "$top/daemon/qgraphd" ]; then
 	if [ "${QG_REQUIRE_MPI:-0}" = 1 ]; then
-		echo "Bail out! QG_REQUIRE_MPI=1 (.ci/run's native suite), but libqgraph-mpi or mpirun is not built here"
-		exit 1
+		bail "QG_REQUIRE_MPI=1 (.ci/run's native suite), but libqgraph-mpi or mpirun is not built here"
 	fi
-	echo "1..0 # SKIP libqgraph-mpi not built here (no MPI, sanitizers, or a cross build)"
-	exit 0
+	skip_all "libqgraph-mpi not built here (no MPI, sanitizers, or a cross build)"
 fi
 # how long a death may take to end the job; measured: a daemon's 0.3 s
 # (its rank notices within 0.1 s, then MPI_Abort), a rank's 1.1 s (mpirun's)
 LIMIT=${QG_MPI_LIMIT:-5}
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/qg-mpi.XXXXXX") || exit 99
-pids=""
+tap_tmpdir mpi
 mp=
-cleanup() {
-	[ -n "$mp" ] && kill "$mp" 2>/dev/null
-	for p in $pids; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-n=0
-failed=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		failed=$((failed + 1))
-	fi
-}
+tap_at_exit='[ -n "$mp" ] && kill "$mp" 2>/dev/null; wait 2>/dev/null'
 
 run_mpi() {
 	np=$1
@@ -60,22 +37,9 @@ run_mpi() {
 	"$mpirun" $root --oversubscribe -np "$np" "$@"
 }
 
-# start_daemon I: qgraphd on $T/sI.sock, one thread, a small pool; its pid in d_I
+# start_daemon I: qgraphd on $T/sI.sock, one thread, a small pool; its pid in pid_sI
 start_daemon() {
-	"$top/daemon/qgraphd" --no-config --pool-size 64M --threads 1 -f -s "$T/s$1.sock" --log-level warn \
-		--ready-fd 3 3>"$T/ready$1" 2>"$T/daemon$1.log" &
-	eval "d_$1=$!"
-	pids="$pids $!"
-	i=0
-	while ! grep -q READY "$T/ready$1" 2>/dev/null; do
-		i=$((i + 1))
-		if [ $i -gt 300 ]; then
-			echo "Bail out! qgraphd $1 did not start"
-			cat "$T/daemon$1.log"
-			exit 1
-		fi
-		sleep 0.1
-	done
+	daemon_start "s$1" --pool-size 64M --threads 1 || bail "qgraphd $1 did not start" "$T/s$1.log"
 }
 
 # baseline I: daemon I holds nothing but the asking session, within 3 s; 0 if so
@@ -155,7 +119,7 @@ kill_during() {
 
 for d in 0 1 2 3; do baseline $d || echo "# daemon $d not at its baseline before the kills"; done
 
-kill_during 'kill -9 $d_1' 2
+kill_during 'kill -9 $pid_s1' 2
 ok $([ $st -ne 0 ] && [ $ms -le $((LIMIT * 1000)) ]; echo $?) "daemon 1 killed: the job ends in $ms ms (limit ${LIMIT} s, exit $st)"
 grep -q "rank 1: qgraphd at $T/s1.sock went away" "$T/err"
 r=$?
@@ -175,6 +139,6 @@ for d in 0 1 2 3; do
 	baseline $d
 	ok $? "daemon $d is back to its baseline (sessions, weights and pool of the job freed)"
 done
+for d in 0 1 2 3; do daemon_stop "s$d"; done
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -8,10 +8,8 @@
 # On a cross build the tool runs under $QG_EXEC (qemu), as tests/qemu-run.sh
 # sets it, with the uninstalled libqgraph on its library path.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/tap.sh"
 
-top=${QG_TOP_BUILDDIR:-.}
 if [ -n "${QEMU_AARCH64:-}" ]; then
 	bin=$top/client/.libs/qgraph-quantize
 	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$bin" "$@"; }
@@ -20,24 +18,11 @@ else
 	tool() { "$bin" "$@"; }
 fi
 if [ ! -x "$bin" ]; then
-	echo "1..0 # SKIP $bin not built"
-	exit 0
+	skip_all "$bin not built"
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/qg-quantize.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
+tap_tmpdir quantize
 
-n=0
-failed=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		failed=$((failed + 1))
-	fi
-}
 
 # f32 bytes of awk program output: one value per line on stdin -> binary file $1
 mkf32() {
@@ -362,5 +347,4 @@ expect 2 '--imatrix goes with quantizing only' "--imatrix with --dequantize" \
 	--dequantize --imatrix "$T/im.f32" --type q4_0 --rows 1 --cols 32 "$T/ramp.q4" "$T/x"
 expect 2 'OUT must be a file' "OUT -" --type q4_0 --rows 1 --cols 32 "$T/ramp.f32" -
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done

@@ -5,10 +5,8 @@
 # not graph files, and a daemon that is gone, get their documented exit
 # status and message.  Prints TAP.
 set -u
-LC_ALL=C
-export LC_ALL
+. "$(dirname "$0")/tap.sh"
 
-top=${QG_TOP_BUILDDIR:-.}
 if [ -n "${QEMU_AARCH64:-}" ]; then
 	bin=$top/client/.libs/qgraph-submit
 	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$bin" --socket "$T/s.sock" "$@"; }
@@ -17,29 +15,10 @@ else
 	tool() { "$bin" --socket "$T/s.sock" "$@"; }
 fi
 if [ ! -x "$bin" ] || [ ! -x "$top/daemon/qgraphd" ]; then
-	echo "1..0 # SKIP qgraph-submit or qgraphd not built"
-	exit 0
+	skip_all "qgraph-submit or qgraphd not built"
 fi
+tap_tmpdir run
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/qg-run.XXXXXX") || exit 99
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$T"
-}
-trap cleanup EXIT
-
-n=0
-failed=0
-ok() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n - $2"
-	else
-		echo "not ok $n - $2"
-		failed=$((failed + 1))
-	fi
-}
 # run_tool NAME EXPECTED-STATUS PATTERN ARGS...: the tool exits EXPECTED and prints PATTERN
 run_tool() {
 	name=$1 want=$2 pat=$3
@@ -54,19 +33,7 @@ run_tool() {
 	[ $r -eq 0 ] || sed 's/^/# /' "$T/out"
 }
 
-${QG_EXEC:-} "$top/daemon/qgraphd" --no-config --pool-size 256M -f -s "$T/s.sock" --log-level warn ${QG_DAEMON_ARGS:-} --ready-fd 3 \
-	3>"$T/ready" 2>"$T/daemon.log" &
-pid=$!
-i=0
-while ! grep -q READY "$T/ready" 2>/dev/null; do
-	i=$((i + 1))
-	if [ $i -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; then
-		echo "Bail out! qgraphd did not start"
-		cat "$T/daemon.log"
-		exit 1
-	fi
-	sleep 0.1
-done
+daemon_start s --pool-size 256M ${QG_DAEMON_ARGS:-} || bail "qgraphd did not start" "$T/s.log"
 
 run_tool "mlp --save writes a file" 0 "ok" mlp --dim 256 --hidden 512 --tokens 5 --layers 2 --repeat 1 \
 	--save "$T/mlp.qg"
@@ -197,10 +164,7 @@ if command -v promtool >/dev/null; then
 	ok $? "promtool check metrics"
 fi
 
-kill "$pid" 2>/dev/null
-wait "$pid" 2>/dev/null
-pid=
+daemon_stop s
 run_tool "no daemon: exit 3" 3 "" run "$T/mlp.qg"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+tap_done
