@@ -28,7 +28,7 @@
 
 #include "conf.h"
 #include "cpulist.h"
-#include "qgraphd.h"
+#include "log.h"
 
 enum kind {
 	K_FLAG,		/* int: yes/no */

@@ -31,7 +31,11 @@
 #include "exec.h"
 #include "galloc.h"
 #include "hugepool.h"
+#include "loop.h"
 #include "ops.h"
+#include "reply.h"
+#include "server.h"
+#include "session.h"
 
 struct qgd_graph {
 	uint64_t handle;

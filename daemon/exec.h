@@ -6,12 +6,21 @@
 #ifndef QGD_EXEC_H
 #define QGD_EXEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "qgraphd.h"
+#include "wire.h"
 
+struct qgd_server;
+struct qgd_session;
+
+/*
+ * Start the CPU backends (the pool on --cpus, and one thread for small
+ * graphs) and the executor thread, watched by SRV's loop.  0 or -errno.
+ */
 int qgd_exec_init(struct qgd_server *srv);
+/* Stop the executor thread (after the jobs queued) and free the backends.  SRV->exec may be NULL. */
 void qgd_exec_fini(struct qgd_server *srv);
 
 /* Build, check and run SG (registering it if SG->keep); answers the request. */
@@ -61,8 +70,11 @@ int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest);
  */
 int qgd_exec_cancel(struct qgd_session *s, uint64_t target, const uint64_t *by);
 
+/* Graphs registered by every session (stats). */
 uint32_t qgd_exec_plans(const struct qgd_server *srv);
+/* What the pool's memory is ("none" without one), for stats. */
 const char *qgd_exec_pool_kind(const struct qgd_server *srv);
+/* The pool's compute threads, the executor's included (1 without a pool). */
 int qgd_exec_threads(const struct qgd_server *srv);
 
 #endif /* QGD_EXEC_H */

@@ -34,7 +34,8 @@
 
 #include "cpulist.h"
 #include "hugepool.h"
-#include "qgraphd.h"
+#include "memory.h"
+#include "server.h"
 
 #define HUGE_KB 2048
 

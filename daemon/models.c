@@ -32,6 +32,10 @@
 #include "gguf.h"
 #include "grow.h"
 #include "models.h"
+#include "reply.h"
+#include "server.h"
+#include "session.h"
+#include "weights.h"
 #include "quant.h"
 
 struct model_tensor {

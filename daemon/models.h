@@ -5,8 +5,14 @@
 #ifndef QGD_MODELS_H
 #define QGD_MODELS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "qgraph.pb-c.h"
-#include "qgraphd.h"
+
+struct qgd_server;
+struct qgd_session;
+struct qgd_weights;
 
 /* Serve a ModelRequest of S (begin, commit, unload): exactly one completion. */
 void qgd_model_serve(struct qgd_session *s, uint64_t rid, const Qgraph__ModelRequest *m);

@@ -22,10 +22,12 @@
 #include "conf.h"
 #include "exec.h"
 #include "kernels.h"
+#include "loop.h"
+#include "memory.h"
 #include "models.h"
 #include "paths.h"
 #include "priv.h"
-#include "qgraphd.h"
+#include "server.h"
 #include "sock.h"
 #include "stamp.h"
 

@@ -17,7 +17,10 @@
 #include <unistd.h>
 
 #include "hotpath.h"
-#include "qgraphd.h"
+#include "loop.h"
+#include "reply.h"
+#include "server.h"
+#include "session.h"
 
 const char *const qgd_quota_names[QGD_QUOTA_COUNT] = {
 	"max-arena", "max-sessions", "max-sessions-per-user", "total-arena", "max-handshakes",

@@ -13,8 +13,13 @@
 #include "exec.h"
 #include "hugepool.h"
 #include "kernels.h"
+#include "loop.h"
 #include "models.h"
-#include "qgraphd.h"
+#include "reply.h"
+#include "requests.h"
+#include "server.h"
+#include "session.h"
+#include "weights.h"
 
 /* qg_wire_weights_fn for this session's graphs. */
 static int weights_lookup(void *ctx, uint64_t handle, struct qg_wire_weights *out)

@@ -21,7 +21,10 @@
 
 #include "exec.h"
 #include "hotpath.h"
-#include "qgraphd.h"
+#include "reply.h"
+#include "requests.h"
+#include "server.h"
+#include "session.h"
 #include "shm.h"
 #include "sock.h"
 

@@ -40,7 +40,10 @@
 #include "exec.h"
 #include "grow.h"
 #include "hugepool.h"
-#include "qgraphd.h"
+#include "kernels.h"
+#include "server.h"
+#include "session.h"
+#include "weights.h"
 
 /*
  * Weights live in the pool as pieces of one owner: they are shared between
