@@ -7,13 +7,10 @@
 
 #include <stddef.h>
 
-#include "kernels.h"
 #include "qgraph.pb-c.h"
 
 struct qgd_session;
 
-/* The kernel chosen for each layout, for a Welcome or a Stats (KC holds them, KCP points at them). */
-size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__KernelChoice *kcp[QG_LAYOUT_COUNT]);
 /* Serve S's decoded request S->req: answered (S->req cleared), handed to the executor, or left waiting for its events. */
 void qgd_request_serve(struct qgd_session *s);
 /*

@@ -1,6 +1,7 @@
 /*
- * server.c - the daemon's loop: the listening socket, handshakes, signals,
- * and the fair scan over sessions that serves their rings.
+ * server.c - the daemon's loop: the listening socket, admission (the
+ * handshake itself is handshake.c's), signals, and the fair scan over
+ * sessions that serves their rings.
  *
  * One thread owns every session and both rings of each (so each ring has a
  * single producer and a single consumer).  Wake-ups cost nothing while work
@@ -18,13 +19,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
-#include <stdarg.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <stddef.h>
 #include <sys/signalfd.h>
@@ -36,214 +35,18 @@
 
 #include "exec.h"
 #include "futex.h"
-#include "kernels.h"
+#include "handshake.h"
 #include "loop.h"
 #include "priv.h"
 #include "reply.h"
 #include "requests.h"
 #include "server.h"
 #include "session.h"
-#include "shm.h"
 #include "sock.h"
 #include "stamp.h"
 
-#define QGD_HELLO_MAX 4096
-
-static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
-{
-	uint64_t v;
-
-	(void)w;
-	(void)arg;
-	(void)events;
-	/* the doorbell only wakes the loop; the scan finds the work */
-	(void)!read(fd, &v, sizeof v);
-}
-
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg);
 static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg);
-
-/*
- * Send FD's client a Welcome that carries only MSG and ST: why it is
- * refused (libqgraph shows it, and returns -EDQUOT for a quota).
- */
-static void send_refusal(int fd, Qgraph__Status st, const char *msg)
-{
-	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
-	uint8_t buf[1024];
-
-	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
-	w.error = (char *)msg;
-	w.status = st;
-	if (qgraph__welcome__get_packed_size(&w) <= sizeof buf) {
-		size_t len = qgraph__welcome__pack(&w, buf);
-		qg_sock_send(fd, buf, len, NULL, 0);
-	}
-}
-
-/* Send a Welcome that refuses the session with ST (a quota refusal counted), then drop it. */
-static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	if (!s->refused)	/* one reason to a client: the first */
-		send_refusal(s->sock, st, msg);
-	if (st == QGRAPH__STATUS__STATUS_QUOTA)
-		qgd_count_quota(s->srv, msg);
-	qgd_session_drop(s, msg);
-}
-
-/*
- * Refuse S as soon as it connects, before its Hello: send the Welcome that
- * says why (MSG) now, and close when its Hello comes, it hangs up, or the
- * handshake time runs out (so that a client that writes its Hello first
- * still reads the reason, rather than a broken pipe).  Until then it holds
- * a place among the handshakes of its uid, and nothing else.  WHY is what
- * the log will say.
- */
-static void refuse_early(struct qgd_session *s, Qgraph__Status st, const char *why, const char *msg)
-{
-	send_refusal(s->sock, st, msg);
-	if (st == QGRAPH__STATUS__STATUS_QUOTA)
-		qgd_count_quota(s->srv, msg);
-	s->refused = why;
-}
-
-/* The client's Hello arrived: set its session up and send the Welcome. */
-static void handshake(struct qgd_session *s)
-{
-	struct qgd_server *srv = s->srv;
-	const struct qgd_config *cfg = &srv->cfg;
-	uint8_t buf[QGD_HELLO_MAX];
-	ssize_t n = qg_sock_recv(s->sock, buf, sizeof buf, NULL, 0, NULL);
-
-	if (n == -EAGAIN)
-		return;
-	if (n <= 0)
-		return qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
-	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
-	if (!h)
-		return refuse(s, QGRAPH__STATUS__STATUS_INVALID, "the handshake message is not a Hello");
-	int proto = h->protocol;
-	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
-	if (h->client_name && *h->client_name) {
-		snprintf(s->name, sizeof s->name, "%.40s, pid %d", h->client_name, (int)s->pid);
-		for (char *c = s->name; *c; c++)	/* names go to logs: printable only */
-			if (*c < 0x20 || *c > 0x7e)
-				*c = '?';
-	}
-	qgraph__hello__free_unpacked(h, NULL);
-	/* the access policy was checked at accept (admit) */
-	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1)
-		return refuse(s, QGRAPH__STATUS__STATUS_UNSUPPORTED,
-			      "protocol version %d is not spoken here: this daemon speaks version %d", proto,
-			      QGRAPH__PROTOCOL__PROTOCOL_V1);
-	if (srv->stopping)
-		return refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
-	if (arena > cfg->max_arena_bytes)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-arena: an arena of %llu bytes asked for, at most %llu",
-			      (unsigned long long)arena,
-			      (unsigned long long)cfg->max_arena_bytes);
-	arena = (arena + 4095) & ~(uint64_t)4095;
-	uint64_t arenas = 0;
-	uint32_t same_user = 0, served = 0;
-	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
-		if (t->state != QGD_READY)
-			continue;	/* connections in their handshake are bounded apart (admit) */
-		arenas += t->layout.arena_bytes;
-		same_user += t->uid == s->uid;
-		served++;
-	}
-	if (served >= cfg->max_sessions)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "max-sessions: %u sessions is the limit", cfg->max_sessions);
-	if (same_user >= cfg->max_sessions_per_user)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-sessions-per-user: uid %u has %u sessions already",
-			      (unsigned)s->uid,
-			      same_user);
-	if (arenas + arena > cfg->total_arena_bytes)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA,
-			      "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
-			      (unsigned long long)arenas, (unsigned long long)arena,
-			      (unsigned long long)cfg->total_arena_bytes);
-
-	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
-	if (err)
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
-			      (unsigned long long)arena);
-	s->memfd = qg_shm_create("qgraph-session", s->layout.region_bytes);
-	if (s->memfd < 0)
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-s->memfd));
-	void *base;
-	if ((err = qg_shm_map_checked(s->memfd, s->layout.region_bytes, &base)))
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot map the session region: %s", strerror(-err));
-	s->base = base;
-	s->hdr = base;
-	qg_region_header_init(base, &s->layout);
-	s->events = (struct qg_event_slot *)(s->base + s->layout.events_offset);
-	s->arena = s->base + s->layout.arena_offset;
-	s->ev = calloc(s->layout.event_count, sizeof *s->ev);
-	for (uint32_t i = 0; s->ev && i < s->layout.event_count; i++)
-		qg_event_init(&s->ev[i], 0, &s->events[i]);
-	s->rec = malloc(cfg->ring_bytes);
-	s->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!s->ev || !s->rec || s->bell < 0 ||
-	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536) ||
-	    qg_ring_format(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes) ||
-	    qg_ring_format(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes))
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
-
-	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
-	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
-	Qgraph__RegionLayout rl = QGRAPH__REGION_LAYOUT__INIT;
-	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
-	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
-	w.session_id = s->id;
-	lim.max_record_bytes = qg_ring_max_record(&s->submit);
-	lim.max_nodes = cfg->max_nodes;
-	lim.max_in_flight = 1;
-	lim.max_arena_bytes = cfg->max_arena_bytes;
-	lim.max_weight_bytes = cfg->pool_bytes;
-	lim.max_events = cfg->event_count;
-	w.limits = &lim;
-	rl.layout_version = s->layout.layout_version;
-	rl.region_bytes = s->layout.region_bytes;
-	rl.submit_offset = s->layout.submit_offset;
-	rl.submit_bytes = s->layout.submit_bytes;
-	rl.complete_offset = s->layout.complete_offset;
-	rl.complete_bytes = s->layout.complete_bytes;
-	rl.events_offset = s->layout.events_offset;
-	rl.event_count = s->layout.event_count;
-	rl.arena_offset = s->layout.arena_offset;
-	rl.arena_bytes = s->layout.arena_bytes;
-	w.region = &rl;
-	w.cpu_features = srv->cpu_features;
-	w.n_kernels = qgd_kernel_choices(kc, kcp);
-	w.kernels = kcp;
-	w.best_weight_type = (Qgraph__Type)qg_wire_type_of(qg_best_weight_type());
-	size_t len = qgraph__welcome__get_packed_size(&w);
-	uint8_t out[8192];
-	if (len > sizeof out)
-		return refuse(s, QGRAPH__STATUS__STATUS_INTERNAL, "welcome too large");
-	qgraph__welcome__pack(&w, out);
-	int fds[2] = { s->memfd, s->bell };
-	if ((err = qg_sock_send(s->sock, out, len, fds, 2)))
-		return qgd_session_drop(s, "could not send the welcome");
-	/* the client has its own references now */
-	close(s->memfd);
-	s->memfd = -1;
-	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch)))
-		return qgd_session_drop(s, "cannot watch the doorbell");
-	s->state = QGD_READY;
-	atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(srv->loop_cpu + 1), memory_order_relaxed);
-	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
-				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
-				   (unsigned long long)(s->layout.arena_bytes >> 20));
-}
 
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg)
 {
@@ -260,7 +63,7 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 		return qgd_session_drop(s, s->refused);
 	}
 	if (s->state == QGD_HANDSHAKE && (events & POLLIN))
-		return handshake(s);
+		return qgd_handshake(s);
 	if (events & (POLLHUP | POLLERR))
 		return qgd_session_hung_up(s, "the client hung up");
 	if (events & POLLIN) {
@@ -332,7 +135,7 @@ static void admit(struct qgd_server *srv, int fd)
 	char why[256];
 
 	if (!s) {
-		send_refusal(fd, QGRAPH__STATUS__STATUS_INTERNAL, "cannot read the connection's credentials, or out of memory");
+		qgd_refuse_fd(fd, -EIO, "cannot read the connection's credentials, or out of memory");
 		close(fd);
 		return;
 	}
@@ -352,26 +155,26 @@ static void admit(struct qgd_server *srv, int fd)
 					c.shaking >= cfg->max_handshakes ? c.oldest : NULL;
 		if (!v || v->refused || !has_input(v->sock))
 			break;
-		handshake(v);
+		qgd_handshake(v);
 	}
 	if (c.shaking_uid >= cfg->handshakes_per_user)
-		refuse(c.oldest_uid, QGRAPH__STATUS__STATUS_QUOTA,
+		qgd_refuse(c.oldest_uid, -EDQUOT,
 		       "handshakes-per-user: uid %u has %u connections that have not sent a Hello; "
 		       "the oldest is dropped", (unsigned)s->uid, c.shaking_uid + 1);
 	else if (c.shaking >= cfg->max_handshakes)
-		refuse(c.oldest, QGRAPH__STATUS__STATUS_QUOTA,
+		qgd_refuse(c.oldest, -EDQUOT,
 		       "max-handshakes: %u connections have not sent a Hello; the oldest is dropped",
 		       c.shaking + 1);
 	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch))
 		return qgd_session_drop(s, "cannot watch its socket");
 	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
-		return refuse_early(s, QGRAPH__STATUS__STATUS_DENIED,
+		return qgd_refuse_early(s, -EACCES,
 				    "refused: not among the users and groups served (allow-users, allow-groups)", why);
 	if (c.served >= cfg->max_sessions) {
 		snprintf(why, sizeof why, "max-sessions: %u sessions is the limit", cfg->max_sessions);
-		return refuse_early(s, QGRAPH__STATUS__STATUS_QUOTA, "refused: max-sessions", why);
+		return qgd_refuse_early(s, -EDQUOT, "refused: max-sessions", why);
 	}
-	handshake(s);
+	qgd_handshake(s);
 }
 
 /*
@@ -390,7 +193,7 @@ static void shed(struct qgd_server *srv, int err)
 		close(srv->reserve_fd);
 		c = qg_sock_accept(srv->listen_fd);
 		if (c >= 0) {
-			send_refusal(c, QGRAPH__STATUS__STATUS_NO_MEMORY, "the daemon is out of file descriptors (RLIMIT_NOFILE): try again later");
+			qgd_refuse_fd(c, -ENOMEM, "the daemon is out of file descriptors (RLIMIT_NOFILE): try again later");
 			close(c);
 		}
 		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -480,7 +283,7 @@ void qgd_server_recheck(struct qgd_server *srv)
 			qgd_session_drop(s, "dropped at a reload: no longer among the users and groups served "
 				      "(allow-users, allow-groups)");
 		else
-			refuse(s, QGRAPH__STATUS__STATUS_DENIED, "%s", why);
+			qgd_refuse(s, -EACCES, "%s", why);
 	}
 }
 
