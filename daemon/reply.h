@@ -33,7 +33,32 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c);
 /* Answer request REQUEST_ID of S with status ST and the message FMT (logged, rate limited). */
 void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/*
+ * Answer request REQUEST_ID of S with the status for ERR (-EDQUOT a quota,
+ * -ENOMEM no memory, -ENOENT not found, -EINVAL invalid, else internal)
+ * and the message FMT, as qgd_session_fail: for callers that speak no
+ * protobuf.
+ */
+void qgd_session_refuse(struct qgd_session *s, uint64_t request_id, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* An event a request records: slot INDEX of the session's table reaches VALUE. */
+struct qgd_event_ref {
+	uint32_t index;
+	uint64_t value;
+};
 /* Record each of the N events EV on S's event table, with STATUS. */
-void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status);
+void qgd_session_record_events(struct qgd_session *s, const struct qgd_event_ref *ev, size_t n, int32_t status);
+
+/* A graph's run, as its answer tells it (qgd_session_answer_run). */
+struct qgd_run_answer {
+	uint64_t rid;
+	uint64_t handle;	/* the graph's, if registered (else 0) */
+	int err;		/* 0, -ETIMEDOUT (its time limit), -ECANCELED, or the run's -errno */
+	const char *error;	/* what went wrong, or NULL */
+	uint64_t decode_ns, alloc_ns, compute_ns, total_ns;
+};
+/* Post the answer to S's graph run A (its status from A->err, with its timings), as qgd_session_complete. */
+void qgd_session_answer_run(struct qgd_session *s, const struct qgd_run_answer *a);
 
 #endif /* QGD_REPLY_H */

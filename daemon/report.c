@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "graphs.h"
 #include "hugepool.h"
 #include "kernels.h"
 #include "loop.h"
@@ -119,7 +120,7 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.pinned_bytes = srv->pinned_bytes;
 	st.pool_bytes = qg_hugepool_info(srv->pool)->bytes;
 	st.pool_used = qg_hugepool_in_use_total(srv->pool);
-	st.plans = qgd_exec_plans(srv);
+	st.plans = qgd_graphs_count(srv);
 	st.graphs_run = srv->graphs_run;
 	st.weights_uploaded = srv->weights_uploaded;
 	st.mul_mat_interleaved = srv->mul_mat_interleaved;

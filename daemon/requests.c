@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "graphs.h"
 #include "hugepool.h"
 #include "kernels.h"
 #include "loop.h"
@@ -368,7 +369,7 @@ static void serve_free_weights(struct qgd_session *s, uint64_t rid, uint64_t han
 	for (size_t i = 0; i < s->n_weights; i++) {
 		if (s->weights[i].handle != handle)
 			continue;
-		if (qgd_exec_weights_in_use(s, s->weights[i].data))
+		if (qgd_graphs_use_weights(s, s->weights[i].data))
 			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"weights %llu are used by a registered graph: free the graph first",
 						(unsigned long long)handle);
@@ -378,6 +379,107 @@ static void serve_free_weights(struct qgd_session *s, uint64_t rid, uint64_t han
 		return qgd_session_complete(s, &c);
 	}
 	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no weights %llu", (unsigned long long)handle);
+}
+
+/* At most this many events a run records are handed to the executor from the stack; more from the heap. */
+#define EVENTS_ON_STACK 8
+
+/*
+ * Run G for request RID of S (exec.c), its events to record REC (N of
+ * them) handed over as plain references; consumes G unless REGISTERED.
+ */
+static void run_graph(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, bool registered, uint64_t t_decoded,
+		      uint64_t t_placed, uint32_t timeout_ms, Qgraph__EventRef **rec, size_t n)
+{
+	struct qgd_event_ref buf[EVENTS_ON_STACK], *ev = buf;
+
+	if (n > EVENTS_ON_STACK && !(ev = malloc(n * sizeof *ev))) {
+		if (!registered)
+			qgd_graph_free(g);
+		for (size_t i = 0; i < n; i++) {
+			struct qgd_event_ref one = { .index = rec[i]->index, .value = rec[i]->value };
+			qgd_session_record_events(s, &one, 1, -ENOMEM);
+		}
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		ev[i] = (struct qgd_event_ref){ .index = rec[i]->index, .value = rec[i]->value };
+	qgd_exec_run(s, rid, g, registered, t_decoded, t_placed, timeout_ms, n ? ev : NULL, n);
+	if (ev != buf)
+		free(ev);
+}
+
+/* Build SG for request RID of S from the wire, place it and run it (registered first if SG->keep). */
+static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGraph *sg)
+{
+	struct qg_wire_env env = { .arena = s->arena, .arena_bytes = s->layout.arena_bytes,
+				   .max_tensors = s->srv->cfg.max_nodes, .weights = weights_lookup, .weights_ctx = s };
+	struct qg_backend *small, *large;
+	struct qgd_graph *g = qgd_graph_new();
+	char err[512];
+	int r;
+
+	s->req = NULL;
+	if (!g) {
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		return;
+	}
+	r = qg_wire_graph_build(sg, &env, &g->wg, err, sizeof err);
+	if (r) {
+		qgd_graph_free(g);
+		qgd_session_fail(s, rid,
+				 r == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
+				 : r == -E2BIG ? QGRAPH__STATUS__STATUS_QUOTA
+				 : r == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
+						: QGRAPH__STATUS__STATUS_INVALID,
+				 "%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
+		return;
+	}
+	uint64_t t_decoded = qgd_now_ns();
+	qgd_exec_backends(s->srv, &small, &large);
+	if ((r = qgd_graph_place(s, g, sg->keep, small, large, err, sizeof err))) {
+		qgd_graph_free(g);
+		qgd_session_fail(s, rid, r == -EDQUOT ? QGRAPH__STATUS__STATUS_QUOTA : QGRAPH__STATUS__STATUS_NO_MEMORY,
+				 "%s", err);
+		return;
+	}
+	uint64_t t_placed = qgd_now_ns();
+	if (sg->keep && qgd_graph_register(s, g)) {
+		qgd_graph_free(g);
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		return;
+	}
+	run_graph(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
+}
+
+/* Run S's registered graph RUN->graph again with the inputs now in the arena. */
+static void serve_run(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run)
+{
+	struct qgd_graph *g = qgd_graph_find(s, run->graph);
+
+	s->req = NULL;
+	if (!g) {
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
+				 (unsigned long long)run->graph);
+		return;
+	}
+	/* decoded just now, and nothing to place: the plan was checked when the graph was registered */
+	uint64_t t = s->req_started_ns;
+	run_graph(s, rid, g, true, t, t, run->timeout_ms, run->record, run->n_record);
+}
+
+/* Forget S's registered graph HANDLE. */
+static void serve_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle)
+{
+	if (qgd_graph_forget(s, handle)) {
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
+				 (unsigned long long)handle);
+		return;
+	}
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	c.request_id = rid;
+	qgd_session_complete(s, &c);
 }
 
 /* Event references must name slots of this session's table. */
@@ -486,11 +588,8 @@ void qgd_request_serve(struct qgd_session *s)
 			break;
 		}
 		s->wait_until_ns = 0;
-		struct qg_wire_env env = { .arena = s->arena, .arena_bytes = s->layout.arena_bytes,
-					   .max_tensors = s->srv->cfg.max_nodes, .weights = weights_lookup,
-					   .weights_ctx = s };
-		qgd_exec_submit(s, rid, g, &env);
-		return;	/* the executor answers (and clears s->req) */
+		serve_submit(s, rid, g);
+		return;	/* answered now or by the executor (s->req cleared) */
 	}
 	case QGRAPH__REQUEST__BODY_RUN: {
 		Qgraph__RunGraph *g = r->run;
@@ -502,11 +601,11 @@ void qgd_request_serve(struct qgd_session *s)
 			break;
 		}
 		s->wait_until_ns = 0;
-		qgd_exec_run_registered(s, rid, g);
+		serve_run(s, rid, g);
 		return;
 	}
 	case QGRAPH__REQUEST__BODY_FREE_GRAPH:
-		qgd_exec_free_graph(s, rid, r->free_graph->graph);
+		serve_free_graph(s, rid, r->free_graph->graph);
 		break;
 	case QGRAPH__REQUEST__BODY_CANCEL: {
 		/*
@@ -539,7 +638,7 @@ void qgd_request_serve(struct qgd_session *s)
 
 void qgd_session_release_all(struct qgd_session *s)
 {
-	qgd_exec_release_session(s);
+	qgd_graphs_release(s);
 	qgd_weights_release_all(s);
 	upload_reset(s);
 	qgd_models_session_gone(s);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "graphs.h"
 #include "hotpath.h"
 #include "reply.h"
 #include "requests.h"
@@ -153,7 +154,7 @@ int qgd_session_step(struct qgd_session *s)
 		if (room == 0)
 			return 0;	/* the client must read its completions first */
 		if (s->last_run)	/* its inputs travel from the client while the record is read */
-			qgd_exec_prefetch(s, s->last_run);
+			qgd_graph_prefetch(s, s->last_run);
 		ssize_t n = qg_ring_pop(&s->submit, s->rec, qg_ring_max_record(&s->submit));
 		if (n == -EAGAIN)
 			return 0;
@@ -180,7 +181,7 @@ int qgd_session_step(struct qgd_session *s)
 		}
 		if (s->req->body_case == QGRAPH__REQUEST__BODY_RUN && s->req->run->graph != s->last_run) {
 			s->last_run = s->req->run->graph;
-			qgd_exec_prefetch(s, s->last_run);
+			qgd_graph_prefetch(s, s->last_run);
 		}
 		s->req_started_ns = qgd_now_ns();
 	}
