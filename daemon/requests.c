@@ -167,8 +167,9 @@ static int upload_take(struct qgd_upload *up, size_t at, const unsigned char *p,
 	return 0;
 }
 
-static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__UploadWeights *u)
+static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
+	const Qgraph__UploadWeights *u = r->upload;
 	struct qgd_upload *up = &s->upload;
 	const struct qgd_config *cfg = &s->srv->cfg;
 
@@ -321,8 +322,9 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Uplo
 	qgd_session_complete(s, &c);
 }
 
-static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph__OpenWeights *ow)
+static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
+	const Qgraph__OpenWeights *ow = r->open_weights;
 	const char *name = ow->name;
 	struct qgd_weights *w;
 	int e;
@@ -364,8 +366,10 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 	qgd_session_complete(s, &c);
 }
 
-static void serve_free_weights(struct qgd_session *s, uint64_t rid, uint64_t handle)
+static void serve_free_weights(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
+	uint64_t handle = r->free_weights->handle;
+
 	for (size_t i = 0; i < s->n_weights; i++) {
 		if (s->weights[i].handle != handle)
 			continue;
@@ -411,8 +415,9 @@ static void run_graph(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, 
 }
 
 /* Build SG for request RID of S from the wire, place it and run it (registered first if SG->keep). */
-static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGraph *sg)
+static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Request *req)
 {
+	const Qgraph__SubmitGraph *sg = req->submit;
 	struct qg_wire_env env = { .arena = s->arena, .arena_bytes = s->layout.arena_bytes,
 				   .max_tensors = s->srv->cfg.max_nodes, .weights = weights_lookup, .weights_ctx = s };
 	struct qg_backend *small, *large;
@@ -420,7 +425,6 @@ static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Subm
 	char err[512];
 	int r;
 
-	s->req = NULL;
 	if (!g) {
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 		return;
@@ -453,12 +457,12 @@ static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Subm
 	run_graph(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
 }
 
-/* Run S's registered graph RUN->graph again with the inputs now in the arena. */
-static void serve_run(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run)
+/* Run S's registered graph R->run->graph again with the inputs now in the arena. */
+static void serve_run(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
+	const Qgraph__RunGraph *run = r->run;
 	struct qgd_graph *g = qgd_graph_find(s, run->graph);
 
-	s->req = NULL;
 	if (!g) {
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
 				 (unsigned long long)run->graph);
@@ -469,9 +473,11 @@ static void serve_run(struct qgd_session *s, uint64_t rid, const Qgraph__RunGrap
 	run_graph(s, rid, g, true, t, t, run->timeout_ms, run->record, run->n_record);
 }
 
-/* Forget S's registered graph HANDLE. */
-static void serve_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle)
+/* Forget S's registered graph R->free_graph->graph. */
+static void serve_free_graph(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
+	uint64_t handle = r->free_graph->graph;
+
 	if (qgd_graph_forget(s, handle)) {
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
 				 (unsigned long long)handle);
@@ -504,18 +510,24 @@ static int events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n
 	return 1;
 }
 
-/* The events S's request REQ waits for, in *EV and *N (none for a request that does not wait). */
-static void request_waits(const Qgraph__Request *req, Qgraph__EventRef ***ev, size_t *n)
+/* The events a request waits for and records, and its time limit. */
+struct request_events {
+	Qgraph__EventRef **wait, **record;
+	size_t n_wait, n_record;
+	uint32_t timeout_ms;
+};
+
+/* The events of request R in *E (none for a kind that names none: not REQ_EVENTS). */
+static void request_events(const Qgraph__Request *r, struct request_events *e)
 {
-	*ev = NULL;
-	*n = 0;
-	if (req->body_case == QGRAPH__REQUEST__BODY_SUBMIT) {
-		*ev = req->submit->wait;
-		*n = req->submit->n_wait;
-	} else if (req->body_case == QGRAPH__REQUEST__BODY_RUN) {
-		*ev = req->run->wait;
-		*n = req->run->n_wait;
-	}
+	*e = (struct request_events){ 0 };
+	if (r->body_case == QGRAPH__REQUEST__BODY_SUBMIT)
+		*e = (struct request_events){ .wait = r->submit->wait, .n_wait = r->submit->n_wait,
+					      .record = r->submit->record, .n_record = r->submit->n_record,
+					      .timeout_ms = r->submit->timeout_ms };
+	else if (r->body_case == QGRAPH__REQUEST__BODY_RUN)
+		*e = (struct request_events){ .wait = r->run->wait, .n_wait = r->run->n_wait, .record = r->run->record,
+					      .n_record = r->run->n_record, .timeout_ms = r->run->timeout_ms };
 }
 
 /*
@@ -550,90 +562,198 @@ static int wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeout
 	return 0;
 }
 
-int qgd_request_waiting(struct qgd_session *s)
+/* Read a varint at *AT of P (LEN bytes) into *OUT, moving *AT past it.  1, or 0 when it runs off the end or past 64 bits. */
+static int read_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *out)
 {
-	Qgraph__EventRef **ev;
-	size_t n;
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64 && *at < len; shift += 7) {
+		uint8_t b = p[(*at)++];
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The request_id (field 1, a varint) of the request record REC (LEN bytes,
+ * our own copy), read without decoding the rest: the top-level fields are
+ * stepped over by their wire type until it turns up (first, as a request
+ * is packed).  0 when the record has none, or is not well formed enough
+ * to tell.
+ */
+static uint64_t record_request_id(const uint8_t *rec, size_t len)
+{
+	size_t at = 0;
+	uint64_t key, v;
+
+	while (at < len) {
+		if (!read_varint(rec, len, &at, &key))
+			return 0;
+		switch (key & 7) {
+		case 0:	/* varint */
+			if (!read_varint(rec, len, &at, &v))
+				return 0;
+			if (key >> 3 == 1)
+				return v;
+			break;
+		case 1:	/* 64 bits */
+			if (len - at < 8)
+				return 0;
+			at += 8;
+			break;
+		case 2:	/* length-delimited */
+			if (!read_varint(rec, len, &at, &v) || v > len - at)
+				return 0;
+			at += (size_t)v;
+			break;
+		case 5:	/* 32 bits */
+			if (len - at < 4)
+				return 0;
+			at += 4;
+			break;
+		default:
+			return 0;
+		}
+	}
+	return 0;
+}
+
+bool qgd_request_take(struct qgd_session *s, size_t n)
+{
+	if ((uint64_t)n > s->srv->cfg.max_message) {
+		/* refused before it is decoded: max-message bounds the decoder's work and memory */
+		qgd_session_fail(s, record_request_id(s->rec, n), QGRAPH__STATUS__STATUS_QUOTA,
+				 "quota max-message: a %zu-byte request, at most %llu (not decoded)", n,
+				 (unsigned long long)s->srv->cfg.max_message);
+		return false;
+	}
+	s->req = qg_wire_decode_request(&s->decode, s->rec, n);
+	if (!s->req) {
+		qgd_session_fail(s, 0, QGRAPH__STATUS__STATUS_INVALID,
+				 "a %zu-byte record that is not a request (or too large to decode)", n);
+		return false;
+	}
+	if (s->req->body_case == QGRAPH__REQUEST__BODY_RUN && s->req->run->graph != s->last_run) {
+		s->last_run = s->req->run->graph;
+		qgd_graph_prefetch(s, s->last_run);
+	}
+	s->req_started_ns = qgd_now_ns();
+	return true;
+}
+
+/*
+ * Whether S's request R (RID), of a kind that names events, may be served
+ * now: 1 when the events it names are in the table and those it waits for
+ * have been recorded; 0 while it waits on (it stays at the head of the
+ * session's queue); -1 once it has been answered (an event outside the
+ * table, its time up, the daemon stopping).
+ */
+static int events_ready(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
+{
+	struct request_events e;
+
+	request_events(r, &e);
+	if (!events_ok(s, rid, e.wait, e.n_wait) || !events_ok(s, rid, e.record, e.n_record))
+		return -1;
+	if (!events_reached(s, e.wait, e.n_wait))
+		return wait_for_events(s, rid, e.timeout_ms) ? 0 : -1;
+	s->wait_until_ns = 0;
+	return 1;
+}
+
+bool qgd_request_waiting(struct qgd_session *s)
+{
+	struct request_events e;
 
 	if (!s->wait_until_ns || !s->req || s->state != QGD_READY || s->srv->stopping)
-		return 0;
-	request_waits(s->req, &ev, &n);
-	if (events_reached(s, ev, n))
-		return 0;
+		return false;
+	request_events(s->req, &e);
+	if (events_reached(s, e.wait, e.n_wait))
+		return false;
 	return qgd_now_ns() < s->wait_until_ns;
 }
 
+/*
+ * Requests run in order, so the only one a Cancel can still reach is a
+ * graph running now; anything else it names has been answered.  The
+ * graph's own completion says it was cancelled; this one says whether
+ * the Cancel found it.
+ */
+static void serve_cancel(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
+{
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+
+	c.request_id = rid;
+	if (qgd_exec_cancel(s, r->cancel->request_id, &rid) < 0) {
+		c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
+		c.error = "nothing to cancel: the request has completed";
+	}
+	qgd_session_complete(s, &c);
+}
+
+static void serve_stats(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
+{
+	qgd_report_stats(s, rid, r->stats);
+}
+
+static void serve_model(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
+{
+	qgd_model_serve(s, rid, r->model);
+}
+
+/* What a request kind may do beyond being served in its turn. */
+enum {
+	REQ_EVENTS = 1,		/* names events: checked, and those it waits for awaited, before it is served */
+	REQ_WHILE_BUSY = 2,	/* served while the session's graph runs (a Cancel alone) */
+};
+
+/*
+ * What a client may ask for: one entry per request kind, its handler and
+ * its flags (OpenSSH's monitor table is the model).  A handler answers
+ * with exactly one completion, now or (a graph on the executor) later.
+ */
+static const struct request_kind {
+	unsigned flags;
+	void (*serve)(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r);
+} request_kinds[] = {
+	[QGRAPH__REQUEST__BODY_UPLOAD] = { 0, serve_upload },
+	[QGRAPH__REQUEST__BODY_FREE_WEIGHTS] = { 0, serve_free_weights },
+	[QGRAPH__REQUEST__BODY_SUBMIT] = { REQ_EVENTS, serve_submit },
+	[QGRAPH__REQUEST__BODY_RUN] = { REQ_EVENTS, serve_run },
+	[QGRAPH__REQUEST__BODY_FREE_GRAPH] = { 0, serve_free_graph },
+	[QGRAPH__REQUEST__BODY_CANCEL] = { REQ_WHILE_BUSY, serve_cancel },
+	[QGRAPH__REQUEST__BODY_STATS] = { 0, serve_stats },
+	[QGRAPH__REQUEST__BODY_OPEN_WEIGHTS] = { 0, serve_open_weights },
+	[QGRAPH__REQUEST__BODY_MODEL] = { 0, serve_model },
+};
+
 void qgd_request_serve(struct qgd_session *s)
 {
-	Qgraph__Request *r = s->req;
+	const Qgraph__Request *r = s->req;
 	uint64_t rid = r->request_id;
+	size_t body = (size_t)r->body_case;
+	const struct request_kind *k = body < sizeof request_kinds / sizeof request_kinds[0] && request_kinds[body].serve
+					       ? &request_kinds[body]
+					       : NULL;
 
-	switch (r->body_case) {
-	case QGRAPH__REQUEST__BODY_UPLOAD:
-		serve_upload(s, rid, r->upload);
-		break;
-	case QGRAPH__REQUEST__BODY_OPEN_WEIGHTS:
-		serve_open_weights(s, rid, r->open_weights);
-		break;
-	case QGRAPH__REQUEST__BODY_FREE_WEIGHTS:
-		serve_free_weights(s, rid, r->free_weights->handle);
-		break;
-	case QGRAPH__REQUEST__BODY_SUBMIT: {
-		Qgraph__SubmitGraph *g = r->submit;
-		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
-			break;
-		if (!events_reached(s, g->wait, g->n_wait)) {
-			if (wait_for_events(s, rid, g->timeout_ms))
-				return;	/* stays at the head of this session's queue */
-			break;
-		}
-		s->wait_until_ns = 0;
-		serve_submit(s, rid, g);
-		return;	/* answered now or by the executor (s->req cleared) */
-	}
-	case QGRAPH__REQUEST__BODY_RUN: {
-		Qgraph__RunGraph *g = r->run;
-		if (!events_ok(s, rid, g->wait, g->n_wait) || !events_ok(s, rid, g->record, g->n_record))
-			break;
-		if (!events_reached(s, g->wait, g->n_wait)) {
-			if (wait_for_events(s, rid, g->timeout_ms))
-				return;
-			break;
-		}
-		s->wait_until_ns = 0;
-		serve_run(s, rid, g);
-		return;
-	}
-	case QGRAPH__REQUEST__BODY_FREE_GRAPH:
-		serve_free_graph(s, rid, r->free_graph->graph);
-		break;
-	case QGRAPH__REQUEST__BODY_CANCEL: {
-		/*
-		 * Requests run in order, so the only one a Cancel can still
-		 * reach is a graph running now; anything else it names has
-		 * been answered.  The graph's own completion says it was
-		 * cancelled; this one says whether the Cancel found it.
-		 */
-		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
-		c.request_id = rid;
-		if (qgd_exec_cancel(s, r->cancel->request_id, &rid) < 0) {
-			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
-			c.error = "nothing to cancel: the request has completed";
-		}
-		qgd_session_complete(s, &c);
-		break;
-	}
-	case QGRAPH__REQUEST__BODY_STATS:
-		qgd_report_stats(s, rid, r->stats);
-		break;
-	case QGRAPH__REQUEST__BODY_MODEL:
-		qgd_model_serve(s, rid, r->model);
-		break;
-	default:
+	if (s->job && !(k && (k->flags & REQ_WHILE_BUSY)))
+		return;	/* a graph of this session runs: only a Cancel goes past it */
+	if (!k) {
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a request without a body");
-		break;
+	} else if (k->flags & REQ_EVENTS) {
+		int ready = events_ready(s, rid, r);
+		if (ready == 0)
+			return;	/* stays at the head of this session's queue */
+		if (ready > 0)
+			k->serve(s, rid, r);
+	} else {
+		k->serve(s, rid, r);
 	}
-	s->req = NULL;
+	s->req = NULL;	/* answered, or handed to the executor, which answers it */
 }
 
 void qgd_session_release_all(struct qgd_session *s)
