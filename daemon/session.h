@@ -14,6 +14,7 @@
 #include "log.h"
 #include "region.h"
 #include "ring.h"
+#include "upload.h"
 #include "weights.h"
 #include "wire.h"
 

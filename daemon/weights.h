@@ -46,28 +46,6 @@ struct qgd_weights {
 	size_t bytes;
 };
 
-/*
- * A weight matrix arriving chunk by chunk, converted as it arrives into
- * DST, pinned memory of the stored size taken when the upload opens
- * (requests.c).  No copy of the source is kept: STAGE holds what the next
- * conversion step waits for (a part of a 32-value block, a row group for
- * a repack), never more than one row group of the stored matrix, and
- * BOUNCE a bounded window of f32 values copied out of the arena.
- */
-struct qgd_upload {
-	uint64_t id;
-	enum qg_type src_type, target_type;
-	int64_t rows, cols;
-	size_t bytes, received;		/* of the source */
-	void *dst;			/* DST_BYTES, from qgd_weights_alloc */
-	size_t dst_bytes;
-	unsigned char *stage, *bounce;
-	size_t stage_bytes, staged, bounced;
-	uint64_t values_done;		/* f32 sources: values converted so far */
-	char name[QGD_WEIGHTS_NAME_MAX];
-	int model;			/* for the model this session is loading (models.c) */
-};
-
 /* Pinned memory for BYTES of weights being converted, or NULL; qgd_weights_discard() gives it back. */
 void *qgd_weights_alloc(struct qgd_server *srv, size_t bytes);
 /* Give back DATA, BYTES of pinned memory from qgd_weights_alloc that was never stored. */
