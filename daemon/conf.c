@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -388,7 +389,7 @@ static const char *shown(const char *value, char *buf, size_t len)
 	return buf;
 }
 
-static int is_blank(char c)
+static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t';
 }

@@ -133,11 +133,15 @@ void qgd_handshake(struct qgd_session *s)
 
 	if (n == -EAGAIN)
 		return;
-	if (n <= 0)
-		return qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
+	if (n <= 0) {
+		qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
+		return;
+	}
 	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
-	if (!h)
-		return refuse(s, QGRAPH__STATUS__STATUS_INVALID, "the handshake message is not a Hello");
+	if (!h) {
+		refuse(s, QGRAPH__STATUS__STATUS_INVALID, "the handshake message is not a Hello");
+		return;
+	}
 	int proto = h->protocol;
 	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
 	if (h->client_name && *h->client_name) {
@@ -148,16 +152,22 @@ void qgd_handshake(struct qgd_session *s)
 	}
 	qgraph__hello__free_unpacked(h, NULL);
 	/* the access policy was checked at accept (admit) */
-	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1)
-		return refuse(s, QGRAPH__STATUS__STATUS_UNSUPPORTED,
+	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1) {
+		refuse(s, QGRAPH__STATUS__STATUS_UNSUPPORTED,
 			      "protocol version %d is not spoken here: this daemon speaks version %d", proto,
 			      QGRAPH__PROTOCOL__PROTOCOL_V1);
-	if (srv->stopping)
-		return refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
-	if (arena > cfg->max_arena_bytes)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-arena: an arena of %llu bytes asked for, at most %llu",
+		return;
+	}
+	if (srv->stopping) {
+		refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
+		return;
+	}
+	if (arena > cfg->max_arena_bytes) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-arena: an arena of %llu bytes asked for, at most %llu",
 			      (unsigned long long)arena,
 			      (unsigned long long)cfg->max_arena_bytes);
+		return;
+	}
 	arena = (arena + 4095) & ~(uint64_t)4095;
 	uint64_t arenas = 0;
 	uint32_t same_user = 0, served = 0;
@@ -168,28 +178,40 @@ void qgd_handshake(struct qgd_session *s)
 		same_user += t->uid == s->uid;
 		served++;
 	}
-	if (served >= cfg->max_sessions)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "max-sessions: %u sessions is the limit", cfg->max_sessions);
-	if (same_user >= cfg->max_sessions_per_user)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-sessions-per-user: uid %u has %u sessions already",
+	if (served >= cfg->max_sessions) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "max-sessions: %u sessions is the limit", cfg->max_sessions);
+		return;
+	}
+	if (same_user >= cfg->max_sessions_per_user) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-sessions-per-user: uid %u has %u sessions already",
 			      (unsigned)s->uid,
 			      same_user);
-	if (arenas + arena > cfg->total_arena_bytes)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA,
+		return;
+	}
+	if (arenas + arena > cfg->total_arena_bytes) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA,
 			      "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
 			      (unsigned long long)arenas, (unsigned long long)arena,
 			      (unsigned long long)cfg->total_arena_bytes);
+		return;
+	}
 
 	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
-	if (err)
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
+	if (err) {
+		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
 			      (unsigned long long)arena);
+		return;
+	}
 	s->memfd = qg_shm_create("qgraph-session", s->layout.region_bytes);
-	if (s->memfd < 0)
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-s->memfd));
+	if (s->memfd < 0) {
+		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-s->memfd));
+		return;
+	}
 	void *base;
-	if ((err = qg_shm_map_checked(s->memfd, s->layout.region_bytes, &base)))
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot map the session region: %s", strerror(-err));
+	if ((err = qg_shm_map_checked(s->memfd, s->layout.region_bytes, &base))) {
+		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot map the session region: %s", strerror(-err));
+		return;
+	}
 	s->base = base;
 	s->hdr = base;
 	qg_region_header_init(base, &s->layout);
@@ -203,8 +225,10 @@ void qgd_handshake(struct qgd_session *s)
 	if (!s->ev || !s->rec || s->bell < 0 ||
 	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536) ||
 	    qg_ring_format(&s->submit, s->base + s->layout.submit_offset, s->layout.submit_bytes) ||
-	    qg_ring_format(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes))
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
+	    qg_ring_format(&s->complete, s->base + s->layout.complete_offset, s->layout.complete_bytes)) {
+		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
+		return;
+	}
 
 	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
 	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
@@ -236,17 +260,23 @@ void qgd_handshake(struct qgd_session *s)
 	w.best_weight_type = (Qgraph__Type)qg_wire_type_of(qg_best_weight_type());
 	size_t len = qgraph__welcome__get_packed_size(&w);
 	uint8_t out[8192];
-	if (len > sizeof out)
-		return refuse(s, QGRAPH__STATUS__STATUS_INTERNAL, "welcome too large");
+	if (len > sizeof out) {
+		refuse(s, QGRAPH__STATUS__STATUS_INTERNAL, "welcome too large");
+		return;
+	}
 	qgraph__welcome__pack(&w, out);
 	int fds[2] = { s->memfd, s->bell };
-	if ((err = qg_sock_send(s->sock, out, len, fds, 2)))
-		return qgd_session_drop(s, "could not send the welcome");
+	if ((err = qg_sock_send(s->sock, out, len, fds, 2))) {
+		qgd_session_drop(s, "could not send the welcome");
+		return;
+	}
 	/* the client has its own references now */
 	close(s->memfd);
 	s->memfd = -1;
-	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch)))
-		return qgd_session_drop(s, "cannot watch the doorbell");
+	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch))) {
+		qgd_session_drop(s, "cannot watch the doorbell");
+		return;
+	}
 	s->state = QGD_READY;
 	atomic_store_explicit(&s->hdr->loop_cpu, (uint32_t)(srv->loop_cpu + 1), memory_order_relaxed);
 	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",

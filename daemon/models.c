@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,16 +117,16 @@ static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *n
 }
 
 /* A model name: 1 to 47 bytes (room for "/tensor"), no '/', no control bytes. */
-static int name_ok(const char *name)
+static bool name_ok(const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
 	if (n == 0 || n > 47)
-		return 0;
+		return false;
 	for (size_t i = 0; i < n; i++)
 		if (name[i] == '/' || (unsigned char)name[i] < 0x20)
-			return 0;
-	return 1;
+			return false;
+	return true;
 }
 
 void qgd_model_serve(struct qgd_session *s, uint64_t rid, const Qgraph__ModelRequest *mr)
@@ -138,43 +139,58 @@ void qgd_model_serve(struct qgd_session *s, uint64_t rid, const Qgraph__ModelReq
 	c.request_id = rid;
 	switch (mr->op) {
 	case QGRAPH__MODEL_REQUEST__OP__MODEL_BEGIN:
-		if (!name_ok(name))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+		if (!name_ok(name)) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"a model name is 1 to 47 bytes, without '/'");
-		if (loading_of(s))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+			return;
+		}
+		if (loading_of(s)) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"this session is loading a model already");
-		if ((m = find(srv, name)))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+			return;
+		}
+		if ((m = find(srv, name))) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"model \"%s\" is %s: unload it first", name,
 						m->loading ? "being loaded" : "loaded");
-		if (!model_new(srv, name, s->uid, s))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+			return;
+		}
+		if (!model_new(srv, name, s->uid, s)) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+			return;
+		}
 		break;
 	case QGRAPH__MODEL_REQUEST__OP__MODEL_COMMIT:
 		m = loading_of(s);
-		if (!m || strcmp(m->name, name) != 0)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
+		if (!m || strcmp(m->name, name) != 0) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
 						"this session is not loading model \"%.64s\"", name);
+			return;
+		}
 		m->loading = NULL;
 		qgd_info("model %s: loaded by uid %u: %zu tensors, %llu bytes", m->name, (unsigned)m->owner, m->n,
 			 (unsigned long long)m->bytes);
 		break;
 	case QGRAPH__MODEL_REQUEST__OP__MODEL_UNLOAD:
 		m = find(srv, name);
-		if (!m || (m->loading && m->loading != s))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no model \"%.64s\"", name);
-		if (!m->loading && s->uid != m->owner && s->uid != 0)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_DENIED,
+		if (!m || (m->loading && m->loading != s)) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no model \"%.64s\"", name);
+			return;
+		}
+		if (!m->loading && s->uid != m->owner && s->uid != 0) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_DENIED,
 						"model \"%s\" was loaded by uid %u: only that user and root may unload it",
 						name, (unsigned)m->owner);
+			return;
+		}
 		qgd_info("model %s: %s by uid %u", m->name, m->loading ? "load abandoned" : "unloaded",
 			 (unsigned)s->uid);
 		drop(srv, m);
 		break;
 	default:
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model request %d is not known",
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model request %d is not known",
 					(int)mr->op);
+		return;
 	}
 	qgd_session_complete(s, &c);
 }
@@ -309,20 +325,22 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 	size_t skipped = 0;
 	struct stat st;
 	void *map = NULL;
-	int rc = -1;
+	int rc = -EINVAL;
 
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		qgd_error("preload %s: %s", path, strerror(errno));
+		rc = -errno;
+		qgd_error("preload %s: %s", path, strerror(-rc));
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		return rc;
 	}
 	size_t len = (size_t)st.st_size;
 	if (len && (map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
-		qgd_error("preload %s: %s", path, strerror(errno));
+		rc = -errno;
+		qgd_error("preload %s: %s", path, strerror(-rc));
 		close(fd);
-		return -1;
+		return rc;
 	}
 	close(fd);
 	if (qg_gguf_open(map, len, &g, err, sizeof err)) {
@@ -345,6 +363,7 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 	}
 	if (!(m = model_new(srv, name, getuid(), NULL))) {
 		qgd_error("preload %s: no memory", path);
+		rc = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < qg_gguf_tensor_count(g); i++) {
@@ -357,9 +376,10 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 		if ((size_t)snprintf(full, sizeof full, "%s/%s", name, t->name) >= sizeof full) {
 			qgd_error("preload %s: \"%s/%s\" is longer than a weights name may be (%d bytes)", path, name,
 				  t->name, QGD_WEIGHTS_NAME_MAX - 1);
+			rc = -ENAMETOOLONG;
 			goto out;
 		}
-		if (preload_tensor(srv, m, t, full))
+		if ((rc = preload_tensor(srv, m, t, full)))
 			goto out;
 	}
 	qgd_info("model %s: preloaded from %s: %zu tensors, %llu bytes; %zu skipped (types qgraph does not compute with)",

@@ -42,7 +42,7 @@ size_t qgd_models_stats(const struct qgd_server *srv, size_t first, Qgraph__Mode
 /*
  * Read the GGUF file PATH and hold its computable tensors (Q4_0 in the
  * best layout, Q8_0, F16 and F32 as they are) as model NAME (NULL: the
- * file's base name without ".gguf").  0 or -1 (logged: start-up fails).
+ * file's base name without ".gguf").  0 or -errno (logged: start-up fails).
  */
 int qgd_models_preload(struct qgd_server *srv, const char *path, const char *name);
 /* Let go of every model (at exit). */

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -39,7 +40,7 @@ size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__Kern
  * which may hold a command line): its own user's sessions, and every
  * session for root and for members of stats-group.
  */
-static int may_see(const struct qgd_session *s, const struct qgd_session *t)
+static bool may_see(const struct qgd_session *s, const struct qgd_session *t)
 {
 	const struct qgd_config *cfg = &s->srv->cfg;
 

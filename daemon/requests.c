@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +97,11 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 
 	if (ow->digest.len) {
 		int type = qg_wire_type(ow->digest_type);
-		if (ow->digest.len != 32 || type < 0 || ow->rows < 1 || ow->cols < 1)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+		if (ow->digest.len != 32 || type < 0 || ow->rows < 1 || ow->cols < 1) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"open weights by digest: a SHA-256 (32 bytes), a type and a shape");
+			return;
+		}
 		e = qgd_weights_open_digest(s, (enum qg_type)type, ow->rows, ow->cols, ow->digest.data, &w);
 		if (e == -ENOENT) {
 			/* a question, not a refusal: a client asks before it uploads anything new (no log line) */
@@ -106,7 +109,8 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 			c.request_id = rid;
 			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
 			c.error = "no weights with that digest, type and shape that this client may use";
-			return qgd_session_complete(s, &c);
+			qgd_session_complete(s, &c);
+			return;
 		}
 		name = "";
 	} else {
@@ -115,13 +119,19 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 			e = qgd_weights_open(s, name, &w);
 	}
 
-	if (e == -EINVAL)
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "open weights: no name given");
-	if (e == -ENOENT)
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
+	if (e == -EINVAL) {
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "open weights: no name given");
+		return;
+	}
+	if (e == -ENOENT) {
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
 					"no weights named \"%.64s\" that this client may use", name);
-	if (e)
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		return;
+	}
+	if (e) {
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		return;
+	}
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	c.request_id = rid;
 	c.handle = w->handle;
@@ -138,14 +148,17 @@ static void serve_free_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 	for (size_t i = 0; i < s->n_weights; i++) {
 		if (s->weights[i].handle != handle)
 			continue;
-		if (qgd_graphs_use_weights(s, s->weights[i].data))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+		if (qgd_graphs_use_weights(s, s->weights[i].data)) {
+			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"weights %llu are used by a registered graph: free the graph first",
 						(unsigned long long)handle);
+			return;
+		}
 		qgd_weights_release(s, &s->weights[i]);
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 		c.request_id = rid;
-		return qgd_session_complete(s, &c);
+		qgd_session_complete(s, &c);
+		return;
 	}
 	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no weights %llu", (unsigned long long)handle);
 }
@@ -254,25 +267,25 @@ static void serve_free_graph(struct qgd_session *s, uint64_t rid, const Qgraph__
 }
 
 /* Event references must name slots of this session's table. */
-static int events_ok(struct qgd_session *s, uint64_t rid, Qgraph__EventRef **ev, size_t n)
+static bool events_ok(struct qgd_session *s, uint64_t rid, Qgraph__EventRef **ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i]->index >= s->layout.event_count) {
 			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "event %u: the table has %u",
 					 ev[i]->index, s->layout.event_count);
-			return 0;
+			return false;
 		}
 	}
-	return 1;
+	return true;
 }
 
 /* True when every event the request waits for has reached its value (wrap-around compare). */
-static int events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n)
+static bool events_reached(struct qgd_session *s, Qgraph__EventRef **ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!qg_seq_reached(qg_event_seq(&s->ev[ev[i]->index]), (uint32_t)ev[i]->value))
-			return 0;
-	return 1;
+			return false;
+	return true;
 }
 
 /* The events a request waits for and records, and its time limit. */
@@ -297,12 +310,12 @@ static void request_events(const Qgraph__Request *r, struct request_events *e)
 
 /*
  * S's request RID waits for events not yet recorded, for TIMEOUT_MS (0:
- * graph-timeout), at most max-wait-ms from its arrival.  1 while it may
+ * graph-timeout), at most max-wait-ms from its arrival.  True while it may
  * wait on (it stays at the head of the session's queue, and the loop
- * looks at it again only at its deadline: qgd_request_waiting); 0 once it
- * has been answered: its time is up, or the daemon is stopping.
+ * looks at it again only at its deadline: qgd_request_waiting); false
+ * once it has been answered: its time is up, or the daemon is stopping.
  */
-static int wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeout_ms)
+static bool wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeout_ms)
 {
 	const struct qgd_config *cfg = &s->srv->cfg;
 	uint64_t ms = timeout_ms ? timeout_ms : cfg->graph_timeout_ms;
@@ -314,17 +327,17 @@ static int wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeout
 		s->wait_until_ns = 0;
 		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_SHUTTING_DOWN,
 				 "the daemon is stopping: the events this request waits for were not recorded");
-		return 0;
+		return false;
 	}
 	if (!s->wait_until_ns)
 		s->wait_until_ns = s->req_started_ns + ms * 1000000u;
 	if (qgd_now_ns() < s->wait_until_ns)
-		return 1;
+		return true;
 	s->wait_until_ns = 0;
 	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT,
 			 "the events this request waits for were not recorded within %llu ms%s", (unsigned long long)ms,
 			 capped ? " (max-wait-ms: the longest a request may wait)" : "");
-	return 0;
+	return false;
 }
 
 /* Read a varint at *AT of P (LEN bytes) into *OUT, moving *AT past it.  1, or 0 when it runs off the end or past 64 bits. */

@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -60,12 +61,17 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 		uint8_t b[64];
 		for (int i = 0; i < 4 && qg_sock_recv(s->sock, b, sizeof b, NULL, 0, NULL) != -EAGAIN; i++)
 			;
-		return qgd_session_drop(s, s->refused);
+		qgd_session_drop(s, s->refused);
+		return;
 	}
-	if (s->state == QGD_HANDSHAKE && (events & POLLIN))
-		return qgd_handshake(s);
-	if (events & (POLLHUP | POLLERR))
-		return qgd_session_hung_up(s, "the client hung up");
+	if (s->state == QGD_HANDSHAKE && (events & POLLIN)) {
+		qgd_handshake(s);
+		return;
+	}
+	if (events & (POLLHUP | POLLERR)) {
+		qgd_session_hung_up(s, "the client hung up");
+		return;
+	}
 	if (events & POLLIN) {
 		uint8_t b[64];
 		int fds[QG_SOCK_MAX_FDS], nfds;
@@ -165,14 +171,19 @@ static void admit(struct qgd_server *srv, int fd)
 		qgd_refuse(c.oldest, -EDQUOT,
 		       "max-handshakes: %u connections have not sent a Hello; the oldest is dropped",
 		       c.shaking + 1);
-	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch))
-		return qgd_session_drop(s, "cannot watch its socket");
-	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
-		return qgd_refuse_early(s, -EACCES,
+	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch)) {
+		qgd_session_drop(s, "cannot watch its socket");
+		return;
+	}
+	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why)) {
+		qgd_refuse_early(s, -EACCES,
 				    "refused: not among the users and groups served (allow-users, allow-groups)", why);
+		return;
+	}
 	if (c.served >= cfg->max_sessions) {
 		snprintf(why, sizeof why, "max-sessions: %u sessions is the limit", cfg->max_sessions);
-		return qgd_refuse_early(s, -EDQUOT, "refused: max-sessions", why);
+		qgd_refuse_early(s, -EDQUOT, "refused: max-sessions", why);
+		return;
 	}
 	qgd_handshake(s);
 }
@@ -227,8 +238,10 @@ static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	(void)events;
 	for (int i = 0; i < 16; i++) {
 		int c = qg_sock_accept(fd);
-		if (c == -EMFILE || c == -ENFILE)
-			return shed(srv, c);
+		if (c == -EMFILE || c == -ENFILE) {
+			shed(srv, c);
+			return;
+		}
 		if (c < 0)
 			return;
 		admit(srv, c);
@@ -340,12 +353,12 @@ static void set_sleeping(struct qgd_server *srv, uint32_t v)
 			atomic_store_explicit(&s->hdr->daemon_sleeping, v, memory_order_relaxed);
 }
 
-static int any_pending(struct qgd_server *srv)
+static bool any_pending(struct qgd_server *srv)
 {
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
 		if (qgd_session_pending(s) && !qgd_request_waiting(s))
-			return 1;
-	return 0;
+			return true;
+	return false;
 }
 
 int qgd_server_bind(struct qgd_server *srv)
@@ -355,11 +368,11 @@ int qgd_server_bind(struct qgd_server *srv)
 	srv->listen_fd = qg_sock_bind(path, srv->cfg.priv.socket_mode, &srv->lock_fd);
 	if (srv->listen_fd == -EADDRINUSE) {
 		qgd_error("another qgraphd is serving %s", path);
-		return -1;
+		return -EADDRINUSE;
 	}
 	if (srv->listen_fd < 0) {
 		qgd_error("cannot bind %s: %s", path, strerror(-srv->listen_fd));
-		return -1;
+		return srv->listen_fd;
 	}
 	return 0;
 }
@@ -373,17 +386,19 @@ int qgd_server_adopt(struct qgd_server *srv, int fd)
 	if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
 		qgd_error("the socket passed by the service manager (fd %d) is not a listening Unix "
 			  "SOCK_SEQPACKET socket (ListenSequentialPacket= in qgraphd.socket)", fd);
-		return -1;
+		return -ENOTSOCK;
 	}
 	memset(&sa, 0, sizeof sa);
 	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || len <= offsetof(struct sockaddr_un, sun_path) ||
 	    sa.sun_path[0] == 0) {
 		qgd_error("the socket passed by the service manager (fd %d) has no path", fd);
-		return -1;
+		return -EINVAL;
 	}
 	size_t n = strnlen(sa.sun_path, len - offsetof(struct sockaddr_un, sun_path));
-	if (n >= sizeof cfg->socket_store)
-		return qgd_error("the passed socket's path is too long"), -1;
+	if (n >= sizeof cfg->socket_store) {
+		qgd_error("the passed socket's path is too long");
+		return -ENAMETOOLONG;
+	}
 	if (cfg->socket_path && strcmp(cfg->socket_path, sa.sun_path) != 0)
 		qgd_info("socket %s not bound: serving %.*s, the socket the service manager passed", cfg->socket_path,
 			 (int)n, sa.sun_path);
@@ -392,8 +407,9 @@ int qgd_server_adopt(struct qgd_server *srv, int fd)
 	cfg->socket_path = cfg->socket_store;
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
-		qgd_error("cannot make the passed socket non-blocking: %s", strerror(errno));
-		return -1;
+		int r = -errno;
+		qgd_error("cannot make the passed socket non-blocking: %s", strerror(-r));
+		return r;
 	}
 	srv->listen_fd = fd;
 	srv->lock_fd = -1;	/* the service manager runs one of us per socket */
@@ -438,20 +454,23 @@ int qgd_server_start(struct qgd_server *srv)
 	/* the descriptor given up to refuse a client when the others run out (shed) */
 	srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (srv->reserve_fd < 0) {
-		qgd_error("cannot open /dev/null: %s", strerror(errno));
-		return -1;
+		int r = -errno;
+		qgd_error("cannot open /dev/null: %s", strerror(-r));
+		return r;
 	}
 	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
 	srv->counters.started_ns = qgd_now_ns();	/* uptime: since the daemon began to serve */
 	/* only now, with the memory ready and the loop about to run, may clients queue */
 	if (!srv->activated && listen(srv->listen_fd, 128) < 0) {
-		qgd_error("cannot listen on %s: %s", srv->cfg.socket_path, strerror(errno));
-		return -1;
+		int r = -errno;
+		qgd_error("cannot listen on %s: %s", srv->cfg.socket_path, strerror(-r));
+		return r;
 	}
-	if (qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch) ||
-	    qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch)) {
+	int r;
+	if ((r = qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch)) ||
+	    (r = qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch))) {
 		qgd_error("cannot watch the socket");
-		return -1;
+		return r;
 	}
 	qgd_info("listening on %s%s", srv->cfg.socket_path, srv->activated ? " (passed by the service manager)" : "");
 	return 0;

@@ -76,13 +76,14 @@ struct qgd_server {
 /*
  * Bind the socket, without listening (before the privileges are dropped):
  * until qgd_server_start a client's connect() is refused at once rather
- * than left waiting for a daemon that cannot serve yet.  0 or -1 (logged).
+ * than left waiting for a daemon that cannot serve yet.  0 or -errno
+ * (logged): -EADDRINUSE when another daemon serves the socket.
  */
 int qgd_server_bind(struct qgd_server *srv);
 /*
  * Serve on FD, a listening socket the service manager passed (socket
  * activation): it must be a Unix SOCK_SEQPACKET socket that listens; the
- * socket path becomes its address.  0 or -1 (logged).
+ * socket path becomes its address.  0 or -errno (logged).
  */
 int qgd_server_adopt(struct qgd_server *srv, int fd);
 /*
@@ -90,7 +91,7 @@ int qgd_server_adopt(struct qgd_server *srv, int fd);
  * longer allows (a served session is dropped, with the reason logged).
  */
 void qgd_server_recheck(struct qgd_server *srv);
-/* Listen (unless the socket was passed) and watch the socket and the signals in the loop.  0 or -1 (logged). */
+/* Listen (unless the socket was passed) and watch the socket and the signals in the loop.  0 or -errno (logged). */
 int qgd_server_start(struct qgd_server *srv);
 /* Serve until a signal stops the daemon and what was queued is answered (or cancelled).  0. */
 int qgd_server_run(struct qgd_server *srv);

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,10 +59,10 @@ static uint32_t room_needed(const struct qgd_session *s)
 	return s->job ? 2 * QGD_MAX_COMPLETION : QGD_MAX_COMPLETION;
 }
 
-int qgd_session_pending(struct qgd_session *s)
+bool qgd_session_pending(struct qgd_session *s)
 {
 	if (s->state != QGD_READY)
-		return 0;
+		return false;
 	if (s->req)
 		return !s->job;
 	return qg_ring_pending(&s->submit) > 0 && qg_ring_can_push(&s->complete, room_needed(s)) != 0;

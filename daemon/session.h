@@ -83,6 +83,6 @@ void qgd_session_free(struct qgd_session *s);
 /* Take and serve S's next request if there is one and room for its answer: 1 if it did, 0 if not. */
 int qgd_session_step(struct qgd_session *s);
 /* True if S has a request waiting in its ring (or taken, and not held up by a running graph). */
-int qgd_session_pending(struct qgd_session *s);
+bool qgd_session_pending(struct qgd_session *s);
 
 #endif /* QGD_SESSION_H */

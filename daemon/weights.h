@@ -74,7 +74,7 @@ void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w);
 /* Drop every handle of S. */
 void qgd_weights_release_all(struct qgd_session *s);
 /* True if S's client is in group G, as primary or supplementary group (what sharing and stats go by). */
-int qgd_weights_in_group(const struct qgd_session *s, gid_t g);
+bool qgd_weights_in_group(const struct qgd_session *s, gid_t g);
 /*
  * The layout to store Q4_0 weights of ROWS rows in: this CPU's best, else
  * the 4-row layout with the same 8-byte interleave when only 4 rows
