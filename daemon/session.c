@@ -20,7 +20,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "exec.h"
 #include "graphs.h"
 #include "hotpath.h"
 #include "reply.h"

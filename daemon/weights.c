@@ -38,7 +38,6 @@
 
 #include <nettle/sha2.h>
 
-#include "exec.h"
 #include "grow.h"
 #include "hugepool.h"
 #include "kernels.h"
