@@ -33,7 +33,6 @@
 #include "gguf.h"
 #include "grow.h"
 #include "models.h"
-#include "reply.h"
 #include "server.h"
 #include "session.h"
 #include "weights.h"
@@ -129,70 +128,61 @@ static bool name_ok(const char *name)
 	return true;
 }
 
-void qgd_model_serve(struct qgd_session *s, uint64_t rid, const Qgraph__ModelRequest *mr)
+int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t len)
 {
 	struct qgd_server *srv = s->srv;
-	const char *name = mr->name ? mr->name : "";
 	struct qgd_model *m;
-	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 
-	c.request_id = rid;
-	switch (mr->op) {
-	case QGRAPH__MODEL_REQUEST__OP__MODEL_BEGIN:
-		if (!name_ok(name)) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"a model name is 1 to 47 bytes, without '/'");
-			return;
-		}
-		if (loading_of(s)) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"this session is loading a model already");
-			return;
-		}
-		if ((m = find(srv, name))) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"model \"%s\" is %s: unload it first", name,
-						m->loading ? "being loaded" : "loaded");
-			return;
-		}
-		if (!model_new(srv, name, s->uid, s)) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
-			return;
-		}
-		break;
-	case QGRAPH__MODEL_REQUEST__OP__MODEL_COMMIT:
-		m = loading_of(s);
-		if (!m || strcmp(m->name, name) != 0) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
-						"this session is not loading model \"%.64s\"", name);
-			return;
-		}
-		m->loading = NULL;
-		qgd_info("model %s: loaded by uid %u: %zu tensors, %llu bytes", m->name, (unsigned)m->owner, m->n,
-			 (unsigned long long)m->bytes);
-		break;
-	case QGRAPH__MODEL_REQUEST__OP__MODEL_UNLOAD:
-		m = find(srv, name);
-		if (!m || (m->loading && m->loading != s)) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no model \"%.64s\"", name);
-			return;
-		}
-		if (!m->loading && s->uid != m->owner && s->uid != 0) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_DENIED,
-						"model \"%s\" was loaded by uid %u: only that user and root may unload it",
-						name, (unsigned)m->owner);
-			return;
-		}
-		qgd_info("model %s: %s by uid %u", m->name, m->loading ? "load abandoned" : "unloaded",
-			 (unsigned)s->uid);
-		drop(srv, m);
-		break;
-	default:
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model request %d is not known",
-					(int)mr->op);
-		return;
+	if (!name_ok(name)) {
+		snprintf(msg, len, "a model name is 1 to 47 bytes, without '/'");
+		return -EINVAL;
 	}
-	qgd_session_complete(s, &c);
+	if (loading_of(s)) {
+		snprintf(msg, len, "this session is loading a model already");
+		return -EINVAL;
+	}
+	if ((m = find(srv, name))) {
+		snprintf(msg, len, "model \"%s\" is %s: unload it first", name, m->loading ? "being loaded" : "loaded");
+		return -EINVAL;
+	}
+	if (!model_new(srv, name, s->uid, s)) {
+		snprintf(msg, len, "no memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int qgd_model_commit(struct qgd_session *s, const char *name, char *msg, size_t len)
+{
+	struct qgd_model *m = loading_of(s);
+
+	if (!m || strcmp(m->name, name) != 0) {
+		snprintf(msg, len, "this session is not loading model \"%.64s\"", name);
+		return -ENOENT;
+	}
+	m->loading = NULL;
+	qgd_info("model %s: loaded by uid %u: %zu tensors, %llu bytes", m->name, (unsigned)m->owner, m->n,
+		 (unsigned long long)m->bytes);
+	return 0;
+}
+
+int qgd_model_unload(struct qgd_session *s, const char *name, char *msg, size_t len)
+{
+	struct qgd_server *srv = s->srv;
+	struct qgd_model *m = find(srv, name);
+
+	if (!m || (m->loading && m->loading != s)) {
+		snprintf(msg, len, "no model \"%.64s\"", name);
+		return -ENOENT;
+	}
+	if (!m->loading && s->uid != m->owner && s->uid != 0) {
+		snprintf(msg, len, "model \"%s\" was loaded by uid %u: only that user and root may unload it", name,
+			 (unsigned)m->owner);
+		return -EACCES;
+	}
+	qgd_info("model %s: %s by uid %u", m->name, m->loading ? "load abandoned" : "unloaded", (unsigned)s->uid);
+	drop(srv, m);
+	return 0;
 }
 
 int qgd_model_may_upload(const struct qgd_session *s, const char *name, const char **why)
@@ -250,20 +240,15 @@ void qgd_models_session_gone(struct qgd_session *s)
 	}
 }
 
-size_t qgd_models_stats(const struct qgd_server *srv, size_t first, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp,
-			size_t max)
+size_t qgd_models_list(const struct qgd_server *srv, size_t first, struct qgd_model_info *out, size_t max)
 {
 	size_t n = 0, seen = 0;
 
 	for (struct qgd_model *m = srv->models; m && n < max; m = m->next) {
 		if (m->loading || seen++ < first)
 			continue;
-		qgraph__model_stats__init(&ms[n]);
-		ms[n].name = m->name;
-		ms[n].tensors = (uint32_t)m->n;
-		ms[n].bytes = m->bytes;
-		ms[n].uid = (uint32_t)m->owner;
-		msp[n] = &ms[n];
+		out[n] = (struct qgd_model_info){ .name = m->name, .tensors = (uint32_t)m->n, .bytes = m->bytes,
+						  .uid = (uint32_t)m->owner };
 		n++;
 	}
 	return n;

@@ -162,6 +162,7 @@ void qgd_session_refuse(struct qgd_session *s, uint64_t request_id, int err, con
 			    : err == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
 			    : err == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
 			    : err == -EINVAL ? QGRAPH__STATUS__STATUS_INVALID
+			    : err == -EACCES ? QGRAPH__STATUS__STATUS_DENIED
 					     : QGRAPH__STATUS__STATUS_INTERNAL;
 	char msg[512];
 	va_list ap;

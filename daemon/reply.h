@@ -35,7 +35,8 @@ void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status
 	__attribute__((format(printf, 4, 5)));
 /*
  * Answer request REQUEST_ID of S with the status for ERR (-EDQUOT a quota,
- * -ENOMEM no memory, -ENOENT not found, -EINVAL invalid, else internal)
+ * -ENOMEM no memory, -ENOENT not found, -EINVAL invalid, -EACCES denied,
+ * else internal)
  * and the message FMT, as qgd_session_fail: for callers that speak no
  * protobuf.
  */

@@ -172,7 +172,16 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.n_session = n;
 	st.session = ssp;
 	if (!st.more) {
-		size_t m = qgd_models_stats(srv, first_model, ms, msp, STATS_PAGE + 1), k;
+		struct qgd_model_info mi[STATS_PAGE + 1];
+		size_t m = qgd_models_list(srv, first_model, mi, STATS_PAGE + 1), k;
+		for (k = 0; k < m; k++) {
+			qgraph__model_stats__init(&ms[k]);
+			ms[k].name = (char *)mi[k].name;
+			ms[k].tensors = mi[k].tensors;
+			ms[k].bytes = mi[k].bytes;
+			ms[k].uid = mi[k].uid;
+			msp[k] = &ms[k];
+		}
 		for (k = 0; k < m && k < STATS_PAGE; k++) {
 			size_t e = entry_bytes(qgraph__model_stats__get_packed_size(&ms[k]));
 			if (e > room)

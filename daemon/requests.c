@@ -478,9 +478,35 @@ static void serve_stats(struct qgd_session *s, uint64_t rid, const Qgraph__Reque
 	qgd_report_stats(s, rid, r->stats);
 }
 
+/* A model's begin, commit or unload (models.c). */
 static void serve_model(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
-	qgd_model_serve(s, rid, r->model);
+	const Qgraph__ModelRequest *mr = r->model;
+	const char *name = mr->name ? mr->name : "";
+	char msg[512];
+	int e;
+
+	switch (mr->op) {
+	case QGRAPH__MODEL_REQUEST__OP__MODEL_BEGIN:
+		e = qgd_model_begin(s, name, msg, sizeof msg);
+		break;
+	case QGRAPH__MODEL_REQUEST__OP__MODEL_COMMIT:
+		e = qgd_model_commit(s, name, msg, sizeof msg);
+		break;
+	case QGRAPH__MODEL_REQUEST__OP__MODEL_UNLOAD:
+		e = qgd_model_unload(s, name, msg, sizeof msg);
+		break;
+	default:
+		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model request %d is not known", (int)mr->op);
+		return;
+	}
+	if (e) {
+		qgd_session_refuse(s, rid, e, "%s", msg);
+		return;
+	}
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	c.request_id = rid;
+	qgd_session_complete(s, &c);
 }
 
 /* What a request kind may do beyond being served in its turn. */
