@@ -64,14 +64,14 @@ struct qgd_session {
 	size_t n_weights, cap_weights;
 	struct qgd_graph **graphs;
 	size_t n_graphs;
-	uint64_t graph_bytes;		/* heap its registered graphs hold (exec.c), counted in client-memory */
+	uint64_t graph_bytes;		/* heap its registered graphs hold (graphs.c), counted in client-memory */
 	struct qgd_upload upload;
 	uint64_t next_handle;
 	uint64_t completed, failed;
 	uint64_t weight_bytes;
 	struct qgd_ratelimit rl;	/* for its refusals */
 	int announced;			/* its start was logged: its end will be too */
-	const char *refused;		/* refused when it connected, and told: why, for the log (server.c) */
+	const char *refused;		/* refused when it connected, and told: why, for the log (handshake.c) */
 	struct qg_buft *buft;		/* this session's pieces of the pool, for intermediates */
 	struct qgd_session *next;
 };
