@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -28,7 +29,7 @@
 
 #include "conf.h"
 #include "cpulist.h"
-#include "qgraphd.h"
+#include "log.h"
 
 enum kind {
 	K_FLAG,		/* int: yes/no */
@@ -388,7 +389,7 @@ static const char *shown(const char *value, char *buf, size_t len)
 	return buf;
 }
 
-static int is_blank(char c)
+static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t';
 }

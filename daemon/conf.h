@@ -11,9 +11,13 @@
 #define QGD_CONF_H
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "priv.h"
 
 #ifndef QGD_CONF_FILE
 #define QGD_CONF_FILE "/etc/qgraph/qgraphd.conf"	/* the build names $(sysconfdir)/qgraph/qgraphd.conf */
@@ -21,7 +25,49 @@
 #define QGD_CONF_MAX_BYTES (1u << 20)	/* a larger file is refused */
 #define QGD_CONF_MAX_LINE 4096u		/* so is a longer line */
 
-struct qgd_config;
+#define QGD_MAX_SHARE_GROUPS 64
+
+/* Every setting: what the command line and the file set, and what the daemon derived from them. */
+struct qgd_config {
+	const char *socket_path;
+	int foreground;
+	int log_level;
+	int ready_fd;
+	int force_epoll;
+	uint64_t pool_bytes;		/* memory for weights */
+	uint64_t arena_bytes;		/* a session's arena unless it asks */
+	uint64_t max_arena_bytes;
+	uint32_t ring_bytes;
+	uint32_t event_count;
+	uint32_t max_nodes;
+	uint32_t max_sessions;
+	uint32_t handshake_ms;
+	uint32_t graph_timeout_ms;
+	uint32_t poll_us;		/* how long to poll rings after activity before sleeping */
+	const char *cpus;		/* CPU list the compute threads are pinned to; NULL: every usable CPU */
+	char cpus_store[256];
+	int threads;			/* compute threads, the executor's included; 0: one per CPU */
+	gid_t share_gids[QGD_MAX_SHARE_GROUPS];	/* groups whose members share weights */
+	size_t n_share_gids;
+	gid_t stats_gid;		/* members see every user's sessions in stats (has_stats_group) */
+	int has_stats_group;
+	int test_hash_collide;		/* tests only: every weights hash collides */
+	int reserve_hugepages;		/* as root, raise vm.nr_hugepages for the pool */
+	/* quotas (each refusal names its key) */
+	uint32_t max_sessions_per_user;
+	uint32_t max_handshakes;	/* connections that have not sent their Hello, all users */
+	uint32_t handshakes_per_user;	/* ... of one uid */
+	uint64_t total_arena_bytes;	/* all sessions' arenas together */
+	uint64_t client_weights;	/* weight bytes a session holds; 0: the pool's size */
+	uint64_t client_memory;		/* pool bytes a session's graphs hold; 0: the pool's size */
+	uint32_t max_graphs;		/* registered graphs per session */
+	uint64_t max_message;		/* bytes of one request record */
+	uint32_t max_wait_ms;		/* the longest a request may wait for its events */
+	int require_hugepages;		/* fail unless the pool is on hugetlb pages */
+	char preload[PATH_MAX];		/* a GGUF model to hold from start-up ("": none) */
+	struct qgd_priv_config priv;	/* user, group, socket mode, access policy */
+	char socket_store[PATH_MAX];	/* socket_path, when the daemon chose or was told it */
+};
 
 /* Fill CFG with the defaults. */
 void qgd_conf_defaults(struct qgd_config *cfg);

@@ -1,6 +1,7 @@
 /*
- * exec.c - graphs of sessions: build from the wire, register, place the
- * intermediates, compute, answer (see exec.h).
+ * exec.c - the executor: a session's graph (graphs.c built and placed it)
+ * run and answered, on the loop's thread or on the executor thread (see
+ * exec.h).  No protobuf here: the answer goes out through reply.c.
  *
  * A session's requests are served one at a time, in the order submitted.
  * Small graphs run on the loop's own thread, in the fair order the loop's
@@ -29,23 +30,13 @@
 #include "backend-cpu.h"
 #include "cpulist.h"
 #include "exec.h"
-#include "galloc.h"
+#include "graphs.h"
 #include "hugepool.h"
+#include "loop.h"
 #include "ops.h"
-
-struct qgd_graph {
-	uint64_t handle;
-	struct qg_wire_graph wg;
-	struct qg_galloc *ga;		/* places the intermediates */
-	size_t buf_bytes;
-	struct qg_backend *be;		/* runs it: the pool, or the loop's thread alone */
-	struct qg_plan *plan;
-	uint64_t work;			/* multiply-accumulates and elements, to choose where it runs */
-	uint32_t mm_interleaved;	/* its MUL_MATs on weights in an interleaved layout (stats) */
-	uint64_t runs;
-	uint64_t last_compute_ns;	/* its last whole run on the executor: what the next is expected to take */
-	size_t meta_bytes;		/* the heap it holds (graph_meta_bytes), counted in client-memory */
-};
+#include "reply.h"
+#include "server.h"
+#include "session.h"
 
 /*
  * A graph on its way through the executor thread.  The loop thread makes
@@ -60,7 +51,8 @@ struct qgd_job {
 	uint64_t rid;
 	uint64_t t_decoded, t_placed, deadline_ns;
 	uint32_t limit_ms;
-	Qgraph__EventRef *rec, **rec_ptrs;	/* copied: the decode arena moves on */
+	const struct qgd_event_ref *rec;	/* the events to record: REC_COPY, or the caller's for an inline job */
+	struct qgd_event_ref *rec_copy;		/* copied: the request's own list goes with the next one */
 	size_t n_rec;
 	struct qg_run run;		/* its cancel flag is what a Cancel sets */
 	uint64_t cancelled_by;		/* the Cancel request's id, for the error text */
@@ -108,9 +100,6 @@ struct qgd_exec {
 	struct qg_backend *pool;		/* the worker pool, driven by the executor thread */
 	struct qg_backend *solo;		/* one thread, no pool: small graphs on the loop's thread */
 };
-
-/* Graphs with less work than this run on the loop's thread: handing them over costs more. */
-#define QGD_INLINE_WORK (UINT64_C(1) << 20)
 
 static int compute(struct qgd_job *j);
 static void job_free(struct qgd_job *j);
@@ -253,13 +242,10 @@ void qgd_exec_fini(struct qgd_server *srv)
 	srv->exec = NULL;
 }
 
-uint32_t qgd_exec_plans(const struct qgd_server *srv)
+void qgd_exec_backends(const struct qgd_server *srv, struct qg_backend **small, struct qg_backend **large)
 {
-	uint32_t n = 0;
-
-	for (const struct qgd_session *s = srv->sessions; s; s = s->next)
-		n += (uint32_t)s->n_graphs;
-	return n;
+	*small = srv->exec->solo;
+	*large = srv->exec->pool;
 }
 
 const char *qgd_exec_pool_kind(const struct qgd_server *srv)
@@ -282,98 +268,6 @@ unsigned qgd_exec_in_flight(const struct qgd_server *srv)
 }
 
 /*
- * Whether some tensor of GR has no bytes yet.  The wire gives arena and
- * weight tensors theirs as it builds the graph, and a view of one of them
- * its root's; what is left (intermediates, views of them) is the graph
- * allocator's to place.
- */
-static bool has_intermediates(const struct qg_graph *gr)
-{
-	for (size_t i = 0; i < gr->n_nodes; i++)
-		if (!gr->nodes[i]->data)
-			return true;
-	for (size_t i = 0; i < gr->n_leafs; i++)
-		if (!gr->leafs[i]->data)
-			return true;
-	return false;
-}
-
-/*
- * What the graph allocator keeps for a graph (galloc.c holds it private):
- * per tensor a slot (the tensor, its sources and what the plan was made
- * for) and an object (its lifetime and offsets), a hash entry and its
- * index; and per buffer a table of free blocks.  Counted from above.
- */
-#define GALLOC_TENSOR_BYTES 192u
-#define GALLOC_FIXED_BYTES 8192u
-
-/*
- * The heap G holds beside its pool buffer: its engine graph, tensor
- * structs and tensor list, the allocator's tables and the plan (its
- * tables and scratch).  What client-memory counts for a graph's
- * metadata.  No sum overflows: each part was allocated.
- */
-static size_t graph_meta_bytes(const struct qgd_graph *g)
-{
-	const struct qg_graph *gr = g->wg.graph;
-	size_t b = sizeof *g + qg_ctx_bytes(g->wg.ctx) + qg_graph_bytes(gr) + g->wg.n_tensors * sizeof *g->wg.tensors +
-		   qg_backend_graph_plan_bytes(g->plan);
-
-	if (g->ga)
-		b += GALLOC_FIXED_BYTES + (gr->n_nodes + gr->n_leafs) * GALLOC_TENSOR_BYTES;
-	return b;
-}
-
-/*
- * Place every tensor that has no data yet with the graph allocator:
- * intermediates share one buffer wherever their lifetimes allow, views
- * point into their sources.  Scratch is sized for the largest node.  0 or
- * -errno from the allocator (-ENOMEM, -ENOSPC, -EOVERFLOW).
- */
-static int place(struct qgd_session *s, struct qgd_graph *g)
-{
-	struct qgd_server *srv = s->srv;
-	struct qg_graph *gr = g->wg.graph;
-	int r;
-
-	for (size_t i = 0; i < gr->n_nodes; i++) {
-		struct qg_tensor *t = gr->nodes[i];
-		uint64_t w = qg_op_work(t);
-		if (t->op == QG_OP_MUL_MAT)
-			g->mm_interleaved += qg_type_is_interleaved(t->src[0]->type) != 0;
-		g->work = g->work + w < g->work ? UINT64_MAX : g->work + w;
-	}
-	/* the session's own pieces of the pool: zeroed where another session had them */
-	if (!s->buft && (r = qg_buft_hugepool_new(srv->pool, s->id, &s->buft)))
-		return r;
-	/* a graph whose every tensor already has its bytes needs no allocator (nor its time: 1.5 us) */
-	if (has_intermediates(gr) &&
-	    ((r = qg_galloc_new(&s->buft, 1, NULL, &g->ga)) || (r = qg_galloc_reserve(g->ga, gr, NULL, NULL)) ||
-	     (r = qg_galloc_alloc_graph(g->ga, gr))))
-		return r;
-	g->buf_bytes = g->ga ? qg_galloc_buffer_size(g->ga, 0) : 0;
-	g->be = g->work < QGD_INLINE_WORK ? srv->exec->solo : srv->exec->pool;
-	if ((r = qg_backend_graph_plan_create(g->be, gr, &g->plan)))
-		return r;
-	g->meta_bytes = graph_meta_bytes(g);
-	return 0;
-}
-
-static void graph_free(struct qgd_graph *g)
-{
-	if (!g)
-		return;
-	if (g->plan)
-		qg_backend_graph_plan_free(g->be, g->plan);
-	if (g->ga) {
-		qg_galloc_unplace(g->ga, g->wg.graph);
-		qg_galloc_free(g->ga);
-	}
-	qg_wire_graph_free(&g->wg);
-	free(g);
-}
-
-/*
  * Compute J's graph on its backend: 0, or at a node boundary -ECANCELED
  * once a Cancel set the run's flag or -ETIMEDOUT past its deadline, or a
  * node's error (its index in J->bad).
@@ -386,18 +280,15 @@ static int compute(struct qgd_job *j)
 	return r;
 }
 
-static void graph_free(struct qgd_graph *g);
-
 static void job_free(struct qgd_job *j)
 {
 	if (!j)
 		return;
 	if (!j->registered)
-		graph_free(j->g);
+		qgd_graph_free(j->g);
 	if (j->on_stack)
 		return;
-	free(j->rec);
-	free(j->rec_ptrs);
+	free(j->rec_copy);
 	free(j);
 }
 
@@ -406,8 +297,7 @@ static void job_answer(struct qgd_job *j)
 {
 	struct qgd_session *s = j->s;
 	struct qgd_graph *g = j->g;
-	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
-	Qgraph__Timings tm = QGRAPH__TIMINGS__INIT;
+	struct qgd_run_answer a = { .rid = j->rid, .handle = g->handle, .err = j->err };
 	char msg[160];
 	int err = j->err;
 
@@ -417,65 +307,52 @@ static void job_answer(struct qgd_job *j)
 	g->runs++;
 	if (!j->on_stack && !err)
 		g->last_compute_ns = j->t_done - j->t_placed;
-	qgd_session_record_events(s, j->rec_ptrs, j->n_rec, err);
-	tm.decode_ns = j->t_decoded - s->req_started_ns;
-	tm.alloc_ns = j->t_placed - j->t_decoded;
-	tm.compute_ns = j->t_done - j->t_placed;
-	tm.total_ns = j->t_done - s->req_started_ns;
-	c.request_id = j->rid;
-	c.timings = &tm;
-	c.handle = g->handle;
+	qgd_session_record_events(s, j->rec, j->n_rec, err);
+	a.decode_ns = j->t_decoded - s->req_started_ns;
+	a.alloc_ns = j->t_placed - j->t_decoded;
+	a.compute_ns = j->t_done - j->t_placed;
+	a.total_ns = j->t_done - s->req_started_ns;
 	if (err == -ETIMEDOUT) {
-		c.status = QGRAPH__STATUS__STATUS_TIMED_OUT;
 		snprintf(msg, sizeof msg, "cancelled after %llu ms, the graph's time limit",
 			 (unsigned long long)j->limit_ms);
-		c.error = msg;
+		a.error = msg;
 	} else if (err == -ECANCELED) {
-		c.status = QGRAPH__STATUS__STATUS_CANCELLED;
 		if (j->by_request)
 			snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
 		else
 			snprintf(msg, sizeof msg, "cancelled: %s",
 				 s->srv->stopping ? "the daemon is stopping" : "the session is closing");
-		c.error = msg;
+		a.error = msg;
 	} else if (err) {
 		const char *why = err == -ERANGE ? "a row index out of range" : strerror(-err);
-		c.status = QGRAPH__STATUS__STATUS_INVALID;
 		if (j->bad < g->wg.graph->n_nodes)
 			snprintf(msg, sizeof msg, "node %zu (%s) failed: %s", j->bad,
 				 qg_op_name(g->wg.graph->nodes[j->bad]->op), why);
 		else
 			snprintf(msg, sizeof msg, "the graph failed: %s", why);
-		c.error = msg;
+		a.error = msg;
 	}
 	if (s->state == QGD_READY)
-		qgd_session_complete(s, &c);
+		qgd_session_answer_run(s, &a);
 	if (s->job == j)
 		s->job = NULL;
 	job_free(j);
 }
 
-/*
- * Run G for request RID of S: on this thread when it is small, else on
- * the executor (S->job is set until it is answered, and S serves nothing
- * else meanwhile but a Cancel).  Answers, now or later, and consumes G
- * unless REGISTERED.
- */
-static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, int registered,
-			   uint64_t t_decoded, uint64_t t_placed, uint32_t timeout_ms, Qgraph__EventRef **rec,
-			   size_t n_rec)
+void qgd_exec_run(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, bool registered, uint64_t t_decoded,
+		  uint64_t t_placed, uint32_t timeout_ms, const struct qgd_event_ref *rec, size_t n_rec)
 {
 	struct qgd_exec *x = s->srv->exec;
 	uint32_t limit_ms = timeout_ms ? timeout_ms : s->srv->cfg.graph_timeout_ms;
 
-	if (g->work < QGD_INLINE_WORK || !x) {
+	if (qgd_graph_small(g) || !x) {
 		/*
 		 * Small: run it here and now.  The job lives on this stack and
 		 * names the request's own event list, which stays put until the
 		 * answer is posted (the next record is decoded only after).
 		 */
 		struct qgd_job sj = { .s = s, .g = g, .registered = registered, .rid = rid, .t_decoded = t_decoded,
-				      .t_placed = t_placed, .limit_ms = limit_ms, .rec_ptrs = rec, .n_rec = n_rec,
+				      .t_placed = t_placed, .limit_ms = limit_ms, .rec = rec, .n_rec = n_rec,
 				      .on_stack = 1 };
 		sj.deadline_ns = t_placed + (uint64_t)limit_ms * 1000000u;
 		qg_run_init(&sj.run);
@@ -483,27 +360,23 @@ static void run_and_answer(struct qgd_session *s, uint64_t rid, struct qgd_graph
 		s->job = &sj;
 		sj.err = compute(&sj);
 		sj.t_done = qgd_now_ns();
-		return job_answer(&sj);
+		job_answer(&sj);
+		return;
 	}
 	struct qgd_job *j = calloc(1, sizeof *j);
-	if (j && n_rec) {
-		j->rec = calloc(n_rec, sizeof *j->rec);
-		j->rec_ptrs = calloc(n_rec, sizeof *j->rec_ptrs);
-	}
-	if (!j || (n_rec && (!j->rec || !j->rec_ptrs))) {
-		if (j)
-			free(j->rec), free(j->rec_ptrs), free(j);
+	if (j && n_rec)
+		j->rec_copy = calloc(n_rec, sizeof *j->rec_copy);
+	if (!j || (n_rec && !j->rec_copy)) {
+		free(j);
 		if (!registered)
-			graph_free(g);
+			qgd_graph_free(g);
 		qgd_session_record_events(s, rec, n_rec, -ENOMEM);
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		qgd_session_refuse(s, rid, -ENOMEM, "no memory");
+		return;
 	}
-	for (size_t i = 0; i < n_rec; i++) {
-		qgraph__event_ref__init(&j->rec[i]);
-		j->rec[i].index = rec[i]->index;
-		j->rec[i].value = rec[i]->value;
-		j->rec_ptrs[i] = &j->rec[i];
-	}
+	if (n_rec)
+		memcpy(j->rec_copy, rec, n_rec * sizeof *rec);
+	j->rec = j->rec_copy;
 	j->n_rec = n_rec;
 	qg_run_init(&j->run);
 	j->s = s;
@@ -611,147 +484,3 @@ int qgd_exec_cancel(struct qgd_session *s, uint64_t target, const uint64_t *by)
 	return 0;
 }
 
-void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGraph *sg,
-		     const struct qg_wire_env *env)
-{
-	char err[256];
-	struct qgd_graph *g = calloc(1, sizeof *g);
-	int r;
-
-	s->req = NULL;
-	if (!g)
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
-	r = qg_wire_graph_build(sg, env, &g->wg, err, sizeof err);
-	if (r) {
-		graph_free(g);
-		return qgd_session_fail(s, rid,
-					r == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
-					: r == -E2BIG ? QGRAPH__STATUS__STATUS_QUOTA
-					: r == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
-						       : QGRAPH__STATUS__STATUS_INVALID,
-					"%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
-	}
-	uint64_t t_decoded = qgd_now_ns();
-	const struct qgd_config *cfg = &s->srv->cfg;
-	if (sg->keep && s->n_graphs >= cfg->max_graphs) {
-		graph_free(g);
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
-					"quota max-graphs: this session has %zu registered graphs", s->n_graphs);
-	}
-	if ((r = place(s, g))) {
-		graph_free(g);
-		if (r == -ENOSPC)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
-						"quota pool-size: the pool has no room for this graph's intermediates");
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory for the intermediates: %s",
-					strerror(-r));
-	}
-	/* its intermediates are in the pool already, its metadata on the heap: both count, whether it is kept or not */
-	uint64_t pool = qg_hugepool_in_use(s->srv->pool, s->id), meta = s->graph_bytes + g->meta_bytes;
-	uint64_t budget = cfg->client_memory ? cfg->client_memory : cfg->pool_bytes;
-	if (pool + meta > budget) {
-		graph_free(g);
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_QUOTA,
-					"quota client-memory: this graph would make this session hold %llu bytes "
-					"(%llu pool bytes of intermediates, %llu of graph metadata), at most %llu",
-					(unsigned long long)(pool + meta), (unsigned long long)pool,
-					(unsigned long long)meta, (unsigned long long)budget);
-	}
-	uint64_t t_placed = qgd_now_ns();
-	if (sg->keep) {
-		void *p = realloc(s->graphs, (s->n_graphs + 1) * sizeof *s->graphs);
-		if (!p) {
-			graph_free(g);
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
-		}
-		s->graphs = p;
-		g->handle = s->next_handle++;
-		s->graphs[s->n_graphs++] = g;
-		s->graph_bytes += g->meta_bytes;
-	}
-	run_and_answer(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
-}
-
-static struct qgd_graph *registered(const struct qgd_session *s, uint64_t handle)
-{
-	for (size_t i = 0; i < s->n_graphs; i++)
-		if (s->graphs[i]->handle == handle)
-			return s->graphs[i];
-	return NULL;
-}
-
-/* Lines of a graph's leafs and nodes asked for ahead of a run: enough for a small graph's every tensor. */
-#define PREFETCH_TENSORS 8
-
-void qgd_exec_prefetch(const struct qgd_session *s, uint64_t handle)
-{
-	const struct qgd_graph *g = registered(s, handle);
-
-	if (!g || g->work >= QGD_INLINE_WORK)
-		return;	/* a large graph's first lines are nothing beside its run */
-	const struct qg_graph *gr = g->wg.graph;
-	for (size_t i = 0; i < gr->n_leafs && i < PREFETCH_TENSORS; i++)
-		if (gr->leafs[i]->data)
-			__builtin_prefetch(gr->leafs[i]->data, 0);
-	for (size_t i = 0; i < gr->n_nodes && i < PREFETCH_TENSORS; i++)
-		if (gr->nodes[i]->data)
-			__builtin_prefetch(gr->nodes[i]->data, 1);
-}
-
-void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run)
-{
-	struct qgd_graph *g = registered(s, run->graph);
-
-	s->req = NULL;
-	if (!g)
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
-					(unsigned long long)run->graph);
-	/* decoded just now, and nothing to place: the plan was checked when the graph was registered */
-	uint64_t t = s->req_started_ns;
-	run_and_answer(s, rid, g, 1, t, t, run->timeout_ms, run->record, run->n_record);
-}
-
-void qgd_exec_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle)
-{
-	for (size_t i = 0; i < s->n_graphs; i++) {
-		if (s->graphs[i]->handle != handle)
-			continue;
-		s->graph_bytes -= s->graphs[i]->meta_bytes;
-		graph_free(s->graphs[i]);
-		s->graphs[i] = s->graphs[--s->n_graphs];
-		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
-		c.request_id = rid;
-		return qgd_session_complete(s, &c);
-	}
-	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
-			 (unsigned long long)handle);
-}
-
-int qgd_exec_weights_in_use(struct qgd_session *s, const void *data)
-{
-	for (size_t i = 0; i < s->n_graphs; i++) {
-		struct qg_graph *gr = s->graphs[i]->wg.graph;
-		for (size_t j = 0; j < gr->n_leafs; j++)
-			if (gr->leafs[j]->data == data)
-				return 1;
-	}
-	return 0;
-}
-
-void qgd_exec_release_session(struct qgd_session *s)
-{
-	for (size_t i = 0; i < s->n_graphs; i++)
-		graph_free(s->graphs[i]);
-	free(s->graphs);
-	s->graphs = NULL;
-	s->n_graphs = 0;
-	s->graph_bytes = 0;
-	if (s->buft) {
-		qg_buft_hugepool_free(s->buft);
-		s->buft = NULL;
-	}
-	/* nothing should be left; if a buffer leaked, the pool still gets it back */
-	size_t left = qg_hugepool_release_owner(s->srv->pool, s->id);
-	if (left)
-		qgd_warn("session %llu: %zu bytes of the pool were still held at its end", (unsigned long long)s->id, left);
-}

@@ -1,36 +1,42 @@
 /*
- * exec.h - running graphs for sessions: building them from the wire,
- * registering them, placing their intermediate tensors, computing them and
- * answering.
+ * exec.h - the executor (exec.c): running sessions' graphs, small ones
+ * on the loop's thread and the rest on the executor thread, and
+ * answering them.
  */
 #ifndef QGD_EXEC_H
 #define QGD_EXEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "qgraphd.h"
+struct qg_backend;
+struct qgd_event_ref;
+struct qgd_graph;
+struct qgd_server;
+struct qgd_session;
 
+/*
+ * Start the CPU backends (the pool on --cpus, and one thread for small
+ * graphs) and the executor thread, watched by SRV's loop.  0 or -errno.
+ */
 int qgd_exec_init(struct qgd_server *srv);
+/* Stop the executor thread (after the jobs queued) and free the backends.  SRV->exec may be NULL. */
 void qgd_exec_fini(struct qgd_server *srv);
 
-/* Build, check and run SG (registering it if SG->keep); answers the request. */
-void qgd_exec_submit(struct qgd_session *s, uint64_t rid, const Qgraph__SubmitGraph *sg,
-		     const struct qg_wire_env *env);
 /*
- * Ask for the first lines of registered graph HANDLE's tensors (if S has
- * it, and it is small), so that they travel from the client's cache while
- * its request is checked: a hint, nothing more.
+ * Run G (graphs.c built and placed it) for request RID of S: on the loop's
+ * thread when it is small, else on the executor (S->job is set until it
+ * is answered, and S serves nothing else meanwhile but a Cancel).
+ * Answers, now or later, recording the N_REC events REC (copied when the
+ * run is handed over) with the outcome; consumes G unless REGISTERED.
+ * T_DECODED and T_PLACED: when the request was decoded and its graph
+ * placed; TIMEOUT_MS its time limit (0: graph-timeout).
  */
-void qgd_exec_prefetch(const struct qgd_session *s, uint64_t handle);
-/* Run a registered graph again with the inputs now in the arena; answers. */
-void qgd_exec_run_registered(struct qgd_session *s, uint64_t rid, const Qgraph__RunGraph *run);
-/* Forget a registered graph; answers. */
-void qgd_exec_free_graph(struct qgd_session *s, uint64_t rid, uint64_t handle);
-/* True if a registered graph of S reads the weights at DATA. */
-int qgd_exec_weights_in_use(struct qgd_session *s, const void *data);
-/* Free everything S registered. */
-void qgd_exec_release_session(struct qgd_session *s);
+void qgd_exec_run(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, bool registered, uint64_t t_decoded,
+		  uint64_t t_placed, uint32_t timeout_ms, const struct qgd_event_ref *rec, size_t n_rec);
+/* The backends graphs are planned on: SMALL, the loop's thread alone; LARGE, the pool the executor drives. */
+void qgd_exec_backends(const struct qgd_server *srv, struct qg_backend **small, struct qg_backend **large);
 
 /*
  * The loop thread is about to block in its event loop (ASLEEP), or is back:
@@ -61,8 +67,9 @@ int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest);
  */
 int qgd_exec_cancel(struct qgd_session *s, uint64_t target, const uint64_t *by);
 
-uint32_t qgd_exec_plans(const struct qgd_server *srv);
+/* What the pool's memory is ("none" without one), for stats. */
 const char *qgd_exec_pool_kind(const struct qgd_server *srv);
+/* The pool's compute threads, the executor's included (1 without a pool). */
 int qgd_exec_threads(const struct qgd_server *srv);
 
 #endif /* QGD_EXEC_H */

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static const char *const level_names[] = { "error", "warn", "info", "debug" };
 static const int level_prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
 
 /* Is stderr the stream the journal gave us ($JOURNAL_STREAM is its "device:inode")? */
-static int stderr_is_journal(void)
+static bool stderr_is_journal(void)
 {
 	const char *env = getenv("JOURNAL_STREAM");
 	unsigned long long dev, ino;
@@ -32,7 +33,7 @@ static int stderr_is_journal(void)
 	char end;
 
 	if (!env || sscanf(env, "%llu:%llu%c", &dev, &ino, &end) != 2 || fstat(STDERR_FILENO, &st) < 0)
-		return 0;
+		return false;
 	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 

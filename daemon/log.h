@@ -32,7 +32,7 @@ void qgd_log_serving(void);
 void qgd_log_reopen(void);
 /* The level named NAME ("error", "warn", "info", "debug"), or -1. */
 int qgd_log_level_from_name(const char *name);
-
+/* Log the message FMT at LEVEL if the log takes that level (qgd_error and the others below say which). */
 void qgd_log(enum qgd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* At most BURST messages per INTERVAL_MS, then one note of how many were dropped. */

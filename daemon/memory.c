@@ -24,6 +24,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@
 
 #include "cpulist.h"
 #include "hugepool.h"
-#include "qgraphd.h"
+#include "memory.h"
+#include "server.h"
 
 #define HUGE_KB 2048
 
@@ -181,7 +183,7 @@ void qgd_hugepages_reserve(const char *sysfs, long pages, uint64_t nodes)
 }
 
 /* True if this process may lock memory past RLIMIT_MEMLOCK. */
-static int may_lock(void)
+static bool may_lock(void)
 {
 	capng_get_caps_process();
 	return capng_have_capability(CAPNG_EFFECTIVE, CAP_IPC_LOCK) == 1;

@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,9 @@
 #include "gguf.h"
 #include "grow.h"
 #include "models.h"
+#include "server.h"
+#include "session.h"
+#include "weights.h"
 #include "quant.h"
 
 struct model_tensor {
@@ -112,67 +116,73 @@ static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *n
 }
 
 /* A model name: 1 to 47 bytes (room for "/tensor"), no '/', no control bytes. */
-static int name_ok(const char *name)
+static bool name_ok(const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
 	if (n == 0 || n > 47)
-		return 0;
+		return false;
 	for (size_t i = 0; i < n; i++)
 		if (name[i] == '/' || (unsigned char)name[i] < 0x20)
-			return 0;
-	return 1;
+			return false;
+	return true;
 }
 
-void qgd_model_serve(struct qgd_session *s, uint64_t rid, const Qgraph__ModelRequest *mr)
+int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t len)
 {
 	struct qgd_server *srv = s->srv;
-	const char *name = mr->name ? mr->name : "";
 	struct qgd_model *m;
-	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 
-	c.request_id = rid;
-	switch (mr->op) {
-	case QGRAPH__MODEL_REQUEST__OP__MODEL_BEGIN:
-		if (!name_ok(name))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"a model name is 1 to 47 bytes, without '/'");
-		if (loading_of(s))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"this session is loading a model already");
-		if ((m = find(srv, name)))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-						"model \"%s\" is %s: unload it first", name,
-						m->loading ? "being loaded" : "loaded");
-		if (!model_new(srv, name, s->uid, s))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
-		break;
-	case QGRAPH__MODEL_REQUEST__OP__MODEL_COMMIT:
-		m = loading_of(s);
-		if (!m || strcmp(m->name, name) != 0)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
-						"this session is not loading model \"%.64s\"", name);
-		m->loading = NULL;
-		qgd_info("model %s: loaded by uid %u: %zu tensors, %llu bytes", m->name, (unsigned)m->owner, m->n,
-			 (unsigned long long)m->bytes);
-		break;
-	case QGRAPH__MODEL_REQUEST__OP__MODEL_UNLOAD:
-		m = find(srv, name);
-		if (!m || (m->loading && m->loading != s))
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no model \"%.64s\"", name);
-		if (!m->loading && s->uid != m->owner && s->uid != 0)
-			return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_DENIED,
-						"model \"%s\" was loaded by uid %u: only that user and root may unload it",
-						name, (unsigned)m->owner);
-		qgd_info("model %s: %s by uid %u", m->name, m->loading ? "load abandoned" : "unloaded",
-			 (unsigned)s->uid);
-		drop(srv, m);
-		break;
-	default:
-		return qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model request %d is not known",
-					(int)mr->op);
+	if (!name_ok(name)) {
+		snprintf(msg, len, "a model name is 1 to 47 bytes, without '/'");
+		return -EINVAL;
 	}
-	qgd_session_complete(s, &c);
+	if (loading_of(s)) {
+		snprintf(msg, len, "this session is loading a model already");
+		return -EINVAL;
+	}
+	if ((m = find(srv, name))) {
+		snprintf(msg, len, "model \"%s\" is %s: unload it first", name, m->loading ? "being loaded" : "loaded");
+		return -EINVAL;
+	}
+	if (!model_new(srv, name, s->uid, s)) {
+		snprintf(msg, len, "no memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int qgd_model_commit(struct qgd_session *s, const char *name, char *msg, size_t len)
+{
+	struct qgd_model *m = loading_of(s);
+
+	if (!m || strcmp(m->name, name) != 0) {
+		snprintf(msg, len, "this session is not loading model \"%.64s\"", name);
+		return -ENOENT;
+	}
+	m->loading = NULL;
+	qgd_info("model %s: loaded by uid %u: %zu tensors, %llu bytes", m->name, (unsigned)m->owner, m->n,
+		 (unsigned long long)m->bytes);
+	return 0;
+}
+
+int qgd_model_unload(struct qgd_session *s, const char *name, char *msg, size_t len)
+{
+	struct qgd_server *srv = s->srv;
+	struct qgd_model *m = find(srv, name);
+
+	if (!m || (m->loading && m->loading != s)) {
+		snprintf(msg, len, "no model \"%.64s\"", name);
+		return -ENOENT;
+	}
+	if (!m->loading && s->uid != m->owner && s->uid != 0) {
+		snprintf(msg, len, "model \"%s\" was loaded by uid %u: only that user and root may unload it", name,
+			 (unsigned)m->owner);
+		return -EACCES;
+	}
+	qgd_info("model %s: %s by uid %u", m->name, m->loading ? "load abandoned" : "unloaded", (unsigned)s->uid);
+	drop(srv, m);
+	return 0;
 }
 
 int qgd_model_may_upload(const struct qgd_session *s, const char *name, const char **why)
@@ -230,20 +240,15 @@ void qgd_models_session_gone(struct qgd_session *s)
 	}
 }
 
-size_t qgd_models_stats(const struct qgd_server *srv, size_t first, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp,
-			size_t max)
+size_t qgd_models_list(const struct qgd_server *srv, size_t first, struct qgd_model_info *out, size_t max)
 {
 	size_t n = 0, seen = 0;
 
 	for (struct qgd_model *m = srv->models; m && n < max; m = m->next) {
 		if (m->loading || seen++ < first)
 			continue;
-		qgraph__model_stats__init(&ms[n]);
-		ms[n].name = m->name;
-		ms[n].tensors = (uint32_t)m->n;
-		ms[n].bytes = m->bytes;
-		ms[n].uid = (uint32_t)m->owner;
-		msp[n] = &ms[n];
+		out[n] = (struct qgd_model_info){ .name = m->name, .tensors = (uint32_t)m->n, .bytes = m->bytes,
+						  .uid = (uint32_t)m->owner };
 		n++;
 	}
 	return n;
@@ -305,20 +310,22 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 	size_t skipped = 0;
 	struct stat st;
 	void *map = NULL;
-	int rc = -1;
+	int rc = -EINVAL;
 
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		qgd_error("preload %s: %s", path, strerror(errno));
+		rc = -errno;
+		qgd_error("preload %s: %s", path, strerror(-rc));
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		return rc;
 	}
 	size_t len = (size_t)st.st_size;
 	if (len && (map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
-		qgd_error("preload %s: %s", path, strerror(errno));
+		rc = -errno;
+		qgd_error("preload %s: %s", path, strerror(-rc));
 		close(fd);
-		return -1;
+		return rc;
 	}
 	close(fd);
 	if (qg_gguf_open(map, len, &g, err, sizeof err)) {
@@ -341,6 +348,7 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 	}
 	if (!(m = model_new(srv, name, getuid(), NULL))) {
 		qgd_error("preload %s: no memory", path);
+		rc = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < qg_gguf_tensor_count(g); i++) {
@@ -353,9 +361,10 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 		if ((size_t)snprintf(full, sizeof full, "%s/%s", name, t->name) >= sizeof full) {
 			qgd_error("preload %s: \"%s/%s\" is longer than a weights name may be (%d bytes)", path, name,
 				  t->name, QGD_WEIGHTS_NAME_MAX - 1);
+			rc = -ENAMETOOLONG;
 			goto out;
 		}
-		if (preload_tensor(srv, m, t, full))
+		if ((rc = preload_tensor(srv, m, t, full)))
 			goto out;
 	}
 	qgd_info("model %s: preloaded from %s: %zu tensors, %llu bytes; %zu skipped (types qgraph does not compute with)",

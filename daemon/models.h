@@ -5,11 +5,26 @@
 #ifndef QGD_MODELS_H
 #define QGD_MODELS_H
 
-#include "qgraph.pb-c.h"
-#include "qgraphd.h"
+#include <stddef.h>
+#include <stdint.h>
 
-/* Serve a ModelRequest of S (begin, commit, unload): exactly one completion. */
-void qgd_model_serve(struct qgd_session *s, uint64_t rid, const Qgraph__ModelRequest *m);
+struct qgd_server;
+struct qgd_session;
+struct qgd_weights;
+
+/*
+ * Begin loading model NAME for S (its uploads named "NAME/tensor" go to
+ * it until the commit).  0, or -EINVAL (a bad name, S loading one already,
+ * NAME taken) or -ENOMEM, with the refusal in MSG (LEN bytes).
+ */
+int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t len);
+/* S's load of model NAME is complete: every client may open its tensors.  0, or -ENOENT with MSG. */
+int qgd_model_commit(struct qgd_session *s, const char *name, char *msg, size_t len);
+/*
+ * Unload model NAME (or abandon S's own load of it): its owner and root
+ * alone may.  0, or -ENOENT or -EACCES with the refusal in MSG.
+ */
+int qgd_model_unload(struct qgd_session *s, const char *name, char *msg, size_t len);
 /*
  * Whether S may upload weights named NAME into the model it is loading:
  * 0, or -ENOENT (no load in progress) or -EINVAL (NAME not "MODEL/...")
@@ -27,16 +42,19 @@ int qgd_model_adopt(struct qgd_session *s, const char *name, struct qgd_weights 
 int qgd_model_open(struct qgd_session *s, const char *name, struct qgd_weights **out);
 /* S goes away: a model it was loading goes with it. */
 void qgd_models_session_gone(struct qgd_session *s);
-/*
- * Fill up to MAX entries of MS (and pointers MSP) with the loaded models,
- * from the FIRST-th on (0: the first); returns how many.
- */
-size_t qgd_models_stats(const struct qgd_server *srv, size_t first, Qgraph__ModelStats *ms, Qgraph__ModelStats **msp,
-			size_t max);
+/* A loaded model, as stats tell it (its name is the model's own, valid while it is loaded). */
+struct qgd_model_info {
+	const char *name;
+	uint32_t tensors;
+	uint64_t bytes;
+	uint32_t uid;
+};
+/* Up to MAX of the loaded models in OUT, from the FIRST-th on (0: the first); returns how many. */
+size_t qgd_models_list(const struct qgd_server *srv, size_t first, struct qgd_model_info *out, size_t max);
 /*
  * Read the GGUF file PATH and hold its computable tensors (Q4_0 in the
  * best layout, Q8_0, F16 and F32 as they are) as model NAME (NULL: the
- * file's base name without ".gguf").  0 or -1 (logged: start-up fails).
+ * file's base name without ".gguf").  0 or -errno (logged: start-up fails).
  */
 int qgd_models_preload(struct qgd_server *srv, const char *path, const char *name);
 /* Let go of every model (at exit). */

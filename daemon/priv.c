@@ -15,6 +15,7 @@
 
 #include <cap-ng.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -47,7 +48,7 @@ static int becomes_other(const struct qgd_priv_config *pc)
 }
 
 /* Is DIR the runtime directory the service manager made ($RUNTIME_DIRECTORY, ':'-separated)? */
-static int is_service_runtime_dir(const char *dir)
+static bool is_service_runtime_dir(const char *dir)
 {
 	const char *env = getenv("RUNTIME_DIRECTORY");
 	size_t len = strlen(dir);
@@ -58,10 +59,10 @@ static int is_service_runtime_dir(const char *dir)
 		while (m > 1 && p[m - 1] == '/')
 			m--;
 		if (m == len && memcmp(p, dir, len) == 0)
-			return 1;
+			return true;
 		p += n + (p[n] == ':');
 	}
-	return 0;
+	return false;
 }
 
 int qgd_priv_runtime_dir(const struct qgd_priv_config *pc, const char *socket_path, int *dir_fd)
@@ -188,25 +189,35 @@ static int verify(uid_t uid, gid_t gid, int groups_dropped, int ipc_lock, int bo
 	uid_t ru, eu, su;
 	gid_t rg, eg, sg;
 
-	if (getresuid(&ru, &eu, &su) || ru != uid || eu != uid || su != uid)
-		return qgd_error("after the drop the uids are %u/%u/%u, not %u", (unsigned)ru, (unsigned)eu,
-				 (unsigned)su, (unsigned)uid), -EPERM;
-	if (getresgid(&rg, &eg, &sg) || rg != gid || eg != gid || sg != gid)
-		return qgd_error("after the drop the gids are %u/%u/%u, not %u", (unsigned)rg, (unsigned)eg,
-				 (unsigned)sg, (unsigned)gid), -EPERM;
-	if (groups_dropped && getgroups(0, NULL) != 0)
-		return qgd_error("after the drop supplementary groups remain"), -EPERM;
-	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
-		return qgd_error("after the drop no_new_privs is not set"), -EPERM;
+	if (getresuid(&ru, &eu, &su) || ru != uid || eu != uid || su != uid) {
+		qgd_error("after the drop the uids are %u/%u/%u, not %u", (unsigned)ru, (unsigned)eu,
+			  (unsigned)su, (unsigned)uid);
+		return -EPERM;
+	}
+	if (getresgid(&rg, &eg, &sg) || rg != gid || eg != gid || sg != gid) {
+		qgd_error("after the drop the gids are %u/%u/%u, not %u", (unsigned)rg, (unsigned)eg,
+			  (unsigned)sg, (unsigned)gid);
+		return -EPERM;
+	}
+	if (groups_dropped && getgroups(0, NULL) != 0) {
+		qgd_error("after the drop supplementary groups remain");
+		return -EPERM;
+	}
+	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) {
+		qgd_error("after the drop no_new_privs is not set");
+		return -EPERM;
+	}
 	capng_get_caps_process();
 	for (unsigned c = 0; c < 64; c++) {
 		int want = ipc_lock && c == CAP_IPC_LOCK;
 		if (capng_have_capability(CAPNG_EFFECTIVE, c) != want ||
 		    capng_have_capability(CAPNG_PERMITTED, c) != want ||
 		    capng_have_capability(CAPNG_INHERITABLE, c) == 1 ||
-		    (bound_cleared && capng_have_capability(CAPNG_BOUNDING_SET, c) == 1))
-			return qgd_error("after the drop capability %s is %s", capng_capability_to_name(c) ?: "?",
-					 want ? "missing" : "still there"), -EPERM;
+		    (bound_cleared && capng_have_capability(CAPNG_BOUNDING_SET, c) == 1)) {
+			qgd_error("after the drop capability %s is %s", capng_capability_to_name(c) ?: "?",
+				  want ? "missing" : "still there");
+			return -EPERM;
+		}
 	}
 	return 0;
 }
@@ -302,12 +313,12 @@ int qgd_priv_drop(const struct qgd_priv_config *pc)
 	return 0;
 }
 
-static int has_id(const uint32_t *ids, uint32_t n, uint32_t id)
+static bool has_id(const uint32_t *ids, uint32_t n, uint32_t id)
 {
 	for (uint32_t i = 0; i < n; i++)
 		if (ids[i] == id)
-			return 1;
-	return 0;
+			return true;
+	return false;
 }
 
 int qgd_priv_check_peer(const struct qgd_priv_config *pc, int fd, pid_t pid, uid_t uid, gid_t gid, char *why,

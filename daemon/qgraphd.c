@@ -22,10 +22,12 @@
 #include "conf.h"
 #include "exec.h"
 #include "kernels.h"
+#include "loop.h"
+#include "memory.h"
 #include "models.h"
 #include "paths.h"
 #include "priv.h"
-#include "qgraphd.h"
+#include "server.h"
 #include "sock.h"
 #include "stamp.h"
 
@@ -314,7 +316,7 @@ int main(int argc, char **argv)
 	unsetenv("LISTEN_FDNAMES");
 	close_inherited(cfg->ready_fd, n_listen);
 	qgd_log_open(cfg->foreground, (enum qgd_log_level)cfg->log_level);
-	if (n_listen == 1 && qgd_server_adopt(&srv, SD_LISTEN_FDS_START))
+	if (n_listen == 1 && qgd_server_adopt(&srv, SD_LISTEN_FDS_START) < 0)
 		return EX_CONFIG;
 
 	/* signals arrive through the loop; a client that goes away is no SIGPIPE */
@@ -342,7 +344,7 @@ int main(int argc, char **argv)
 		if (!socket_dir_ours(cfg->socket_path))
 			return 1;
 		int run_dir = -1;
-		if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_bind(&srv) ||
+		if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_bind(&srv) < 0 ||
 		    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) ||
 		    qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) || qgd_memory_init(&srv) ||
 		    qgd_priv_drop(&cfg->priv))
@@ -383,7 +385,7 @@ int main(int argc, char **argv)
 	if (cfg->preload[0] && qgd_models_preload(&srv, cfg->preload, NULL))
 		return 1;
 	srv.reload = reload;
-	if (qgd_server_start(&srv))
+	if (qgd_server_start(&srv) < 0)
 		return 1;
 	/* the pool is reserved and locked, the socket listens and the loop runs next: ready */
 	if (cfg->ready_fd >= 0) {

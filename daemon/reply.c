@@ -17,7 +17,10 @@
 #include "doorbell.h"
 #include "hints.h"
 #include "hotpath.h"
-#include "qgraphd.h"
+#include "loop.h"
+#include "reply.h"
+#include "server.h"
+#include "session.h"
 
 const char *const qgd_quota_names[QGD_QUOTA_COUNT] = {
 	"max-arena", "max-sessions", "max-sessions-per-user", "total-arena", "max-handshakes",
@@ -137,15 +140,55 @@ void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status
 	qgd_session_complete(s, &c);
 }
 
-void qgd_session_record_events(struct qgd_session *s, Qgraph__EventRef **ev, size_t n, int32_t status)
+void qgd_session_refuse(struct qgd_session *s, uint64_t request_id, int err, const char *fmt, ...)
+{
+	Qgraph__Status st = err == -EDQUOT   ? QGRAPH__STATUS__STATUS_QUOTA
+			    : err == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
+			    : err == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
+			    : err == -EINVAL ? QGRAPH__STATUS__STATUS_INVALID
+			    : err == -EACCES ? QGRAPH__STATUS__STATUS_DENIED
+					     : QGRAPH__STATUS__STATUS_INTERNAL;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	qgd_session_fail(s, request_id, st, "%s", msg);
+}
+
+void qgd_session_record_events(struct qgd_session *s, const struct qgd_event_ref *ev, size_t n, int32_t status)
 {
 	for (size_t i = 0; i < n; i++) {
-		uint32_t idx = ev[i]->index;
+		uint32_t idx = ev[i].index;
 		if (idx >= s->layout.event_count)	/* checked before the run too */
 			continue;
 		/* the trusted word, published to the client's slot (event.c says how, and why it is safe) */
-		qg_event_record_seq(&s->ev[idx], (uint32_t)ev[i]->value, status);
+		qg_event_record_seq(&s->ev[idx], (uint32_t)ev[i].value, status);
 	}
+}
+
+void qgd_session_answer_run(struct qgd_session *s, const struct qgd_run_answer *a)
+{
+	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+	Qgraph__Timings tm = QGRAPH__TIMINGS__INIT;
+
+	tm.decode_ns = a->decode_ns;
+	tm.alloc_ns = a->alloc_ns;
+	tm.compute_ns = a->compute_ns;
+	tm.total_ns = a->total_ns;
+	c.request_id = a->rid;
+	c.timings = &tm;
+	c.handle = a->handle;
+	if (a->err == -ETIMEDOUT)
+		c.status = QGRAPH__STATUS__STATUS_TIMED_OUT;
+	else if (a->err == -ECANCELED)
+		c.status = QGRAPH__STATUS__STATUS_CANCELLED;
+	else if (a->err)
+		c.status = QGRAPH__STATUS__STATUS_INVALID;
+	if (a->error)
+		c.error = (char *)a->error;
+	qgd_session_complete(s, &c);
 }
 
 /* End S, logged with WHY; DROPPED: the daemon ends it (counted when S was served). */

@@ -1,6 +1,7 @@
 /*
- * server.c - the daemon's loop: the listening socket, handshakes, signals,
- * and the fair scan over sessions that serves their rings.
+ * server.c - the daemon's loop: the listening socket, admission (the
+ * handshake itself is handshake.c's), signals, and the fair scan over
+ * sessions that serves their rings.
  *
  * One thread owns every session and both rings of each (so each ring has a
  * single producer and a single consumer).  Wake-ups cost nothing while work
@@ -15,10 +16,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
-#include <stdarg.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,195 +37,19 @@
 #include "doorbell.h"
 #include "exec.h"
 #include "futex.h"
+#include "handshake.h"
 #include "hints.h"
-#include "kernels.h"
-#include "qgraphd.h"
+#include "loop.h"
+#include "priv.h"
+#include "reply.h"
+#include "requests.h"
+#include "server.h"
+#include "session.h"
 #include "sock.h"
 #include "stamp.h"
 
-#define QGD_HELLO_MAX 4096
-
-static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
-{
-	(void)w;
-	(void)arg;
-	(void)events;
-	/* the doorbell only wakes the loop; the scan finds the work */
-	qg_doorbell_clear(fd);
-}
-
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg);
 static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg);
-
-/*
- * Send FD's client a Welcome that carries only MSG and ST: why it is
- * refused (libqgraph shows it, and returns -EDQUOT for a quota).
- */
-static void send_refusal(int fd, Qgraph__Status st, const char *msg)
-{
-	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
-	uint8_t buf[1024];
-
-	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
-	w.error = (char *)msg;
-	w.status = st;
-	if (qgraph__welcome__get_packed_size(&w) <= sizeof buf) {
-		size_t len = qgraph__welcome__pack(&w, buf);
-		qg_sock_send(fd, buf, len, NULL, 0);
-	}
-}
-
-/* Send a Welcome that refuses the session with ST (a quota refusal counted), then drop it. */
-static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	if (!s->refused)	/* one reason to a client: the first */
-		send_refusal(s->sock, st, msg);
-	if (st == QGRAPH__STATUS__STATUS_QUOTA)
-		qgd_count_quota(s->srv, msg);
-	qgd_session_drop(s, msg);
-}
-
-/*
- * Refuse S as soon as it connects, before its Hello: send the Welcome that
- * says why (MSG) now, and close when its Hello comes, it hangs up, or the
- * handshake time runs out (so that a client that writes its Hello first
- * still reads the reason, rather than a broken pipe).  Until then it holds
- * a place among the handshakes of its uid, and nothing else.  WHY is what
- * the log will say.
- */
-static void refuse_early(struct qgd_session *s, Qgraph__Status st, const char *why, const char *msg)
-{
-	send_refusal(s->sock, st, msg);
-	if (st == QGRAPH__STATUS__STATUS_QUOTA)
-		qgd_count_quota(s->srv, msg);
-	s->refused = why;
-}
-
-/* The client's Hello arrived: set its session up and send the Welcome. */
-static void handshake(struct qgd_session *s)
-{
-	struct qgd_server *srv = s->srv;
-	const struct qgd_config *cfg = &srv->cfg;
-	uint8_t buf[QGD_HELLO_MAX];
-	ssize_t n = qg_sock_recv(s->sock, buf, sizeof buf, NULL, 0, NULL);
-
-	if (n == -EAGAIN)
-		return;
-	if (n <= 0)
-		return qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
-	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
-	if (!h)
-		return refuse(s, QGRAPH__STATUS__STATUS_INVALID, "the handshake message is not a Hello");
-	int proto = h->protocol;
-	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
-	if (h->client_name && *h->client_name) {
-		snprintf(s->name, sizeof s->name, "%.40s, pid %d", h->client_name, (int)s->pid);
-		for (char *c = s->name; *c; c++)	/* names go to logs: printable only */
-			if (*c < 0x20 || *c > 0x7e)
-				*c = '?';
-	}
-	qgraph__hello__free_unpacked(h, NULL);
-	/* the access policy was checked at accept (admit) */
-	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1)
-		return refuse(s, QGRAPH__STATUS__STATUS_UNSUPPORTED,
-			      "protocol version %d is not spoken here: this daemon speaks version %d", proto,
-			      QGRAPH__PROTOCOL__PROTOCOL_V1);
-	if (srv->stopping)
-		return refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
-	if (arena > cfg->max_arena_bytes)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-arena: an arena of %llu bytes asked for, at most %llu",
-			      (unsigned long long)arena,
-			      (unsigned long long)cfg->max_arena_bytes);
-	arena = (arena + 4095) & ~(uint64_t)4095;
-	uint64_t arenas = 0;
-	uint32_t same_user = 0, served = 0;
-	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
-		if (t->state != QGD_READY)
-			continue;	/* connections in their handshake are bounded apart (admit) */
-		arenas += t->layout.arena_bytes;
-		same_user += t->uid == s->uid;
-		served++;
-	}
-	if (served >= cfg->max_sessions)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "max-sessions: %u sessions is the limit", cfg->max_sessions);
-	if (same_user >= cfg->max_sessions_per_user)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-sessions-per-user: uid %u has %u sessions already",
-			      (unsigned)s->uid,
-			      same_user);
-	if (arenas + arena > cfg->total_arena_bytes)
-		return refuse(s, QGRAPH__STATUS__STATUS_QUOTA,
-			      "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
-			      (unsigned long long)arenas, (unsigned long long)arena,
-			      (unsigned long long)cfg->total_arena_bytes);
-
-	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
-	if (err)
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
-			      (unsigned long long)arena);
-	/* created, sealed, mapped, its header written and its rings formatted (region.c) */
-	struct qg_region rg;
-	if ((err = qg_region_create(&s->layout, &rg, &s->memfd)))
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-err));
-	s->base = rg.base;
-	s->hdr = rg.hdr;
-	s->submit = rg.submit;
-	s->complete = rg.complete;
-	s->events = rg.events;
-	s->arena = rg.arena;
-	s->ev = calloc(s->layout.event_count, sizeof *s->ev);
-	for (uint32_t i = 0; s->ev && i < s->layout.event_count; i++)
-		qg_event_init(&s->ev[i], 0, &s->events[i]);
-	s->rec = malloc(cfg->ring_bytes);
-	s->bell = qg_doorbell_open();
-	if (!s->ev || !s->rec || s->bell < 0 ||
-	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536))
-		return refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
-
-	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
-	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
-	Qgraph__RegionLayout rl;
-	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
-	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
-	w.session_id = s->id;
-	lim.max_record_bytes = qg_ring_max_record(&s->submit);
-	lim.max_nodes = cfg->max_nodes;
-	lim.max_in_flight = 1;
-	lim.max_arena_bytes = cfg->max_arena_bytes;
-	lim.max_weight_bytes = cfg->pool_bytes;
-	lim.max_events = cfg->event_count;
-	w.limits = &lim;
-	qg_wire_layout_pack(&s->layout, &rl);
-	w.region = &rl;
-	w.cpu_features = srv->cpu_features;
-	w.n_kernels = qgd_kernel_choices(kc, kcp);
-	w.kernels = kcp;
-	w.best_weight_type = (Qgraph__Type)qg_wire_type_of(qg_best_weight_type());
-	size_t len = qgraph__welcome__get_packed_size(&w);
-	uint8_t out[8192];
-	if (len > sizeof out)
-		return refuse(s, QGRAPH__STATUS__STATUS_INTERNAL, "welcome too large");
-	qgraph__welcome__pack(&w, out);
-	int fds[2] = { s->memfd, s->bell };
-	if ((err = qg_sock_send(s->sock, out, len, fds, 2)))
-		return qgd_session_drop(s, "could not send the welcome");
-	/* the client has its own references now */
-	close(s->memfd);
-	s->memfd = -1;
-	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch)))
-		return qgd_session_drop(s, "cannot watch the doorbell");
-	s->state = QGD_READY;
-	qg_hint_loop_cpu(s->hdr, srv->loop_cpu);
-	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
-				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
-				   (unsigned long long)(s->layout.arena_bytes >> 20));
-}
 
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg)
 {
@@ -238,12 +63,17 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 		uint8_t b[64];
 		for (int i = 0; i < 4 && qg_sock_recv(s->sock, b, sizeof b, NULL, 0, NULL) != -EAGAIN; i++)
 			;
-		return qgd_session_drop(s, s->refused);
+		qgd_session_drop(s, s->refused);
+		return;
 	}
-	if (s->state == QGD_HANDSHAKE && (events & POLLIN))
-		return handshake(s);
-	if (events & (POLLHUP | POLLERR))
-		return qgd_session_hung_up(s, "the client hung up");
+	if (s->state == QGD_HANDSHAKE && (events & POLLIN)) {
+		qgd_handshake(s);
+		return;
+	}
+	if (events & (POLLHUP | POLLERR)) {
+		qgd_session_hung_up(s, "the client hung up");
+		return;
+	}
 	if (events & POLLIN) {
 		uint8_t b[64];
 		int fds[QG_SOCK_MAX_FDS], nfds;
@@ -313,7 +143,7 @@ static void admit(struct qgd_server *srv, int fd)
 	char why[256];
 
 	if (!s) {
-		send_refusal(fd, QGRAPH__STATUS__STATUS_INTERNAL, "cannot read the connection's credentials, or out of memory");
+		qgd_refuse_fd(fd, -EIO, "cannot read the connection's credentials, or out of memory");
 		close(fd);
 		return;
 	}
@@ -333,26 +163,31 @@ static void admit(struct qgd_server *srv, int fd)
 					c.shaking >= cfg->max_handshakes ? c.oldest : NULL;
 		if (!v || v->refused || !has_input(v->sock))
 			break;
-		handshake(v);
+		qgd_handshake(v);
 	}
 	if (c.shaking_uid >= cfg->handshakes_per_user)
-		refuse(c.oldest_uid, QGRAPH__STATUS__STATUS_QUOTA,
+		qgd_refuse(c.oldest_uid, -EDQUOT,
 		       "handshakes-per-user: uid %u has %u connections that have not sent a Hello; "
 		       "the oldest is dropped", (unsigned)s->uid, c.shaking_uid + 1);
 	else if (c.shaking >= cfg->max_handshakes)
-		refuse(c.oldest, QGRAPH__STATUS__STATUS_QUOTA,
+		qgd_refuse(c.oldest, -EDQUOT,
 		       "max-handshakes: %u connections have not sent a Hello; the oldest is dropped",
 		       c.shaking + 1);
-	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch))
-		return qgd_session_drop(s, "cannot watch its socket");
-	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
-		return refuse_early(s, QGRAPH__STATUS__STATUS_DENIED,
+	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch)) {
+		qgd_session_drop(s, "cannot watch its socket");
+		return;
+	}
+	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why)) {
+		qgd_refuse_early(s, -EACCES,
 				    "refused: not among the users and groups served (allow-users, allow-groups)", why);
+		return;
+	}
 	if (c.served >= cfg->max_sessions) {
 		snprintf(why, sizeof why, "max-sessions: %u sessions is the limit", cfg->max_sessions);
-		return refuse_early(s, QGRAPH__STATUS__STATUS_QUOTA, "refused: max-sessions", why);
+		qgd_refuse_early(s, -EDQUOT, "refused: max-sessions", why);
+		return;
 	}
-	handshake(s);
+	qgd_handshake(s);
 }
 
 /*
@@ -371,7 +206,7 @@ static void shed(struct qgd_server *srv, int err)
 		close(srv->reserve_fd);
 		c = qg_sock_accept(srv->listen_fd);
 		if (c >= 0) {
-			send_refusal(c, QGRAPH__STATUS__STATUS_NO_MEMORY, "the daemon is out of file descriptors (RLIMIT_NOFILE): try again later");
+			qgd_refuse_fd(c, -ENOMEM, "the daemon is out of file descriptors (RLIMIT_NOFILE): try again later");
 			close(c);
 		}
 		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -405,8 +240,10 @@ static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg)
 	(void)events;
 	for (int i = 0; i < 16; i++) {
 		int c = qg_sock_accept(fd);
-		if (c == -EMFILE || c == -ENFILE)
-			return shed(srv, c);
+		if (c == -EMFILE || c == -ENFILE) {
+			shed(srv, c);
+			return;
+		}
 		if (c < 0)
 			return;
 		admit(srv, c);
@@ -461,7 +298,7 @@ void qgd_server_recheck(struct qgd_server *srv)
 			qgd_session_drop(s, "dropped at a reload: no longer among the users and groups served "
 				      "(allow-users, allow-groups)");
 		else
-			refuse(s, QGRAPH__STATUS__STATUS_DENIED, "%s", why);
+			qgd_refuse(s, -EACCES, "%s", why);
 	}
 }
 
@@ -518,12 +355,12 @@ static void set_sleeping(struct qgd_server *srv, uint32_t v)
 			qg_doorbell_announce(s->hdr, v != 0);
 }
 
-static int any_pending(struct qgd_server *srv)
+static bool any_pending(struct qgd_server *srv)
 {
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
 		if (qgd_session_pending(s) && !qgd_request_waiting(s))
-			return 1;
-	return 0;
+			return true;
+	return false;
 }
 
 int qgd_server_bind(struct qgd_server *srv)
@@ -533,11 +370,11 @@ int qgd_server_bind(struct qgd_server *srv)
 	srv->listen_fd = qg_sock_bind(path, srv->cfg.priv.socket_mode, &srv->lock_fd);
 	if (srv->listen_fd == -EADDRINUSE) {
 		qgd_error("another qgraphd is serving %s", path);
-		return -1;
+		return -EADDRINUSE;
 	}
 	if (srv->listen_fd < 0) {
 		qgd_error("cannot bind %s: %s", path, strerror(-srv->listen_fd));
-		return -1;
+		return srv->listen_fd;
 	}
 	return 0;
 }
@@ -551,17 +388,19 @@ int qgd_server_adopt(struct qgd_server *srv, int fd)
 	if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
 		qgd_error("the socket passed by the service manager (fd %d) is not a listening Unix "
 			  "SOCK_SEQPACKET socket (ListenSequentialPacket= in qgraphd.socket)", fd);
-		return -1;
+		return -ENOTSOCK;
 	}
 	memset(&sa, 0, sizeof sa);
 	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || len <= offsetof(struct sockaddr_un, sun_path) ||
 	    sa.sun_path[0] == 0) {
 		qgd_error("the socket passed by the service manager (fd %d) has no path", fd);
-		return -1;
+		return -EINVAL;
 	}
 	size_t n = strnlen(sa.sun_path, len - offsetof(struct sockaddr_un, sun_path));
-	if (n >= sizeof cfg->socket_store)
-		return qgd_error("the passed socket's path is too long"), -1;
+	if (n >= sizeof cfg->socket_store) {
+		qgd_error("the passed socket's path is too long");
+		return -ENAMETOOLONG;
+	}
 	if (cfg->socket_path && strcmp(cfg->socket_path, sa.sun_path) != 0)
 		qgd_info("socket %s not bound: serving %.*s, the socket the service manager passed", cfg->socket_path,
 			 (int)n, sa.sun_path);
@@ -570,8 +409,9 @@ int qgd_server_adopt(struct qgd_server *srv, int fd)
 	cfg->socket_path = cfg->socket_store;
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
-		qgd_error("cannot make the passed socket non-blocking: %s", strerror(errno));
-		return -1;
+		int r = -errno;
+		qgd_error("cannot make the passed socket non-blocking: %s", strerror(-r));
+		return r;
 	}
 	srv->listen_fd = fd;
 	srv->lock_fd = -1;	/* the service manager runs one of us per socket */
@@ -616,20 +456,23 @@ int qgd_server_start(struct qgd_server *srv)
 	/* the descriptor given up to refuse a client when the others run out (shed) */
 	srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (srv->reserve_fd < 0) {
-		qgd_error("cannot open /dev/null: %s", strerror(errno));
-		return -1;
+		int r = -errno;
+		qgd_error("cannot open /dev/null: %s", strerror(-r));
+		return r;
 	}
 	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
 	srv->counters.started_ns = qgd_now_ns();	/* uptime: since the daemon began to serve */
 	/* only now, with the memory ready and the loop about to run, may clients queue */
 	if (!srv->activated && listen(srv->listen_fd, 128) < 0) {
-		qgd_error("cannot listen on %s: %s", srv->cfg.socket_path, strerror(errno));
-		return -1;
+		int r = -errno;
+		qgd_error("cannot listen on %s: %s", srv->cfg.socket_path, strerror(-r));
+		return r;
 	}
-	if (qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch) ||
-	    qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch)) {
+	int r;
+	if ((r = qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch)) ||
+	    (r = qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch))) {
 		qgd_error("cannot watch the socket");
-		return -1;
+		return r;
 	}
 	qgd_info("listening on %s%s", srv->cfg.socket_path, srv->activated ? " (passed by the service manager)" : "");
 	return 0;

@@ -30,6 +30,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,12 @@
 
 #include <nettle/sha2.h>
 
-#include "exec.h"
 #include "grow.h"
 #include "hugepool.h"
-#include "qgraphd.h"
+#include "kernels.h"
+#include "server.h"
+#include "session.h"
+#include "weights.h"
 
 /*
  * Weights live in the pool as pieces of one owner: they are shared between
@@ -102,29 +105,29 @@ static uint64_t hash_bytes(const struct qgd_server *srv, const void *p, size_t b
 	return h ^ (h >> 32);
 }
 
-int qgd_weights_in_group(const struct qgd_session *s, gid_t g)
+bool qgd_weights_in_group(const struct qgd_session *s, gid_t g)
 {
 	if (s->gid == g)
-		return 1;
+		return true;
 	for (size_t i = 0; i < s->n_groups; i++)
 		if (s->groups[i] == g)
-			return 1;
-	return 0;
+			return true;
+	return false;
 }
 
 /* True if session S may use stored matrix E: same user, or a shared group both are in. */
-static int may_share(const struct qgd_session *s, const struct qgd_stored *e)
+static bool may_share(const struct qgd_session *s, const struct qgd_stored *e)
 {
 	const struct qgd_config *cfg = &s->srv->cfg;
 
 	if (e->owner == s->uid || e->model_refs)
-		return 1;
+		return true;
 	for (size_t i = 0; i < cfg->n_share_gids; i++) {
 		gid_t g = cfg->share_gids[i];
 		if (i < 64 && qgd_weights_in_group(s, g) && (e->owner_in_share_group >> i & 1))
-			return 1;
+			return true;
 	}
-	return 0;
+	return false;
 }
 
 /* The stored matrix named NAME that S may use, or NULL. */

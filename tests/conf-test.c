@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "conf.h"
-#include "qgraphd.h"
+#include "log.h"
 #include "tap.h"
 
 static char err[1024];

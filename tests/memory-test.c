@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "qgraphd.h"
+#include "memory.h"
 #include "tap.h"
 
 static char root[64];

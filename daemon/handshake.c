@@ -1,0 +1,268 @@
+/*
+ * handshake.c - a connection's first message: the client's Hello read,
+ * its session's region made and sent with the Welcome, or the connection
+ * refused with a Welcome that says why.  The daemon's edge for the
+ * handshake's messages (protobuf stops here).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "doorbell.h"
+#include "handshake.h"
+#include "hints.h"
+#include "kernels.h"
+#include "loop.h"
+#include "qgraph.pb-c.h"
+#include "reply.h"
+#include "report.h"
+#include "server.h"
+#include "session.h"
+#include "sock.h"
+#include "wire.h"
+
+#define QGD_HELLO_MAX 4096
+
+static void on_bell(struct qg_watch *w, int fd, uint32_t events, void *arg)
+{
+	(void)w;
+	(void)arg;
+	(void)events;
+	/* the doorbell only wakes the loop; the scan finds the work */
+	qg_doorbell_clear(fd);
+}
+
+/*
+ * Send FD's client a Welcome that carries only MSG and ST: why it is
+ * refused (libqgraph shows it, and returns -EDQUOT for a quota).
+ */
+static void send_refusal(int fd, Qgraph__Status st, const char *msg)
+{
+	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
+	uint8_t buf[1024];
+
+	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
+	w.error = (char *)msg;
+	w.status = st;
+	if (qgraph__welcome__get_packed_size(&w) <= sizeof buf) {
+		size_t len = qgraph__welcome__pack(&w, buf);
+		qg_sock_send(fd, buf, len, NULL, 0);
+	}
+}
+
+/* The status a refusal for ERR carries (handshake.h). */
+static Qgraph__Status refusal_status(int err)
+{
+	switch (err) {
+	case -EDQUOT:
+		return QGRAPH__STATUS__STATUS_QUOTA;
+	case -EACCES:
+		return QGRAPH__STATUS__STATUS_DENIED;
+	case -ENOMEM:
+		return QGRAPH__STATUS__STATUS_NO_MEMORY;
+	default:
+		return QGRAPH__STATUS__STATUS_INTERNAL;
+	}
+}
+
+void qgd_refuse_fd(int fd, int err, const char *msg)
+{
+	send_refusal(fd, refusal_status(err), msg);
+}
+
+/* Send a Welcome that refuses the session with ST and MSG (a quota refusal counted), then drop it. */
+static void refuse_msg(struct qgd_session *s, Qgraph__Status st, const char *msg)
+{
+	if (!s->refused)	/* one reason to a client: the first */
+		send_refusal(s->sock, st, msg);
+	if (st == QGRAPH__STATUS__STATUS_QUOTA)
+		qgd_count_quota(s->srv, msg);
+	qgd_session_drop(s, msg);
+}
+
+/* As refuse_msg, with the message FMT. */
+static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void refuse(struct qgd_session *s, Qgraph__Status st, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	refuse_msg(s, st, msg);
+}
+
+void qgd_refuse(struct qgd_session *s, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	refuse_msg(s, refusal_status(err), msg);
+}
+
+/* Refused at connection (handshake.h): the Welcome now, the close when the client next speaks or hangs up. */
+void qgd_refuse_early(struct qgd_session *s, int err, const char *why, const char *msg)
+{
+	Qgraph__Status st = refusal_status(err);
+
+	send_refusal(s->sock, st, msg);
+	if (st == QGRAPH__STATUS__STATUS_QUOTA)
+		qgd_count_quota(s->srv, msg);
+	s->refused = why;
+}
+
+void qgd_handshake(struct qgd_session *s)
+{
+	struct qgd_server *srv = s->srv;
+	const struct qgd_config *cfg = &srv->cfg;
+	uint8_t buf[QGD_HELLO_MAX];
+	ssize_t n = qg_sock_recv(s->sock, buf, sizeof buf, NULL, 0, NULL);
+
+	if (n == -EAGAIN)
+		return;
+	if (n <= 0) {
+		qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
+		return;
+	}
+	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
+	if (!h) {
+		refuse(s, QGRAPH__STATUS__STATUS_INVALID, "the handshake message is not a Hello");
+		return;
+	}
+	int proto = h->protocol;
+	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
+	if (h->client_name && *h->client_name) {
+		snprintf(s->name, sizeof s->name, "%.40s, pid %d", h->client_name, (int)s->pid);
+		for (char *c = s->name; *c; c++)	/* names go to logs: printable only */
+			if (*c < 0x20 || *c > 0x7e)
+				*c = '?';
+	}
+	qgraph__hello__free_unpacked(h, NULL);
+	/* the access policy was checked at accept (admit) */
+	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1) {
+		refuse(s, QGRAPH__STATUS__STATUS_UNSUPPORTED,
+			      "protocol version %d is not spoken here: this daemon speaks version %d", proto,
+			      QGRAPH__PROTOCOL__PROTOCOL_V1);
+		return;
+	}
+	if (srv->stopping) {
+		refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
+		return;
+	}
+	if (arena > cfg->max_arena_bytes) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-arena: an arena of %llu bytes asked for, at most %llu",
+			      (unsigned long long)arena,
+			      (unsigned long long)cfg->max_arena_bytes);
+		return;
+	}
+	arena = (arena + 4095) & ~(uint64_t)4095;
+	uint64_t arenas = 0;
+	uint32_t same_user = 0, served = 0;
+	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
+		if (t->state != QGD_READY)
+			continue;	/* connections in their handshake are bounded apart (admit) */
+		arenas += t->layout.arena_bytes;
+		same_user += t->uid == s->uid;
+		served++;
+	}
+	if (served >= cfg->max_sessions) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "max-sessions: %u sessions is the limit", cfg->max_sessions);
+		return;
+	}
+	if (same_user >= cfg->max_sessions_per_user) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-sessions-per-user: uid %u has %u sessions already",
+			      (unsigned)s->uid,
+			      same_user);
+		return;
+	}
+	if (arenas + arena > cfg->total_arena_bytes) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA,
+			      "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
+			      (unsigned long long)arenas, (unsigned long long)arena,
+			      (unsigned long long)cfg->total_arena_bytes);
+		return;
+	}
+
+	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
+	if (err) {
+		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
+			      (unsigned long long)arena);
+		return;
+	}
+	/* created, sealed, mapped, its header written and its rings formatted (region.c) */
+	struct qg_region rg;
+	if ((err = qg_region_create(&s->layout, &rg, &s->memfd))) {
+		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-err));
+		return;
+	}
+	s->base = rg.base;
+	s->hdr = rg.hdr;
+	s->submit = rg.submit;
+	s->complete = rg.complete;
+	s->events = rg.events;
+	s->arena = rg.arena;
+	s->ev = calloc(s->layout.event_count, sizeof *s->ev);
+	for (uint32_t i = 0; s->ev && i < s->layout.event_count; i++)
+		qg_event_init(&s->ev[i], 0, &s->events[i]);
+	s->rec = malloc(cfg->ring_bytes);
+	s->bell = qg_doorbell_open();
+	if (!s->ev || !s->rec || s->bell < 0 ||
+	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536)) {
+		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
+		return;
+	}
+
+	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
+	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
+	Qgraph__RegionLayout rl;
+	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
+	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
+	w.session_id = s->id;
+	lim.max_record_bytes = qg_ring_max_record(&s->submit);
+	lim.max_nodes = cfg->max_nodes;
+	lim.max_in_flight = 1;
+	lim.max_arena_bytes = cfg->max_arena_bytes;
+	lim.max_weight_bytes = cfg->pool_bytes;
+	lim.max_events = cfg->event_count;
+	w.limits = &lim;
+	qg_wire_layout_pack(&s->layout, &rl);
+	w.region = &rl;
+	w.cpu_features = srv->cpu_features;
+	w.n_kernels = qgd_kernel_choices(kc, kcp);
+	w.kernels = kcp;
+	w.best_weight_type = (Qgraph__Type)qg_wire_type_of(qg_best_weight_type());
+	size_t len = qgraph__welcome__get_packed_size(&w);
+	uint8_t out[8192];
+	if (len > sizeof out) {
+		refuse(s, QGRAPH__STATUS__STATUS_INTERNAL, "welcome too large");
+		return;
+	}
+	qgraph__welcome__pack(&w, out);
+	int fds[2] = { s->memfd, s->bell };
+	if ((err = qg_sock_send(s->sock, out, len, fds, 2))) {
+		qgd_session_drop(s, "could not send the welcome");
+		return;
+	}
+	/* the client has its own references now */
+	close(s->memfd);
+	s->memfd = -1;
+	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch))) {
+		qgd_session_drop(s, "cannot watch the doorbell");
+		return;
+	}
+	s->state = QGD_READY;
+	qg_hint_loop_cpu(s->hdr, srv->loop_cpu);
+	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
+				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
+				   (unsigned long long)(s->layout.arena_bytes >> 20));
+}

@@ -1,0 +1,99 @@
+/*
+ * weights.h - weight matrices in pinned memory (weights.c): stored once,
+ * shared between sessions that may share them, reached through a
+ * session's handles.
+ */
+#ifndef QGD_WEIGHTS_H
+#define QGD_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "quant.h"
+
+struct qgd_server;
+struct qgd_session;
+
+#define QGD_WEIGHTS_NAME_MAX 64
+
+/* One matrix in pinned memory, shared by every session holding a handle to it (weights.c). */
+struct qgd_stored {
+	uint64_t hash;
+	enum qg_type type;
+	int64_t rows, cols;
+	void *data;
+	size_t bytes;
+	uint32_t refs;			/* handles to it, in every session, and models holding it */
+	uint32_t model_refs;		/* models holding it: it is theirs, every client may open it */
+	uid_t owner;			/* who uploaded it first */
+	uint64_t owner_in_share_group;	/* bit i: the owner is in cfg.share_gids[i] */
+	char name[QGD_WEIGHTS_NAME_MAX];	/* "" when unnamed */
+	unsigned char digest[32];	/* SHA-256 of its values in ggml's layout of DIGEST_TYPE ... */
+	enum qg_type digest_type;	/* ... Q4_0 for every Q4_0 layout, else TYPE */
+	bool has_digest;		/* false if there was no memory to compute it */
+	struct qgd_stored *next;
+};
+
+/* A session's handle to stored weights (type, shape and data copied for the lookups). */
+struct qgd_weights {
+	uint64_t handle;
+	struct qgd_stored *stored;
+	enum qg_type type;
+	int64_t rows, cols;
+	void *data;
+	size_t bytes;
+};
+
+/* Pinned memory for BYTES of weights being converted, or NULL; qgd_weights_discard() gives it back. */
+void *qgd_weights_alloc(struct qgd_server *srv, size_t bytes);
+/* Give back DATA, BYTES of pinned memory from qgd_weights_alloc that was never stored. */
+void qgd_weights_discard(struct qgd_server *srv, void *data, size_t bytes);
+/*
+ * Store the converted matrix DATA (from qgd_weights_alloc, consumed) for S
+ * under a new handle: shared with an identical matrix S may share, or
+ * stored anew; NAME (may be NULL or "") names it.  0 and the handle in
+ * *OUT, or -ENOMEM, -EEXIST (the name is taken; *WHY says how).
+ */
+int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols, void *data,
+		    size_t bytes, const char *name, struct qgd_weights **out, const char **why);
+/* A new handle of S to the weights named NAME that S may share.  0, -ENOENT or -ENOMEM. */
+int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights **out);
+/*
+ * A new handle of S to stored weights whose values in ggml's layout of TYPE
+ * (Q4_0 for every Q4_0 layout) have the SHA-256 DIGEST and are ROWS x COLS,
+ * and that S may share.  0, -ENOENT (none), -ENOMEM.
+ */
+int qgd_weights_open_digest(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols,
+			    const unsigned char digest[32], struct qgd_weights **out);
+/* S's handle HANDLE, or NULL. */
+struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle);
+/* Drop handle W of S (the matrix goes when its last handle does). */
+void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w);
+/* Drop every handle of S. */
+void qgd_weights_release_all(struct qgd_session *s);
+/* True if S's client is in group G, as primary or supplementary group (what sharing and stats go by). */
+bool qgd_weights_in_group(const struct qgd_session *s, gid_t g);
+/*
+ * The layout to store Q4_0 weights of ROWS rows in: this CPU's best, else
+ * the 4-row layout with the same 8-byte interleave when only 4 rows
+ * divide, else plain Q4_0.
+ */
+enum qg_type qgd_weights_best_layout(int64_t rows);
+/* A model's hold on E: every client may open it by name while one lasts. */
+void qgd_weights_pin(struct qgd_stored *e);
+/* Let go of a model's hold on E (freed with its last holder). */
+void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e);
+/*
+ * Store the converted matrix DATA (from qgd_weights_alloc, consumed) for
+ * no session (a model the daemon loads itself), pinned once for the
+ * caller's model; identical bytes another model holds are shared.  0 with
+ * *OUT, or -ENOMEM.
+ */
+int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t rows, int64_t cols, void *data,
+			     size_t bytes, struct qgd_stored **out);
+/* A new handle of S to stored matrix E (a model's).  0 or -ENOMEM. */
+int qgd_weights_open_stored(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out);
+
+#endif /* QGD_WEIGHTS_H */
