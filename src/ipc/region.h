@@ -108,12 +108,13 @@ void qg_region_header_init(void *base, const struct qg_region_layout *l);
  * produces into SUBMIT and consumes COMPLETE; the daemon the reverse.
  */
 struct qg_region {
-	struct qg_region_layout layout;
-	unsigned char *base;
+	/* first what every round trip touches, then what set-up and the arena read */
 	struct qg_region_header *hdr;
 	struct qg_ring submit, complete;
 	struct qg_event_slot *events;	/* LAYOUT.event_count of them */
 	unsigned char *arena;
+	unsigned char *base;
+	struct qg_region_layout layout;
 };
 
 /*
