@@ -171,7 +171,7 @@ void qgd_handshake(struct qgd_session *s)
 	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
 		if (t->state != QGD_READY)
 			continue;	/* connections in their handshake are bounded apart (admit) */
-		arenas += t->layout.arena_bytes;
+		arenas += t->rg.layout.arena_bytes;
 		same_user += t->uid == s->uid;
 		served++;
 	}
@@ -193,27 +193,21 @@ void qgd_handshake(struct qgd_session *s)
 		return;
 	}
 
-	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &s->layout);
+	struct qg_region_layout layout;
+	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &layout);
 	if (err) {
 		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
 			      (unsigned long long)arena);
 		return;
 	}
 	/* created, sealed, mapped, its header written and its rings formatted (region.c) */
-	struct qg_region rg;
-	if ((err = qg_region_create(&s->layout, &rg, &s->memfd))) {
+	if ((err = qg_region_create(&layout, &s->rg, &s->memfd))) {
 		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-err));
 		return;
 	}
-	s->base = rg.base;
-	s->hdr = rg.hdr;
-	s->submit = rg.submit;
-	s->complete = rg.complete;
-	s->events = rg.events;
-	s->arena = rg.arena;
-	s->ev = calloc(s->layout.event_count, sizeof *s->ev);
-	for (uint32_t i = 0; s->ev && i < s->layout.event_count; i++)
-		qg_event_init(&s->ev[i], 0, &s->events[i]);
+	s->ev = calloc(s->rg.layout.event_count, sizeof *s->ev);
+	for (uint32_t i = 0; s->ev && i < s->rg.layout.event_count; i++)
+		qg_event_init(&s->ev[i], 0, &s->rg.events[i]);
 	s->rec = malloc(cfg->ring_bytes);
 	s->bell = qg_doorbell_open();
 	if (!s->ev || !s->rec || s->bell < 0 ||
@@ -228,14 +222,14 @@ void qgd_handshake(struct qgd_session *s)
 	Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], *kcp[QG_LAYOUT_COUNT];
 	w.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
 	w.session_id = s->id;
-	lim.max_record_bytes = qg_ring_max_record(&s->submit);
+	lim.max_record_bytes = qg_ring_max_record(&s->rg.submit);
 	lim.max_nodes = cfg->max_nodes;
 	lim.max_in_flight = 1;
 	lim.max_arena_bytes = cfg->max_arena_bytes;
 	lim.max_weight_bytes = cfg->pool_bytes;
 	lim.max_events = cfg->event_count;
 	w.limits = &lim;
-	qg_wire_layout_pack(&s->layout, &rl);
+	qg_wire_layout_pack(&s->rg.layout, &rl);
 	w.region = &rl;
 	w.cpu_features = srv->cpu_features;
 	w.n_kernels = qgd_kernel_choices(kc, kcp);
@@ -261,8 +255,8 @@ void qgd_handshake(struct qgd_session *s)
 		return;
 	}
 	s->state = QGD_READY;
-	qg_hint_loop_cpu(s->hdr, srv->loop_cpu);
+	qg_hint_loop_cpu(s->rg.hdr, srv->loop_cpu);
 	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
 				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
-				   (unsigned long long)(s->layout.arena_bytes >> 20));
+				   (unsigned long long)(s->rg.layout.arena_bytes >> 20));
 }

@@ -106,16 +106,16 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 		s->failed++;
 	count_completion(&s->srv->counters, c);
 	/* room was checked before the request was taken (qgd_session_step) */
-	int err = qg_ring_push(&s->complete, buf, (uint32_t)len);
+	int err = qg_ring_push(&s->rg.complete, buf, (uint32_t)len);
 	if (err) {
 		qgd_session_drop(s, err == -EPROTO ? "completion ring corrupt" : "completion ring full");
 		return;
 	}
 	/* the count, and the client woken if it sleeps on it (doorbell.h says why no wake-up is lost) */
-	if (qg_completion_notify(s->hdr))
+	if (qg_completion_notify(s->rg.hdr))
 		return;	/* it slept: it spun nowhere */
 	/* a client spinning for it on this CPU: the loop may have to move (the server does, after its scan) */
-	if (qg_hint_waiter_on(s->hdr, s->srv->loop_cpu))
+	if (qg_hint_waiter_on(s->rg.hdr, s->srv->loop_cpu))
 		beside_client(s->srv, s);
 	else
 		s->srv->beside = 0;
@@ -161,7 +161,7 @@ void qgd_session_record_events(struct qgd_session *s, const struct qgd_event_ref
 {
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = ev[i].index;
-		if (idx >= s->layout.event_count)	/* checked before the run too */
+		if (idx >= s->rg.layout.event_count)	/* checked before the run too */
 			continue;
 		/* the trusted word, published to the client's slot (event.c says how, and why it is safe) */
 		qg_event_record_seq(&s->ev[idx], (uint32_t)ev[i].value, status);

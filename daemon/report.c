@@ -152,7 +152,7 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 		ss[n].pid = (uint32_t)t->pid;
 		ss[n].uid = (uint32_t)t->uid;
 		ss[n].client_name = t->name;
-		ss[n].arena_bytes = t->layout.arena_bytes;
+		ss[n].arena_bytes = t->rg.layout.arena_bytes;
 		ss[n].weight_bytes = t->weight_bytes;
 		ss[n].graphs = (uint32_t)t->n_graphs;
 		ss[n].in_flight = t->job != NULL;

@@ -196,7 +196,7 @@ static void run_graph(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, 
 static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Request *req)
 {
 	const Qgraph__SubmitGraph *sg = req->submit;
-	struct qg_wire_env env = { .arena = s->arena, .arena_bytes = s->layout.arena_bytes,
+	struct qg_wire_env env = { .arena = s->rg.arena, .arena_bytes = s->rg.layout.arena_bytes,
 				   .max_tensors = s->srv->cfg.max_nodes, .weights = weights_lookup, .weights_ctx = s };
 	struct qg_backend *small, *large;
 	struct qgd_graph *g = qgd_graph_new();
@@ -270,9 +270,9 @@ static void serve_free_graph(struct qgd_session *s, uint64_t rid, const Qgraph__
 static bool events_ok(struct qgd_session *s, uint64_t rid, Qgraph__EventRef **ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (ev[i]->index >= s->layout.event_count) {
+		if (ev[i]->index >= s->rg.layout.event_count) {
 			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "event %u: the table has %u",
-					 ev[i]->index, s->layout.event_count);
+					 ev[i]->index, s->rg.layout.event_count);
 			return false;
 		}
 	}

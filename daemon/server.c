@@ -352,7 +352,7 @@ static void set_sleeping(struct qgd_server *srv, uint32_t v)
 	qgd_exec_loop_asleep(srv, v != 0);
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
 		if (s->state == QGD_READY)
-			qg_doorbell_announce(s->hdr, v != 0);
+			qg_doorbell_announce(s->rg.hdr, v != 0);
 }
 
 static bool any_pending(struct qgd_server *srv)
@@ -488,7 +488,7 @@ static void note_cpu(struct qgd_server *srv)
 	srv->loop_cpu = c;
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
 		if (s->state == QGD_READY)
-			qg_hint_loop_cpu(s->hdr, c);
+			qg_hint_loop_cpu(s->rg.hdr, c);
 }
 
 /*

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "graphs.h"
@@ -62,7 +61,7 @@ bool qgd_session_pending(struct qgd_session *s)
 		return false;
 	if (s->req)
 		return !s->job;
-	return qg_ring_pending(&s->submit) > 0 && qg_ring_can_push(&s->complete, room_needed(s)) != 0;
+	return qg_ring_pending(&s->rg.submit) > 0 && qg_ring_can_push(&s->rg.complete, room_needed(s)) != 0;
 }
 
 /*
@@ -75,8 +74,8 @@ int qgd_session_step(struct qgd_session *s)
 		return 0;	/* one request at a time, in the order submitted */
 	if (!s->req) {
 		/* the submit tail first: an idle poll reads nothing else of the session (the record's line is only asked for) */
-		qg_ring_warm(&s->submit);
-		int pending = qg_ring_pending(&s->submit);
+		qg_ring_warm(&s->rg.submit);
+		int pending = qg_ring_pending(&s->rg.submit);
 		if (pending < 0) {
 			qgd_session_drop(s, "submit ring corrupt");
 			return 1;
@@ -84,7 +83,7 @@ int qgd_session_step(struct qgd_session *s)
 		if (pending == 0)
 			return 0;
 		/* never take a request whose completion could not be posted */
-		int room = qg_ring_can_push(&s->complete, room_needed(s));
+		int room = qg_ring_can_push(&s->rg.complete, room_needed(s));
 		if (room < 0) {
 			qgd_session_drop(s, "completion ring corrupt");
 			return 1;
@@ -93,7 +92,7 @@ int qgd_session_step(struct qgd_session *s)
 			return 0;	/* the client must read its completions first */
 		if (s->last_run)	/* its inputs travel from the client while the record is read */
 			qgd_graph_prefetch(s, s->last_run);
-		ssize_t n = qg_ring_pop(&s->submit, s->rec, qg_ring_max_record(&s->submit));
+		ssize_t n = qg_ring_pop(&s->rg.submit, s->rec, qg_ring_max_record(&s->rg.submit));
 		if (n == -EAGAIN)
 			return 0;
 		if (n == -EPROTO) {
@@ -118,11 +117,10 @@ void qgd_session_free(struct qgd_session *s)
 	qgd_session_release_all(s);
 	if (s->ev) {
 		/* waiters on this session's events see an error, not a hang: half the number space on, every wait is reached */
-		for (uint32_t i = 0; i < s->layout.event_count; i++)
+		for (uint32_t i = 0; i < s->rg.layout.event_count; i++)
 			qg_event_record_seq(&s->ev[i], qg_event_seq(&s->ev[i]) + 0x80000000u, -ECONNRESET);
 	}
-	if (s->base)
-		munmap(s->base, s->layout.region_bytes);
+	qg_region_unmap(&s->rg);
 	if (s->memfd >= 0)
 		close(s->memfd);
 	if (s->bell >= 0)

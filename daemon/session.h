@@ -46,13 +46,8 @@ struct qgd_session {
 	struct qgd_server *srv;
 	struct qg_watch *sock_watch, *bell_watch;
 	int memfd, bell;
-	struct qg_region_layout layout;	/* our own copy; never read back */
-	unsigned char *base;
-	struct qg_region_header *hdr;
-	struct qg_ring submit, complete;
-	struct qg_event_slot *events;
-	struct qg_event *ev;		/* the trusted events, each mirrored to its slot in EVENTS */
-	unsigned char *arena;
+	struct qg_region rg;		/* mapped (region.c), with our own copy of its layout, never read back */
+	struct qg_event *ev;		/* the trusted events, each mirrored to its slot in RG.events */
 	unsigned char *rec;		/* the record being served, copied out */
 	struct qg_wire_arena decode;
 	Qgraph__Request *req;		/* decoded from REC, not yet answered */

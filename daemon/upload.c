@@ -239,13 +239,13 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 			 (unsigned long long)chunk_offset, want);
 		return -EINVAL;
 	}
-	if (off > s->layout.arena_bytes || len > s->layout.arena_bytes - off || len > up->bytes - up->received) {
+	if (off > s->rg.layout.arena_bytes || len > s->rg.layout.arena_bytes - off || len > up->bytes - up->received) {
 		qgd_upload_reset(s);
 		snprintf(msg, mlen, "chunk [%llu, +%llu) is outside the arena or past the matrix: upload abandoned",
 			 (unsigned long long)off, (unsigned long long)len);
 		return -EINVAL;
 	}
-	int e = upload_take(up, up->received, s->arena + off, (size_t)len);
+	int e = upload_take(up, up->received, s->rg.arena + off, (size_t)len);
 	if (e) {
 		qgd_upload_reset(s);
 		snprintf(msg, mlen, "conversion failed: %s: upload abandoned",
