@@ -14,6 +14,7 @@
 
 #include "exec.h"
 #include "graphs.h"
+#include "hotpath.h"
 #include "kernels.h"
 #include "models.h"
 #include "reply.h"
@@ -340,71 +341,11 @@ static bool wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeou
 	return false;
 }
 
-/* Read a varint at *AT of P (LEN bytes) into *OUT, moving *AT past it.  1, or 0 when it runs off the end or past 64 bits. */
-static int read_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	for (unsigned shift = 0; shift < 64 && *at < len; shift += 7) {
-		uint8_t b = p[(*at)++];
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-/*
- * The request_id (field 1, a varint) of the request record REC (LEN bytes,
- * our own copy), read without decoding the rest: the top-level fields are
- * stepped over by their wire type until it turns up (first, as a request
- * is packed).  0 when the record has none, or is not well formed enough
- * to tell.
- */
-static uint64_t record_request_id(const uint8_t *rec, size_t len)
-{
-	size_t at = 0;
-	uint64_t key, v;
-
-	while (at < len) {
-		if (!read_varint(rec, len, &at, &key))
-			return 0;
-		switch (key & 7) {
-		case 0:	/* varint */
-			if (!read_varint(rec, len, &at, &v))
-				return 0;
-			if (key >> 3 == 1)
-				return v;
-			break;
-		case 1:	/* 64 bits */
-			if (len - at < 8)
-				return 0;
-			at += 8;
-			break;
-		case 2:	/* length-delimited */
-			if (!read_varint(rec, len, &at, &v) || v > len - at)
-				return 0;
-			at += (size_t)v;
-			break;
-		case 5:	/* 32 bits */
-			if (len - at < 4)
-				return 0;
-			at += 4;
-			break;
-		default:
-			return 0;
-		}
-	}
-	return 0;
-}
-
 bool qgd_request_take(struct qgd_session *s, size_t n)
 {
 	if ((uint64_t)n > s->srv->cfg.max_message) {
 		/* refused before it is decoded: max-message bounds the decoder's work and memory */
-		qgd_session_fail(s, record_request_id(s->rec, n), QGRAPH__STATUS__STATUS_QUOTA,
+		qgd_session_fail(s, qg_hot_request_id(s->rec, n), QGRAPH__STATUS__STATUS_QUOTA,
 				 "quota max-message: a %zu-byte request, at most %llu (not decoded)", n,
 				 (unsigned long long)s->srv->cfg.max_message);
 		return false;

@@ -9,7 +9,7 @@
 
 #include "hotpath.h"
 
-enum { WT_VARINT = 0, WT_LEN = 2 };
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 #define TAG(field, wt) ((uint8_t)((field) << 3 | (wt)))
 
@@ -254,6 +254,43 @@ static inline long count_events(struct rd *r, unsigned field)
 		n++;
 	}
 	return k < 0 ? -1 : n;
+}
+
+uint64_t qg_hot_request_id(const uint8_t *buf, size_t len)
+{
+	struct rd r = { buf, buf + len };
+	uint64_t key, v;
+
+	while (r.p < r.end) {
+		if (get_varint(&r, 10, &key))
+			return 0;
+		switch (key & 7) {
+		case WT_VARINT:
+			if (get_varint(&r, 10, &v))
+				return 0;
+			if (key >> 3 == 1)
+				return v;
+			break;
+		case WT_I64:
+			if (r.end - r.p < 8)
+				return 0;
+			r.p += 8;
+			break;
+		case WT_LEN:
+			if (get_varint(&r, 10, &v) || v > (uint64_t)(r.end - r.p))
+				return 0;
+			r.p += v;
+			break;
+		case WT_I32:
+			if (r.end - r.p < 4)
+				return 0;
+			r.p += 4;
+			break;
+		default:
+			return 0;
+		}
+	}
+	return 0;
 }
 
 static inline void *alloc_of(ProtobufCAllocator *a, size_t n)

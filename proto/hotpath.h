@@ -75,4 +75,13 @@ struct qg_hot_completion {
  */
 int qg_hot_unpack_completion(const uint8_t *buf, size_t len, struct qg_hot_completion *out);
 
+/*
+ * The request_id (field 1) of the Request packed in LEN bytes at BUF, read
+ * without decoding the rest: the top-level fields are stepped over by
+ * their wire type until it turns up.  0 when it has none, or the bytes are
+ * not well formed enough to tell (the daemon answers a record it will not
+ * decode with it).
+ */
+uint64_t qg_hot_request_id(const uint8_t *buf, size_t len);
+
 #endif /* QG_HOTPATH_H */

@@ -84,7 +84,7 @@ static ProtobufCAllocator alloc_pbc = { .alloc = bump_alloc, .free = bump_free, 
 static void test_requests(void)
 {
 	uint8_t a[1024], b[1024];
-	int same = 1, back = 1, n = 3000;
+	int same = 1, back = 1, id = 1, n = 3000;
 
 	for (int i = 0; i < n; i++) {
 		struct run_sample s;
@@ -95,9 +95,11 @@ static void test_requests(void)
 		bump_hot.used = 0;
 		Qgraph__Request *r = qg_hot_unpack_request(&alloc_hot, a, la);
 		back &= r && requests_equal(r, &s.req);
+		id &= qg_hot_request_id(b, lb) == s.req.request_id;
 	}
 	tap_ok(same, "%d random runs: the hand-packed bytes are protobuf-c's", n);
 	tap_ok(back, "and the hand unpacker reads them back");
+	tap_ok(id, "qg_hot_request_id finds each one's request id without decoding it");
 
 	/* the short cases: nothing at all set, and a buffer one byte short */
 	Qgraph__Request req = QGRAPH__REQUEST__INIT;
@@ -130,6 +132,26 @@ static void test_requests(void)
 		{ "record before wait", { 0x2a, 0x08, 0x1a, 0x02, 0x08, 0x01, 0x12, 0x02, 0x08, 0x02 }, 10 },
 		{ "a request without a body", { 0x08, 0x01 }, 2 },
 	};
+	/* the request id read past other fields, or not at all where the bytes cannot tell */
+	static const struct {
+		const char *what;
+		uint8_t bytes[16];
+		size_t len;
+		uint64_t id;
+	} ids[] = {
+		{ "after the body", { 0x2a, 0x02, 0x08, 0x07, 0x08, 0x01 }, 6, 1 },
+		{ "after a 64-bit field", { 0x11, 1, 2, 3, 4, 5, 6, 7, 8, 0x08, 0x05 }, 11, 5 },
+		{ "after a 32-bit field", { 0x15, 1, 2, 3, 4, 0x08, 0xac, 0x02 }, 8, 300 },
+		{ "none: a length past the end", { 0x2a, 0x10, 0x08, 0x07, 0x08, 0x01 }, 6, 0 },
+		{ "none: a group's wire type", { 0x0b, 0x08, 0x01 }, 3, 0 },
+		{ "none: a varint cut short", { 0x08, 0x80 }, 2, 0 },
+		{ "none: no bytes", { 0 }, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+		uint64_t got = qg_hot_request_id(ids[i].bytes, ids[i].len);
+		tap_ok(got == ids[i].id, "request id %s: %llu", ids[i].what, (unsigned long long)got);
+	}
+
 	for (size_t i = 0; i < sizeof leave / sizeof *leave; i++) {
 		bump_hot.used = bump_pbc.used = 0;
 		Qgraph__Request *h = qg_hot_unpack_request(&alloc_hot, leave[i].bytes, leave[i].len);
