@@ -582,6 +582,7 @@ int main(int argc, char **argv)
 	};
 	int c;
 
+	check_stdout_at_exit();
 	/* "+": the global options end at the command, whose own options follow it */
 	while ((c = getopt_long(argc, argv, "+s:qhV", opts, NULL)) != -1) {
 		switch (c) {

@@ -6,13 +6,33 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "mulmat.h"
 #include "qgraph.h"
 #include "submit.h"
 #include "wire.h"
+
+/* At exit: standard output's last bytes are written, or the exit status says they were not. */
+static void check_stdout(void)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return;
+	/* errno is fflush's, or 0 when an earlier write failed and no error is at hand */
+	fprintf(stderr, "qgraph-submit: writing standard output: %s\n", errno ? strerror(errno) : "an earlier write failed");
+	_exit(EXIT_WRONG);
+}
+
+void check_stdout_at_exit(void)
+{
+	atexit(check_stdout);
+}
 
 void fill_random(float *x, size_t n, unsigned long long seed, float scale)
 {

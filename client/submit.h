@@ -31,6 +31,11 @@ struct qgraph_session *connect_or_die(const char *name, uint64_t arena);
 /* submit-stats.c: at most N bytes of S as a JSON string (quotes and backslashes escaped, control characters as \u00XX). */
 void json_string(FILE *f, const char *s, size_t n);
 
+/* submit-util.c: at exit, flush standard output; when that or an earlier write failed
+ * (a full disk, a closed descriptor), say so on stderr and exit EXIT_WRONG whatever
+ * the command returned. */
+void check_stdout_at_exit(void);
+
 /* submit-util.c: X[0..N) random in [-SCALE, SCALE), the same for the same SEED on every machine. */
 void fill_random(float *x, size_t n, unsigned long long seed, float scale);
 /* qsort's comparison of two doubles: -1, 0 or 1 as *A is less than, equal to or greater than *B. */

@@ -108,7 +108,8 @@ static void *executor(void *arg)
 {
 	struct qgd_exec *x = arg;
 
-	/* thread 0 of every pooled run: on the first of the --cpus, as the workers are on theirs */
+	/* thread 0 of every pooled run (the workers are qg-cpu1..): on the first of the --cpus, as they are on theirs */
+	pthread_setname_np(pthread_self(), "qgd-exec");
 	int r = qg_backend_cpu_pin_caller(x->pool);
 	if (r)
 		qgd_warn("the executor thread cannot be pinned: %s", strerror(-r));

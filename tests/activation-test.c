@@ -31,7 +31,7 @@
 #include "tap.h"
 
 static char top[] = "/tmp/qgd-act-XXXXXX";
-static char bin[512], logpath[160], notify_path[160];
+static char bin[512], logpath[128], notify_path[160];
 static int notify_fd = -1;
 
 static int bind_unix(int type, const char *path, int do_listen)
@@ -82,7 +82,7 @@ static pid_t spawn(const char *extra, int listen_fd, const char *wrap)
 	for (char *w = strtok(words, " "); w && argc < 46; w = strtok(NULL, " "))
 		argv[argc++] = w;
 	argv[argc] = NULL;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		int log = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(log, 2);
@@ -161,7 +161,7 @@ static int stop(pid_t pid)
 /* READY=1 only once a client can be served; STOPPING=1 at SIGTERM. */
 static void test_ready(void)
 {
-	char dir[96], sock[128], opts[256], msg[512], note[512];
+	char dir[64], sock[108], opts[256], msg[512], note[512];
 	char buf[4096];
 
 	snprintf(dir, sizeof dir, "%s/r", top);

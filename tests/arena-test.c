@@ -71,7 +71,7 @@ static void test_share(void)
 	float *f = (float *)((unsigned char *)qg_arena_base(a) + 4096);
 	for (int i = 0; i < 64; i++)
 		f[i] = (float)i + 0.25f;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0)
 		_exit(child(fd));
 	int st = 0;

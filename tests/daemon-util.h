@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "qgraph.h"
+#include "tap.h"
 
 struct test_daemon {
 	pid_t pid;
@@ -53,7 +54,7 @@ static int daemon_start(struct test_daemon *d, const char *extra)
 	argv[argc] = NULL;
 	if (pipe(ready))
 		return -errno;
-	d->pid = fork();
+	d->pid = tap_fork();
 	if (d->pid == 0) {
 		int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		dup2(log, 2);

@@ -131,7 +131,7 @@ static int become(uid_t uid)
  */
 static pid_t flood(struct test_daemon *d, uid_t uid, int n)
 {
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 
 	if (pid != 0)
 		return pid;
@@ -171,7 +171,7 @@ static int honest_tries(struct test_daemon *d, uid_t uid, int tries, char *err, 
 
 	if (pipe(p))
 		return -1;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		char e[512] = "";
 		close(p[0]);
@@ -291,7 +291,7 @@ static void test_excluded(void)
 	int p[2];
 	if (pipe(p))
 		return;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		char m[512] = "no connection";
 		close(p[0]);

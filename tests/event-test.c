@@ -222,7 +222,7 @@ static void test_processes(void)
 		return;
 	}
 	qg_event_init(&ev, 10, slot);
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		int r = qg_event_slot_wait(slot, 11, 5 * 1000000000ll);
 		_exit(r == -ENOTCONN ? 0 : r == 0 ? 10 : 20);

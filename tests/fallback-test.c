@@ -40,7 +40,7 @@ static int client_as(uid_t uid, gid_t group, const char *xdg, char *msg, size_t 
 	msg[0] = 0;
 	if (pipe(p))
 		return -1;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		struct qgraph_session *s = NULL;
 		char m[1024] = "";

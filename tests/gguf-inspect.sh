@@ -75,5 +75,14 @@ tool inspect >"$T/out" 2>&1
 st=$?
 [ $st -eq 2 ]
 ok $? "no file: usage, exit $st"
+if [ -w /dev/full ]; then
+	# what inspect prints cannot be written (a full disk): it says so, and fails
+	tool inspect "$T/m.gguf" >/dev/full 2>"$T/out"
+	st=$?
+	[ $st -eq 1 ] && has '^qgraph-submit: writing standard output: No space left on device$'
+	ok $? "its output cannot be written (/dev/full): exit $st, and it says why"
+else
+	skip "its output cannot be written: no /dev/full here"
+fi
 
 tap_done

@@ -373,7 +373,7 @@ static void test_lock_failure(void)
 		tap_ok(0, "pipe");
 		return;
 	}
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		struct rlimit rl = { 64 << 10, 64 << 10 };
 		int r1, r2;

@@ -57,7 +57,7 @@ static int victim_connects(const char *sock, const char *trust, char *msg, size_
 	msg[0] = 0;
 	if (pipe(p))
 		return -1000;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		char m[1024] = "", stats[4096];
 		int rc;

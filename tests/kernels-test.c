@@ -1006,7 +1006,7 @@ static struct env_result env_child(const char *value)
 	if (pipe(fd) != 0)
 		return res;
 	fflush(stdout);
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		close(fd[0]);
 		setenv("QGRAPH_KERNELS", value, 1);

@@ -76,8 +76,8 @@ has() { grep -Eq -- "$1" "$T/inspect.out"; }
 	has '^  llama.attention.layer_norm_rms_epsilon +f32 ' && has '^  tokenizer.ggml.model +string +"llama"$' &&
 	has '^  tokenizer.ggml.tokens +array +\[string x 320\]$' &&
 	has '^  tokenizer.ggml.token_type +array +\[i32 x 320\]$'
-ok $? "qgraph-submit inspect reads it: the llama keys, typed as llama.cpp asks"
-[ $failed -eq 0 ] || show "$T/inspect.out" 40
+ok $? "qgraph-submit inspect reads it (exit $st): the llama keys, typed as llama.cpp asks"
+[ $failed -eq 0 ] || { echo "# inspect: exit $st, $(wc -c <"$T/inspect.out") bytes of output"; show "$T/inspect.out" 40; }
 # 4 layers of 9 tensors, the embedding, the output norm and the output
 has '^tensors: 39$' && has '^  token_embd.weight +q4_0 +256 x 320 ' &&
 	has '^  blk.3.attn_k.weight +q4_0 +256 x 128 ' && has '^  blk.0.ffn_down.weight +q4_0 +768 x 256 ' &&

@@ -119,7 +119,7 @@ static void run(enum qg_loop_kind kind, const char *name)
 	struct hits h4 = { .loop = l };
 	struct qg_watch *w4;
 	qg_loop_watch(l, efd, POLLIN, on_event, &h4, &w4);
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		uint64_t one = 1;
 		usleep(20000);

@@ -191,7 +191,7 @@ static void on_progress(void *ctx, size_t done, size_t total, uint64_t bytes_don
  */
 static pid_t other_user(const struct test_daemon *d, int out)
 {
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 
 	if (pid)
 		return pid;

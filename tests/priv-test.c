@@ -109,7 +109,7 @@ static int client_as(const char *sock, uid_t uid, gid_t gid, const gid_t *groups
 	msg[0] = 0;
 	if (pipe(p))
 		return -1;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		char m[512] = "";
 		int rc;

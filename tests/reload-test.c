@@ -78,7 +78,7 @@ static pid_t hold_session_as(uid_t uid, const char *sock, int *served, int *go_w
 	*go_wr = -1;
 	if (pipe(ready) || pipe(go))
 		return -1;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		struct qgraph_connect_opts o = { .socket = sock, .name = "reload-held", .arena_bytes = 1 << 20 };
 		struct qgraph_session *s = NULL;

@@ -275,7 +275,7 @@ int main(void)
 	tap_ok(ok, "two threads pass %u records in order, intact", count);
 
 	qg_ring_format(&r, mem, bytes);
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		produce(&pp);
 		_exit(0);

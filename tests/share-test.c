@@ -77,7 +77,7 @@ static void test_processes(const struct test_daemon *d, struct qgraph_session *s
 	if (pipe(rep) || pipe(go))
 		return (void)tap_ok(0, "pipes");
 	for (int i = 0; i < n; i++) {
-		if ((kids[i] = fork()) == 0) {
+		if ((kids[i] = tap_fork()) == 0) {
 			close(go[1]);
 			_exit(child_upload(d, w_a, NULL, rep[1], go[0]));
 		}
@@ -242,7 +242,7 @@ static void test_users(void)
 		int p[2], q[2];	/* child -> parent, parent -> child */
 		(void)!pipe(p);
 		(void)!pipe(q);
-		pid_t kid = fork();
+		pid_t kid = tap_fork();
 		if (kid == 0) {
 			if (setgid(shared_gid) || setgroups(0, NULL) || setuid(65534))
 				_exit(3);

@@ -54,7 +54,7 @@ int main(void)
 
 	/* shared between processes: the child maps the same fd and writes */
 	memset(p, 0, bytes);
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		void *c;
 		if (qg_shm_map_checked(fd, bytes, &c))

@@ -107,7 +107,7 @@ int main(void)
 
 	/* a daemon that died without cleaning up leaves its socket: replaced */
 	unlink(path);
-	pid_t child = fork();
+	pid_t child = tap_fork();
 	if (child == 0) {
 		int lk;
 		_exit(qg_sock_listen(path, 0600, &lk) >= 0 ? 0 : 1);	/* dies holding nothing */

@@ -50,7 +50,7 @@ static int parse(char *text, struct seen *seen)
 	seen->hidden = -1;
 	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		unsigned uid;
-		if (sscanf(l, "session %*llu pid %*u uid %u", &uid) == 1 && seen->n < 16)
+		if (sscanf(l, "session %*[0-9] pid %*[0-9] uid %u", &uid) == 1 && seen->n < 16)
 			seen->uids[seen->n++] = uid;
 		else if (strncmp(l, "sessions_hidden ", 16) == 0)
 			seen->hidden = atoll(l + 16);
@@ -65,7 +65,7 @@ static int parse(char *text, struct seen *seen)
  */
 static pid_t client_as(uid_t uid, gid_t group, int ready, int go, int out, const int bye[2])
 {
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 
 	if (pid)
 		return pid;

@@ -12,9 +12,12 @@
 #ifndef QG_TAP_H
 #define QG_TAP_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int tap_n, tap_failed;
 
@@ -59,6 +62,20 @@ static int tap_done(void)
 {
 	printf("1..%d\n", tap_n);
 	return tap_failed ? 1 : 0;
+}
+
+/* fork(), or a bail-out (exit 99) when it fails: a test must never go on
+ * with a pid of -1, which kill() takes as every process it may signal. */
+__attribute__((unused))
+static pid_t tap_fork(void)
+{
+	fflush(NULL);	/* the child must not print the parent's buffered lines again */
+	pid_t pid = fork();
+	if (pid < 0) {
+		printf("Bail out! fork: %s\n", strerror(errno));
+		exit(99);
+	}
+	return pid;
 }
 
 /* The test scale: QGRAPH_TEST_SCALE, default 1, clamped to 0..100. */

@@ -107,7 +107,7 @@ static int client(const char *sock, char *msg, size_t len)
 	msg[0] = 0;
 	if (pipe(p))
 		return -1;
-	pid_t pid = fork();
+	pid_t pid = tap_fork();
 	if (pid == 0) {
 		char m[512] = "";
 		int rc;

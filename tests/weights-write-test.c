@@ -458,7 +458,7 @@ int main(void)
 	int p[2];
 	if (pipe(p))
 		return tap_ok(0, "pipe"), tap_done();
-	pid_t kid = fork();
+	pid_t kid = tap_fork();
 	if (kid == 0) {
 		close(p[0]);
 		_exit(attacker(&d, gid, p[1]));

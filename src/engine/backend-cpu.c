@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -411,8 +412,12 @@ static void *worker_main(void *v)
 	struct worker_arg a = *(struct worker_arg *)v;
 	struct cpu_backend *cb = a.cb;
 	uint32_t seen = 0;
+	char name[16];
 
 	free(v);
+	/* named for top -H, gdb and tests: thread 0 is the caller's, named by it */
+	snprintf(name, sizeof name, "qg-cpu%d", a.ith);
+	pthread_setname_np(pthread_self(), name);
 	for (;;) {
 		seen = wait_job(cb, seen);
 		if (atomic_load_explicit(&cb->quit, memory_order_acquire))
