@@ -620,6 +620,54 @@ int qg_client_call(struct qgraph_session *s, void *req)
 	return call(s, req, NULL);
 }
 
+/* One chunk of an upload: the request that sends [DONE, DONE + N) of TOTAL from the arena at OFF. */
+struct upload_chunk {
+	Qgraph__Request req;
+	Qgraph__UploadWeights up;
+	Qgraph__Span span;
+};
+
+static void upload_chunk_init(struct upload_chunk *c, uint64_t upload, int wsrc, int wtarget, int64_t rows,
+			      int64_t cols, int64_t off, size_t done, size_t n, size_t total)
+{
+	qgraph__request__init(&c->req);
+	qgraph__upload_weights__init(&c->up);
+	qgraph__span__init(&c->span);
+	c->span.offset = (uint64_t)off;
+	c->span.bytes = n;
+	c->up.upload_id = upload;
+	c->up.src_type = (Qgraph__Type)wsrc;
+	c->up.target_type = (Qgraph__Type)wtarget;
+	c->up.rows = rows;
+	c->up.cols = cols;
+	c->up.chunk_offset = done;
+	c->up.data = &c->span;
+	c->up.last = done + n == total;
+	c->req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
+	c->req.upload = &c->up;
+}
+
+/* Wait for the sent chunk ID, which ends at byte END of TOTAL: 0 with RES filled, or the error. */
+static int upload_answered(struct qgraph_session *s, uint64_t id, size_t end, size_t total, struct qgraph_result *res,
+			   qgraph_progress_fn progress, void *ctx)
+{
+	int r = wait_for(s, id, -1, res, NULL);
+
+	if (!r)
+		r = res->status;
+	if (!r && progress)	/* the chunk is in the daemon: the matrix counts as done with its last */
+		progress(ctx, end == total, 1, end, total);
+	return r;
+}
+
+/*
+ * Chunks go through two staging buffers in the arena: chunk i is copied
+ * into one while the daemon copies chunk i - 1 out of the other, and is
+ * sent once chunk i - 1 is answered.  So the daemon takes the chunks in
+ * order, a buffer is written again only after the daemon has read it, and
+ * chunk i names the upload that chunk 0's answer opened.  Where the arena
+ * has room for one buffer only, each chunk waits for the one before.
+ */
 int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum qgraph_type src_type,
 		     enum qgraph_type target, int64_t rows, int64_t cols, const void *data, uint64_t *handle,
 		     enum qgraph_type *stored, qgraph_progress_fn progress, void *ctx)
@@ -640,48 +688,55 @@ int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum
 	size_t chunk = (size_t)(s->rg.layout.arena_bytes / 4) & ~(size_t)63;
 	if (chunk > (16u << 20))
 		chunk = 16u << 20;
-	int64_t off = qgraph_arena_alloc(s, chunk);
-	if (off < 0)
+	int64_t off[2] = { qgraph_arena_alloc(s, chunk), -1 };
+	if (off[0] < 0)
 		return qg_client_fail(s, -ENOMEM, "no room in the arena to stage weights");
-	uint64_t upload = 0;
+	if ((size_t)total > chunk)
+		off[1] = qgraph_arena_alloc(s, chunk);	/* may fail: then one buffer */
+	const unsigned char *src = data;
+	struct upload_chunk c;	/* packed into the ring as it is sent */
+	struct qgraph_result res = { .size = sizeof res };
+	uint64_t upload = 0, id = 0;
+	size_t copied = 0, pending_end = 0;
+	bool pending = false;	/* a chunk is sent and not yet answered; it ends at byte PENDING_END */
 	int r = 0;
-	for (size_t done = 0; done < (size_t)total || total == 0;) {
-		size_t n = (size_t)total - done < chunk ? (size_t)total - done : chunk;
-		memcpy(s->rg.arena + off, (const unsigned char *)data + done, n);
-		Qgraph__Request req = QGRAPH__REQUEST__INIT;
-		Qgraph__UploadWeights up = QGRAPH__UPLOAD_WEIGHTS__INIT;
-		Qgraph__Span span = QGRAPH__SPAN__INIT;
-		span.offset = (uint64_t)off;
-		span.bytes = n;
-		up.upload_id = upload;
-		up.src_type = (Qgraph__Type)wsrc;
-		up.target_type = (Qgraph__Type)wtarget;
-		up.rows = rows;
-		up.cols = cols;
-		up.chunk_offset = done;
-		up.data = &span;
-		if (upload == 0 && name)
-			up.name = (char *)name;	/* named when the upload opens */
-		up.model = upload == 0 && model;
-		up.last = done + n == (size_t)total;
-		req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
-		req.upload = &up;
-		struct qgraph_result res;
-		r = call(s, &req, &res);
-		if (r)
-			break;
-		upload = res.handle;
-		done += n;
-		if (progress)	/* the chunk is in the daemon: the matrix counts as done with its last */
-			progress(ctx, up.last ? 1 : 0, 1, done, (uint64_t)total);
-		if (up.last) {
-			*handle = res.handle;
-			if (stored)
-				*stored = (enum qgraph_type)res.stored_type;
-			break;
+
+	for (unsigned k = 0; copied < (size_t)total || k == 0; k++) {
+		size_t n = (size_t)total - copied < chunk ? (size_t)total - copied : chunk;
+		int b = off[1] >= 0 ? (int)(k & 1) : 0;
+		if (pending && off[1] < 0) {	/* one buffer: the daemon must have read it */
+			pending = false;
+			if ((r = upload_answered(s, id, pending_end, (size_t)total, &res, progress, ctx)))
+				break;
 		}
+		memcpy(s->rg.arena + off[b], src + copied, n);	/* while the daemon reads the other buffer */
+		if (pending) {
+			pending = false;
+			if ((r = upload_answered(s, id, pending_end, (size_t)total, &res, progress, ctx)))
+				break;
+		}
+		if (k == 1)
+			upload = res.handle;	/* chunk 0 opened the upload */
+		upload_chunk_init(&c, upload, wsrc, wtarget, rows, cols, off[b], copied, n, (size_t)total);
+		if (k == 0 && name)
+			c.up.name = (char *)name;	/* named when the upload opens */
+		c.up.model = k == 0 && model;
+		if ((r = send_request(s, &c.req, 1, &id)))
+			break;
+		pending = true;
+		copied += n;
+		pending_end = copied;
 	}
-	qgraph_arena_free(s, off);
+	if (pending)	/* the last chunk */
+		r = upload_answered(s, id, pending_end, (size_t)total, &res, progress, ctx);
+	if (!r) {
+		*handle = res.handle;
+		if (stored)
+			*stored = (enum qgraph_type)res.stored_type;
+	}
+	qgraph_arena_free(s, off[0]);
+	if (off[1] >= 0)
+		qgraph_arena_free(s, off[1]);
 	return r;
 }
 

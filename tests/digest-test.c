@@ -8,11 +8,14 @@
  *   - a cast to Q4_0 of weights stored in any layout gives back the bytes
  *     uploaded, for row counts of every layout's group and of none;
  *   - a stack of matrices uploaded as one (qgraph_graph_weights_nd) gives
- *     what each matrix uploaded alone gives, batch by batch.
+ *     what each matrix uploaded alone gives, batch by batch;
+ *   - a matrix uploaded in many chunks, through one staging buffer or two,
+ *     is stored as sent.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,6 +203,70 @@ static void test_stacked(struct qgraph_session *s)
 	free(q);
 }
 
+/* Whether weights H of session S hold the q4_0 matrix Q (ROWS x COLS): the daemon's digest of them is Q's. */
+static bool stored_as(struct qgraph_session *s, uint64_t h, const unsigned char *q, int64_t rows)
+{
+	unsigned char d[32];
+	uint64_t again = 0;
+
+	if (qgraph_weights_digest(QGRAPH_TYPE_Q4_0, rows, COLS, q, d) ||
+	    qgraph_weights_open_digest(s, QGRAPH_TYPE_Q4_0, rows, COLS, d, &again, NULL))
+		return false;
+	qgraph_weights_free(s, again);
+	return again != 0 && h != 0;
+}
+
+/*
+ * Matrices larger than an upload's staging chunk (a quarter of the arena,
+ * 256 KiB here) go in chunks through two staging buffers, or one when the
+ * arena has room for no more: what is stored is what was sent, in every
+ * byte (its digest finds it), from q4_0 as it is and from f32 quantized.
+ */
+static void test_chunked(const struct test_daemon *d)
+{
+	enum { ROWS = 8192 };	/* 1.1 MiB of q4_0: five chunks; 8 MiB of f32: thirty-two */
+	struct qgraph_connect_opts o = { .socket = d->sock, .name = "digest-chunks", .arena_bytes = 1 << 20 };
+	struct qgraph_session *s = NULL;
+	char err[256];
+
+	if (!tap_ok(qgraph_connect(&o, &s, err, sizeof err) == 0, "a session with a 1 MiB arena (%s)", err))
+		return;
+	size_t bytes;
+	uint64_t h = 0;
+	unsigned char *q = random_q4(ROWS, 20, &bytes);
+	int r = q ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q, &h, NULL) : -ENOMEM;
+	tap_ok(!r && stored_as(s, h, q, ROWS), "%zu bytes of q4_0 in chunks through two buffers: stored as sent (%d: %s)",
+	       bytes, r, qgraph_session_error(s));
+	qgraph_weights_free(s, h);
+	free(q);
+
+	int64_t hold = qgraph_arena_alloc(s, 600 << 10);	/* leaves room for one 256 KiB buffer */
+	q = random_q4(ROWS, 21, &bytes);
+	r = q && hold >= 0 ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q, &h, NULL)
+			   : -ENOMEM;
+	tap_ok(!r && stored_as(s, h, q, ROWS), "and through one buffer, the arena all but full: stored as sent (%d: %s)",
+	       r, qgraph_session_error(s));
+	qgraph_weights_free(s, h);
+	if (hold >= 0)
+		qgraph_arena_free(s, hold);
+	free(q);
+
+	float *f = malloc((size_t)ROWS * COLS * sizeof *f);
+	q = malloc(bytes);
+	srand(22);
+	for (size_t i = 0; f && i < (size_t)ROWS * COLS; i++)
+		f[i] = (float)rand() / RAND_MAX * 2 - 1;
+	r = f && q && qgraph_quantize(QGRAPH_TYPE_Q4_0, f, q, bytes, ROWS, COLS, NULL) == (ssize_t)bytes
+		    ? qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, f, &h, NULL)
+		    : -ENOMEM;
+	tap_ok(!r && stored_as(s, h, q, ROWS), "%zu bytes of f32 in chunks, quantized as they come: what "
+	       "qgraph_quantize makes of them (%d: %s)", (size_t)ROWS * COLS * sizeof *f, r, qgraph_session_error(s));
+	qgraph_weights_free(s, h);
+	free(f);
+	free(q);
+	qgraph_session_close(s);
+}
+
 int main(void)
 {
 	struct test_daemon d = { 0 };
@@ -218,6 +285,7 @@ int main(void)
 	test_digest(a, b);
 	test_read_back(b);
 	test_stacked(a);
+	test_chunked(&d);
 	qgraph_session_close(a);
 	qgraph_session_close(b);
 	daemon_cleanup(&d);

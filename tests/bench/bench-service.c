@@ -17,11 +17,11 @@
  * and run with new inputs, and of a new graph sent each time (median and
  * p99), pipelined throughput from 1 and 8 clients, and a 4096 x 4096 x 32
  * Q4_0 GEMM through the daemon against the same call in this process
- * (interleaved runs, the ratio's median and interquartile range), and the
- * pinned memory of 8 processes loading the same 14336 x 4096 Q4_0 matrix
+ * (interleaved runs, the ratio's median and interquartile range), weights
+ * uploaded against memcpy (bench_upload), and the pinned memory of 8 processes loading the same 14336 x 4096 Q4_0 matrix
  * against one copy of it.
  *
- *   bench-service [--json] [--quick] [--only round_trip|pipelined|gemm|shared]
+ *   bench-service [--json] [--quick] [--only round_trip|pipelined|gemm|upload|shared]
  *
  * --only runs the ping-pongs and that one part, so that a profile of it
  * holds nothing else.
@@ -345,6 +345,73 @@ static void bench_gemm(void)
 }
 
 /*
+ * Weights uploaded, in bytes sent per second, against a memcpy of as many
+ * bytes in this process (the limit: a chunk is copied once into the arena
+ * by the client and once out of it by the daemon, which overlap).  Q4_0
+ * sent as it is, through the two staging buffers libqgraph uses and
+ * through one (the arena held all but one chunk's room, so each chunk
+ * waits for the last), and f32 quantized by the daemon as it comes.  The
+ * modes and the limit in turns; medians.  Uploads without the digest
+ * lookup (qgraph_weights_upload_progress), so every run sends its bytes.
+ */
+static void bench_upload(void)
+{
+	enum { ROWS = 32768, COLS = 4096, F32_ROWS = 8192 };	/* 75.5 MB of q4_0; 128 MiB of f32 */
+	const uint64_t arena = 32u << 20;	/* chunks of 8 MiB */
+	int runs = quick ? 3 : 7;
+	struct qgraph_session *s = connect_one(arena);
+	if (!s)
+		return;
+	size_t qbytes = (size_t)qgraph_matrix_size(QGRAPH_TYPE_Q4_0, ROWS, COLS), fbytes = (size_t)F32_ROWS * COLS * 4;
+	float *f = bench_alloc(fbytes);
+	void *q = bench_q4_0_blocks((int64_t)(qbytes / sizeof(struct qg_block_q4_0)), 7), *copy = bench_alloc(qbytes);
+	bench_fill_x(f, (int64_t)F32_ROWS * COLS);
+	double *t[4];
+	for (int k = 0; k < 4; k++)
+		t[k] = calloc((size_t)runs, sizeof *t[k]);
+	for (int i = 0; i < runs; i++) {
+		for (int mode = 0; mode < 4; mode++) {
+			int64_t hold = mode == 1 ? qgraph_arena_alloc(s, arena - arena / 4 - (1u << 20)) : -1;
+			uint64_t h = 0;
+			double a = bench_now();
+			int r = 0;
+			if (mode == 0 || mode == 1)
+				r = qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q,
+								   &h, NULL, NULL, NULL);
+			else if (mode == 2)
+				r = qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, F32_ROWS, COLS,
+								   f, &h, NULL, NULL, NULL);
+			else
+				memcpy(copy, q, qbytes);
+			t[mode][i] = bench_now() - a;
+			if (r) {
+				fprintf(stderr, "bench-service: upload: %s\n", qgraph_session_error(s));
+				return;
+			}
+			if (h)
+				qgraph_weights_free(s, h);
+			if (hold >= 0)
+				qgraph_arena_free(s, hold);
+		}
+	}
+	double lim = (double)qbytes / bench_median(t[3], runs) * 1e-9;
+	static const char *const modes[3] = { "q4_0, two buffers", "q4_0, one buffer", "f32 to q4_0, two buffers" };
+	for (int mode = 0; mode < 3; mode++) {
+		char extra[96];
+		double bytes = mode == 2 ? (double)fbytes : (double)qbytes;
+		snprintf(extra, sizeof extra, "\"bytes\":%.0f,\"chunk_bytes\":%llu,\"runs\":%d", bytes,
+			 (unsigned long long)(arena / 4), runs);
+		emit("upload", modes[mode], bytes / bench_median(t[mode], runs) * 1e-9, "GB/s", "memcpy_GB/s", lim, extra);
+	}
+	for (int k = 0; k < 4; k++)
+		free(t[k]);
+	free(f);
+	free(q);
+	free(copy);
+	qgraph_session_close(s);
+}
+
+/*
  * Weights shared across processes: 8 client processes load the same
  * 14336 x 4096 Q4_0 matrix (a feed-forward projection of a 7B model); the
  * daemon's own accounting of pinned bytes against one stored copy.
@@ -402,10 +469,10 @@ int main(int argc, char **argv)
 			quick = 1;
 		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc && (only = argv[++i]) &&
 			 (!strcmp(only, "round_trip") || !strcmp(only, "pipelined") || !strcmp(only, "gemm") ||
-			  !strcmp(only, "shared")))
+			  !strcmp(only, "upload") || !strcmp(only, "shared")))
 			;
 		else {
-			printf("Usage: bench-service [--json] [--quick] [--only round_trip|pipelined|gemm|shared]\n");
+			printf("Usage: bench-service [--json] [--quick] [--only round_trip|pipelined|gemm|upload|shared]\n");
 			return strcmp(argv[i], "--help") ? 2 : 0;
 		}
 	}
@@ -520,6 +587,8 @@ int main(int argc, char **argv)
 	qgraph_session_close(s);
 	if (part("gemm"))
 		bench_gemm();
+	if (part("upload"))
+		bench_upload();
 	s = part("shared") ? connect_one(1 << 20) : NULL;
 	if (s)
 		bench_shared(s);
