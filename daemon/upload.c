@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include <nettle/sha2.h>
+
 #include "hugepool.h"
 #include "kernels.h"
 #include "log.h"
@@ -33,6 +35,7 @@ void qgd_upload_reset(struct qgd_session *s)
 		qgd_weights_discard(s->srv, up->dst, up->dst_bytes);
 	free(up->stage);
 	free(up->bounce);
+	free(up->digest);
 	memset(up, 0, sizeof *up);
 }
 
@@ -85,6 +88,8 @@ static int upload_convert(struct qgd_upload *up, int64_t row, int64_t col, const
 	unsigned char *dst = up->dst;
 	unsigned char *p = group == 1 ? dst + (size_t)row * row_bytes + at : up->stage + (size_t)(row % group) * row_bytes + at;
 	ssize_t r = qg_quantize(plain, x, p, (size_t)qg_row_size(plain, n), 1, n, NULL);
+	if (r > 0 && up->digest)	/* the values in row order, as the daemon quantized them */
+		sha256_update(up->digest, (size_t)r, p);
 
 	if (r >= 0 && group > 1 && col + n == up->cols && row % group == group - 1)
 		r = qg_repack(up->target_type, dst + (size_t)(row - group + 1) * row_bytes, up->stage_bytes, plain,
@@ -103,6 +108,8 @@ static int upload_take(struct qgd_upload *up, size_t at, const unsigned char *p,
 
 	if (up->src_type == up->target_type) {
 		memcpy(dst + at, p, len);
+		if (up->digest)
+			sha256_update(up->digest, len, dst + at);	/* the daemon's copy, not the arena */
 		return 0;
 	}
 	if (up->src_type != QG_TYPE_F32) {
@@ -110,6 +117,8 @@ static int upload_take(struct qgd_upload *up, size_t at, const unsigned char *p,
 		while (len) {
 			size_t n = len < up->stage_bytes - up->staged ? len : up->stage_bytes - up->staged;
 			memcpy(up->stage + up->staged, p, n);
+			if (up->digest)	/* plain q4_0 on its way into a layout */
+				sha256_update(up->digest, n, up->stage + up->staged);
 			up->staged += n;
 			at += n;
 			p += n;
@@ -215,6 +224,12 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 	up->cols = cols;
 	up->bytes = (size_t)in;
 	up->received = 0;
+	/* the digest as the values are converted, where they pass through ggml's layout (see upload.h) */
+	if (src == dst ? !qg_type_is_interleaved(dst) : src == QG_TYPE_F32 || src == QG_TYPE_Q4_0) {
+		up->digest = malloc(sizeof *up->digest);	/* without it: computed once stored */
+		if (up->digest)
+			sha256_init(up->digest);
+	}
 	if (upload_prepare(up)) {
 		qgd_upload_reset(s);
 		snprintf(msg, len, "no memory to convert weights");
@@ -269,9 +284,13 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 	const char *why;
 	size_t out = up->dst_bytes;
 	void *mem = up->dst;
+	unsigned char digest[SHA256_DIGEST_SIZE];
+	if (up->digest)
+		sha256_digest(up->digest, sizeof digest, digest);
 	up->dst = NULL;	/* qgd_weights_add consumes it */
 	/* a model's tensor: stored unnamed (its name is the model's label for it) and handed to the model */
-	e = qgd_weights_add(s, up->target_type, up->rows, up->cols, mem, out, up->model ? NULL : up->name, &w, &why);
+	e = qgd_weights_add(s, up->target_type, up->rows, up->cols, mem, out, up->digest ? digest : NULL,
+			    up->model ? NULL : up->name, &w, &why);
 	if (e) {
 		char name[QGD_WEIGHTS_NAME_MAX];
 		snprintf(name, sizeof name, "%s", up->name);

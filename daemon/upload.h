@@ -14,6 +14,7 @@
 #include "weights.h"
 
 struct qgd_session;
+struct sha256_ctx;
 
 /*
  * A weight matrix arriving chunk by chunk, converted as it arrives into
@@ -21,7 +22,11 @@ struct qgd_session;
  * (upload.c).  No copy of the source is kept: STAGE holds what the next
  * conversion step waits for (a part of a 32-value block, a row group for
  * a repack), never more than one row group of the stored matrix, and
- * BOUNCE a bounded window of f32 values copied out of the arena.
+ * BOUNCE a bounded window of f32 values copied out of the arena.  DIGEST
+ * hashes the stored values in ggml's layout as they are converted, from
+ * the daemon's own copy (DST, or STAGE before a repack), where the
+ * conversion passes through that layout: plain Q4_0 into an interleaved
+ * one, f32 into a plain type, a plain type copied.
  */
 struct qgd_upload {
 	uint64_t id;
@@ -33,6 +38,7 @@ struct qgd_upload {
 	unsigned char *stage, *bounce;
 	size_t stage_bytes, staged, bounced;
 	uint64_t values_done;		/* f32 sources: values converted so far */
+	struct sha256_ctx *digest;	/* NULL: the digest is computed from DST once stored */
 	char name[QGD_WEIGHTS_NAME_MAX];
 	int model;			/* for the model this session is loading (models.c) */
 };

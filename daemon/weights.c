@@ -139,12 +139,22 @@ static struct qgd_stored *find_named(const struct qgd_session *s, const char *na
 	return NULL;
 }
 
-/* Compute E's digest (see the top of this file); without the memory for a row group E has none. */
-static void stored_digest(struct qgd_stored *e)
+/*
+ * Set E's digest (see the top of this file): DIGEST where the upload
+ * computed it as it converted, else from E's bytes; without the memory for
+ * a row group E has none.
+ */
+static void stored_digest(struct qgd_stored *e, const unsigned char *digest)
 {
 	struct sha256_ctx c;
 	bool q4 = e->type == QG_TYPE_Q4_0_4X4 || e->type == QG_TYPE_Q4_0_4X8 || e->type == QG_TYPE_Q4_0_8X8;
 
+	if (digest) {
+		memcpy(e->digest, digest, sizeof e->digest);
+		e->digest_type = q4 ? QG_TYPE_Q4_0 : e->type;
+		e->has_digest = true;
+		return;
+	}
 	sha256_init(&c);
 	if (q4) {
 		/* unpacked a row group at a time: the values as ggml lays them out */
@@ -199,7 +209,8 @@ static int add_handle(struct qgd_session *s, struct qgd_stored *e, struct qgd_we
 }
 
 int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols, void *data,
-		    size_t bytes, const char *name, struct qgd_weights **out, const char **why)
+		    size_t bytes, const unsigned char *digest, const char *name, struct qgd_weights **out,
+		    const char **why)
 {
 	struct qgd_server *srv = s->srv;
 	uint64_t h = hash_bytes(srv, data, bytes);
@@ -237,7 +248,7 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		for (size_t i = 0; i < srv->cfg.n_share_gids && i < 64; i++)
 			if (qgd_weights_in_group(s, srv->cfg.share_gids[i]))
 				e->owner_in_share_group |= 1ull << i;
-		stored_digest(e);
+		stored_digest(e, digest);
 		e->next = srv->stored;
 		srv->stored = e;
 		srv->n_stored++;
@@ -293,7 +304,7 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 		}
 		*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data,
 					  .bytes = bytes, .owner = getuid() };
-		stored_digest(e);
+		stored_digest(e, NULL);
 		e->next = srv->stored;
 		srv->stored = e;
 		srv->n_stored++;

@@ -53,11 +53,14 @@ void qgd_weights_discard(struct qgd_server *srv, void *data, size_t bytes);
 /*
  * Store the converted matrix DATA (from qgd_weights_alloc, consumed) for S
  * under a new handle: shared with an identical matrix S may share, or
- * stored anew; NAME (may be NULL or "") names it.  0 and the handle in
+ * stored anew; NAME (may be NULL or "") names it.  DIGEST: the SHA-256 of
+ * DATA's values in ggml's layout, as the daemon converted them (NULL:
+ * computed from DATA here).  0 and the handle in
  * *OUT, or -ENOMEM, -EEXIST (the name is taken; *WHY says how).
  */
 int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols, void *data,
-		    size_t bytes, const char *name, struct qgd_weights **out, const char **why);
+		    size_t bytes, const unsigned char *digest, const char *name, struct qgd_weights **out,
+		    const char **why);
 /* A new handle of S to the weights named NAME that S may share.  0, -ENOENT or -ENOMEM. */
 int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights **out);
 /*

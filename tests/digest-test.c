@@ -92,6 +92,19 @@ static int read_back(struct qgraph_session *s, uint64_t h, enum qgraph_type type
 	return r;
 }
 
+/* Whether weights H of session S hold the q4_0 matrix Q (ROWS x COLS): the daemon's digest of them is Q's. */
+static bool stored_as(struct qgraph_session *s, uint64_t h, const unsigned char *q, int64_t rows)
+{
+	unsigned char d[32];
+	uint64_t again = 0;
+
+	if (qgraph_weights_digest(QGRAPH_TYPE_Q4_0, rows, COLS, q, d) ||
+	    qgraph_weights_open_digest(s, QGRAPH_TYPE_Q4_0, rows, COLS, d, &again, NULL))
+		return false;
+	qgraph_weights_free(s, again);
+	return again != 0 && h != 0;
+}
+
 static void test_digest(struct qgraph_session *a, struct qgraph_session *b)
 {
 	size_t bytes;
@@ -142,7 +155,8 @@ static void test_read_back(struct qgraph_session *s)
 				  : -ENOMEM;
 		if (!r)
 			r = read_back(s, h, t, rows[i], back, bytes);
-		tap_ok(!r && memcmp(q, back, bytes) == 0, "%lld rows stored as %s read back as q4_0: the bytes sent",
+		tap_ok(!r && memcmp(q, back, bytes) == 0 && stored_as(s, h, q, rows[i]),
+		       "%lld rows stored as %s read back as q4_0: the bytes sent, and their digest finds them",
 		       (long long)rows[i], qgraph_type_name(t) ? qgraph_type_name(t) : "?");
 		if (!r)
 			qgraph_weights_free(s, h);
@@ -201,19 +215,6 @@ static void test_stacked(struct qgraph_session *s)
 	for (int i = 0; i < SLICES; i++)
 		qgraph_weights_free(s, one[i]);
 	free(q);
-}
-
-/* Whether weights H of session S hold the q4_0 matrix Q (ROWS x COLS): the daemon's digest of them is Q's. */
-static bool stored_as(struct qgraph_session *s, uint64_t h, const unsigned char *q, int64_t rows)
-{
-	unsigned char d[32];
-	uint64_t again = 0;
-
-	if (qgraph_weights_digest(QGRAPH_TYPE_Q4_0, rows, COLS, q, d) ||
-	    qgraph_weights_open_digest(s, QGRAPH_TYPE_Q4_0, rows, COLS, d, &again, NULL))
-		return false;
-	qgraph_weights_free(s, again);
-	return again != 0 && h != 0;
 }
 
 /*
