@@ -14,9 +14,11 @@
  *
  * Digests: each stored matrix gets the SHA-256 of its values in ggml's
  * layout (an interleaved Q4_0 matrix unpacked to plain Q4_0 for it), from
- * the bytes stored, not from what the client sent or says: a client that
- * has the same values (a ggml tensor, say) hashes them and opens the
- * matrix by digest without sending it (qgd_weights_open_digest).
+ * the daemon's own bytes, never from what the client says or from the
+ * arena it may still write: hashed by the upload as it converts (upload.c),
+ * or from the bytes stored.  A client that has the same values (a ggml
+ * tensor, say) hashes them and opens the matrix by digest without sending
+ * it (qgd_weights_open_digest).
  *
  * Names: an upload may name its weights; another session that may share
  * them opens them by that name without sending the bytes.  Names are
