@@ -43,7 +43,9 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	char msg[512];
 	int e;
 
-	if (u->upload_id == 0) {	/* a new upload */
+	if (s->upload.chunk_taken) {
+		/* a chunk taken in slices: its request, served again (its upload is open and it was checked) */
+	} else if (u->upload_id == 0) {	/* a new upload */
 		int src = qg_wire_type(u->src_type), dst = qg_wire_type(u->target_type);
 		if (s->upload.id)
 			qgd_upload_reset(s);	/* an abandoned upload gives way */
@@ -73,6 +75,10 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	e = qgd_upload_chunk(s, u->chunk_offset, d ? d->offset : 0, d ? d->bytes : 0, u->last, &done, msg, sizeof msg);
 	if (e < 0) {
 		qgd_session_refuse(s, rid, e, "%s", msg);
+		return;
+	}
+	if (e == 2) {
+		s->req_again = true;	/* the rest of the chunk at this session's next turn, after the others' */
 		return;
 	}
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
@@ -497,6 +503,10 @@ void qgd_request_serve(struct qgd_session *s)
 			k->serve(s, rid, r);
 	} else {
 		k->serve(s, rid, r);
+		if (s->req_again) {
+			s->req_again = false;
+			return;	/* served in part: stays at the head of this session's queue */
+		}
 	}
 	s->req = NULL;	/* answered, or handed to the executor, which answers it */
 }

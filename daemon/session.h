@@ -53,6 +53,7 @@ struct qgd_session {
 	Qgraph__Request *req;		/* decoded from REC, not yet answered */
 	uint64_t req_started_ns;
 	uint64_t wait_until_ns;		/* REQ waits for events until then (0: it does not wait) */
+	bool req_again;			/* REQ was served in part: served again at the session's next turn */
 	uint64_t last_run;		/* the registered graph its last Run named: likely the next one's too */
 	struct qgd_job *job;		/* in the executor, at most one */
 	struct qgd_weights *weights;

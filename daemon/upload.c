@@ -246,21 +246,23 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 {
 	struct qgd_upload *up = &s->upload;
 
-	/* the chunk: in order, inside the arena and inside the matrix */
-	if (chunk_offset != up->received) {
+	/* the chunk, at its first slice: in order, inside the arena and inside the matrix */
+	if (up->chunk_taken == 0 && chunk_offset != up->received) {
 		size_t want = up->received;
 		qgd_upload_reset(s);
 		snprintf(msg, mlen, "chunk at byte %llu where %zu was expected: upload abandoned",
 			 (unsigned long long)chunk_offset, want);
 		return -EINVAL;
 	}
-	if (off > s->rg.layout.arena_bytes || len > s->rg.layout.arena_bytes - off || len > up->bytes - up->received) {
+	if (up->chunk_taken == 0 &&
+	    (off > s->rg.layout.arena_bytes || len > s->rg.layout.arena_bytes - off || len > up->bytes - up->received)) {
 		qgd_upload_reset(s);
 		snprintf(msg, mlen, "chunk [%llu, +%llu) is outside the arena or past the matrix: upload abandoned",
 			 (unsigned long long)off, (unsigned long long)len);
 		return -EINVAL;
 	}
-	int e = upload_take(up, up->received, s->rg.arena + off, (size_t)len);
+	size_t n = (size_t)len - up->chunk_taken < QGD_UPLOAD_SLICE ? (size_t)len - up->chunk_taken : QGD_UPLOAD_SLICE;
+	int e = upload_take(up, up->received, s->rg.arena + off + up->chunk_taken, n);
 	if (e) {
 		qgd_upload_reset(s);
 		snprintf(msg, mlen, "conversion failed: %s: upload abandoned",
@@ -269,7 +271,11 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 					: strerror(-e));
 		return -EINVAL;
 	}
-	up->received += (size_t)len;
+	up->received += n;
+	up->chunk_taken += n;
+	if (up->chunk_taken < len)
+		return 2;	/* the rest of the chunk at the session's next turn */
+	up->chunk_taken = 0;
 	if (!last)
 		return 0;
 	if (up->received != up->bytes) {

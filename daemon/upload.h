@@ -17,6 +17,13 @@ struct qgd_session;
 struct sha256_ctx;
 
 /*
+ * The most of a chunk taken in one turn of the loop: a larger chunk (a
+ * client's arena may hold hundreds of MiB) is taken a slice per turn, so
+ * that every other session is served between slices, not after the chunk.
+ */
+#define QGD_UPLOAD_SLICE (1u << 20)
+
+/*
  * A weight matrix arriving chunk by chunk, converted as it arrives into
  * DST, pinned memory of the stored size taken when the upload opens
  * (upload.c).  No copy of the source is kept: STAGE holds what the next
@@ -33,6 +40,7 @@ struct qgd_upload {
 	enum qg_type src_type, target_type;
 	int64_t rows, cols;
 	size_t bytes, received;		/* of the source */
+	size_t chunk_taken;		/* of the chunk being taken, in slices: 0 between chunks */
 	void *dst;			/* DST_BYTES, from qgd_weights_alloc */
 	size_t dst_bytes;
 	unsigned char *stage, *bounce;
@@ -65,11 +73,14 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 /*
  * Take the chunk of S's upload that starts at byte CHUNK_OFFSET of the
  * source and lies in S's arena at [OFF, +LEN), converting what it
- * completes; LAST: the source's last.  0 when more chunks are to come;
- * 1 when the last has come and the matrix is stored (*DONE says how);
- * or -EINVAL (out of order, outside the arena or the matrix, a failed
- * conversion, a name taken), -ENOENT (its model's load ended) or -ENOMEM
- * with the refusal in MSG (MLEN bytes), the upload abandoned.
+ * completes; LAST: the source's last.  At most QGD_UPLOAD_SLICE bytes of
+ * it a call: 2 while some of the chunk is left (call again with the same
+ * arguments: it is checked once, at its first slice).  0 when the chunk is
+ * taken and more chunks are to come; 1 when the last has come and the
+ * matrix is stored (*DONE says how); or -EINVAL (out of order, outside the
+ * arena or the matrix, a failed conversion, a name taken), -ENOENT (its
+ * model's load ended) or -ENOMEM with the refusal in MSG (MLEN bytes), the
+ * upload abandoned.
  */
 int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off, uint64_t len, bool last,
 		     struct qgd_upload_done *done, char *msg, size_t mlen);

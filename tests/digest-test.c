@@ -10,7 +10,7 @@
  *   - a stack of matrices uploaded as one (qgraph_graph_weights_nd) gives
  *     what each matrix uploaded alone gives, batch by batch;
  *   - a matrix uploaded in many chunks, through one staging buffer or two,
- *     is stored as sent.
+ *     and chunks the daemon takes in slices, is stored as sent.
  */
 #include "config.h"
 
@@ -263,6 +263,24 @@ static void test_chunked(const struct test_daemon *d)
 	tap_ok(!r && stored_as(s, h, q, ROWS), "%zu bytes of f32 in chunks, quantized as they come: what "
 	       "qgraph_quantize makes of them (%d: %s)", (size_t)ROWS * COLS * sizeof *f, r, qgraph_session_error(s));
 	qgraph_weights_free(s, h);
+	qgraph_session_close(s);
+
+	/* a 16 MiB arena: chunks of 4 MiB, each taken by the daemon in four slices between other sessions' turns */
+	o.arena_bytes = 16 << 20;
+	s = NULL;
+	if (tap_ok(qgraph_connect(&o, &s, err, sizeof err) == 0, "a session with a 16 MiB arena (%s)", err)) {
+		r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, f, &h, NULL);
+		tap_ok(!r && stored_as(s, h, q, ROWS), "8 MiB of f32 in chunks of 4 MiB, taken in slices: stored as "
+		       "qgraph_quantize makes them (%d: %s)", r, qgraph_session_error(s));
+		qgraph_weights_free(s, h);
+		unsigned char *big = random_q4(4 * ROWS, 23, &bytes);
+		r = big ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, 4 * ROWS, COLS, big, &h, NULL)
+			: -ENOMEM;
+		tap_ok(!r && stored_as(s, h, big, 4 * ROWS), "%zu bytes of q4_0 in chunks of 4 MiB, taken in slices: "
+		       "stored as sent (%d: %s)", bytes, r, qgraph_session_error(s));
+		qgraph_weights_free(s, h);
+		free(big);
+	}
 	free(f);
 	free(q);
 	qgraph_session_close(s);

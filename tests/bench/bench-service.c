@@ -32,12 +32,14 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../daemon-util.h"
@@ -344,6 +346,43 @@ static void bench_gemm(void)
 	qgraph_session_close(s);
 }
 
+/* Another session's round trips of the tiny graph, one after another until STOP: their times in T[0..N). */
+struct neighbour {
+	atomic_int stop;
+	double *t;
+	int n, cap;
+};
+
+static void *neighbour_main(void *v)
+{
+	struct neighbour *nb = v;
+	struct qgraph_session *s = connect_one(1 << 20);
+	struct qgraph_graph *g = NULL;
+	uint64_t h = s ? tiny_graph(s, &g) : 0;
+	double inside;
+
+	while (h && nb->n < nb->cap && !atomic_load_explicit(&nb->stop, memory_order_relaxed) &&
+	       round_trips(s, g, h, 0, 1, nb->t + nb->n, &inside) == 0)
+		nb->n++;
+	qgraph_graph_free(g);
+	qgraph_session_close(s);
+	return NULL;
+}
+
+/* Emit a neighbour's round trips as MODE: the median, against LIMIT_US where it is given; the p99 and largest beside. */
+static double emit_neighbour(struct neighbour *nb, const char *mode, double limit_us)
+{
+	double med = percentile(nb->t, nb->n, 0.5) * 1e6;
+	double p99 = percentile(nb->t, nb->n, 0.99) * 1e6, max = nb->t[nb->n - 1] * 1e6;
+	char extra[128];
+
+	snprintf(extra, sizeof extra, "\"p99_us\":%.1f,\"max_us\":%.1f,\"runs\":%d", p99, max, nb->n);
+	emit("upload", mode, med, "us", limit_us > 0 ? "alone_us" : NULL, limit_us, extra);
+	if (!json)
+		printf("%-22s %-30s p99 %.1f us, largest %.1f us, %d round trips\n", "", "", p99, max, nb->n);
+	return med;
+}
+
 /*
  * Weights uploaded, in bytes sent per second, against a memcpy of as many
  * bytes in this process (the limit: a chunk is copied once into the arena
@@ -394,6 +433,38 @@ static void bench_upload(void)
 				qgraph_arena_free(s, hold);
 		}
 	}
+	/*
+	 * The daemon takes a chunk a slice at a time, serving every other
+	 * session between slices: a neighbour's round trip alone, then while
+	 * this session uploads.
+	 */
+	struct neighbour nb = { .cap = 1 << 20 };
+	nb.t = calloc((size_t)nb.cap, sizeof *nb.t);
+	pthread_t th;
+	double *alone = calloc((size_t)nb.cap, sizeof *alone);
+	int n_alone = 0;
+	if (nb.t && alone && pthread_create(&th, NULL, neighbour_main, &nb) == 0) {
+		struct timespec pause = { 0, 300000000 };
+		nanosleep(&pause, NULL);
+		atomic_store(&nb.stop, 1);
+		pthread_join(th, NULL);
+		n_alone = nb.n;
+		memcpy(alone, nb.t, (size_t)n_alone * sizeof *alone);
+		nb.n = 0;
+		atomic_store(&nb.stop, 0);
+	}
+	if (n_alone && pthread_create(&th, NULL, neighbour_main, &nb) == 0) {
+		struct timespec pause = { 0, 50000000 };
+		nanosleep(&pause, NULL);	/* connected, and running */
+		for (int i = 0; i < runs; i++) {
+			uint64_t h = 0;
+			if (qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q, &h,
+							   NULL, NULL, NULL) == 0)
+				qgraph_weights_free(s, h);
+		}
+		atomic_store(&nb.stop, 1);
+		pthread_join(th, NULL);
+	}
 	double lim = (double)qbytes / bench_median(t[3], runs) * 1e-9;
 	static const char *const modes[3] = { "q4_0, two buffers", "q4_0, one buffer", "f32 to q4_0, two buffers" };
 	for (int mode = 0; mode < 3; mode++) {
@@ -403,6 +474,13 @@ static void bench_upload(void)
 			 (unsigned long long)(arena / 4), runs);
 		emit("upload", modes[mode], bytes / bench_median(t[mode], runs) * 1e-9, "GB/s", "memcpy_GB/s", lim, extra);
 	}
+	if (n_alone && nb.n) {
+		struct neighbour a = { .t = alone, .n = n_alone };
+		double us = emit_neighbour(&a, "neighbour round trip, alone", 0);
+		emit_neighbour(&nb, "neighbour round trip, uploads", us);
+	}
+	free(alone);
+	free(nb.t);
 	for (int k = 0; k < 4; k++)
 		free(t[k]);
 	free(f);
