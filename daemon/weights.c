@@ -83,30 +83,6 @@ void qgd_weights_discard(struct qgd_server *srv, void *data, size_t bytes)
 	pinned_free(srv, data, bytes);
 }
 
-/*
- * A 64-bit hash of BYTES at P, eight bytes at a time (a multiply and a
- * shift per word: weights are hashed at memory speed).  It only picks
- * candidates: equality is decided by comparing the bytes.
- */
-static uint64_t hash_bytes(const struct qgd_server *srv, const void *p, size_t bytes)
-{
-	const unsigned char *b = p;
-	uint64_t h = 0x51ed2701f3a5c9b1ull ^ bytes;
-	size_t i = 0;
-
-	if (srv->cfg.test_hash_collide)
-		return 42;	/* a test's forced collision: every matrix is a candidate */
-	for (; i + 8 <= bytes; i += 8) {
-		uint64_t w;
-		memcpy(&w, b + i, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
-	for (; i < bytes; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h ^ (h >> 32);
-}
-
 bool qgd_weights_in_group(const struct qgd_session *s, gid_t g)
 {
 	if (s->gid == g)
@@ -141,42 +117,99 @@ static struct qgd_stored *find_named(const struct qgd_session *s, const char *na
 	return NULL;
 }
 
+static bool is_interleaved_q4(enum qg_type type)
+{
+	return type == QG_TYPE_Q4_0_4X4 || type == QG_TYPE_Q4_0_4X8 || type == QG_TYPE_Q4_0_8X8;
+}
+
 /*
- * Set E's digest (see the top of this file): DIGEST where the upload
- * computed it as it converted, else from E's bytes; without the memory for
- * a row group E has none.
+ * The SHA-256 of the values of the ROWS x COLS matrix DATA (BYTES) of
+ * TYPE in ggml's layout into D (see the top of this file).  False without
+ * the memory to unpack a row group.
  */
-static void stored_digest(struct qgd_stored *e, const unsigned char *digest)
+static bool values_digest(enum qg_type type, int64_t rows, int64_t cols, const void *data, size_t bytes,
+			  unsigned char d[SHA256_DIGEST_SIZE])
 {
 	struct sha256_ctx c;
-	bool q4 = e->type == QG_TYPE_Q4_0_4X4 || e->type == QG_TYPE_Q4_0_4X8 || e->type == QG_TYPE_Q4_0_8X8;
 
-	if (digest) {
-		memcpy(e->digest, digest, sizeof e->digest);
-		e->digest_type = q4 ? QG_TYPE_Q4_0 : e->type;
-		e->has_digest = true;
-		return;
-	}
 	sha256_init(&c);
-	if (q4) {
+	if (is_interleaved_q4(type)) {
 		/* unpacked a row group at a time: the values as ggml lays them out */
-		int64_t g = qg_type_row_group(e->type);
-		size_t gbytes = (size_t)g * (size_t)qg_row_size(e->type, e->cols);
+		int64_t g = qg_type_row_group(type);
+		size_t gbytes = (size_t)g * (size_t)qg_row_size(type, cols);
 		unsigned char *tmp = malloc(gbytes);
 		if (!tmp)
-			return;
-		for (int64_t r = 0; r < e->rows; r += g) {
-			qg_repack(QG_TYPE_Q4_0, tmp, gbytes, e->type, (const unsigned char *)e->data + (size_t)(r / g) * gbytes,
-				  g, e->cols);
+			return false;
+		for (int64_t r = 0; r < rows; r += g) {
+			qg_repack(QG_TYPE_Q4_0, tmp, gbytes, type, (const unsigned char *)data + (size_t)(r / g) * gbytes, g,
+				  cols);
 			sha256_update(&c, gbytes, tmp);
 		}
 		free(tmp);
 	} else {
-		sha256_update(&c, e->bytes, e->data);
+		sha256_update(&c, bytes, data);
 	}
-	sha256_digest(&c, sizeof e->digest, e->digest);
-	e->digest_type = q4 ? QG_TYPE_Q4_0 : e->type;
-	e->has_digest = true;
+	sha256_digest(&c, SHA256_DIGEST_SIZE, d);
+	return true;
+}
+
+/*
+ * A 64-bit hash of BYTES at P, eight bytes at a time (a multiply and a
+ * shift per word), for a matrix whose digest could not be computed.
+ */
+static uint64_t hash_bytes(const void *p, size_t bytes)
+{
+	const unsigned char *b = p;
+	uint64_t h = 0x51ed2701f3a5c9b1ull ^ bytes;
+	size_t i = 0;
+
+	for (; i + 8 <= bytes; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	for (; i < bytes; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h ^ (h >> 32);
+}
+
+/*
+ * The hash that picks the stored matrices DATA (BYTES) may be a copy of:
+ * the first eight bytes of its DIGEST, or where there is none a hash of
+ * its bytes (no digest then matches it: a second copy, never a wrong
+ * share).  It only picks candidates: equality is decided by comparing the
+ * bytes.
+ */
+static uint64_t candidate_hash(const struct qgd_server *srv, const unsigned char *digest, const void *data,
+			       size_t bytes)
+{
+	uint64_t h;
+
+	if (srv->cfg.test_hash_collide)
+		return 42;	/* a test's forced collision: every matrix is a candidate */
+	if (!digest)
+		return hash_bytes(data, bytes);
+	memcpy(&h, digest, sizeof h);
+	return h;
+}
+
+/* A new stored matrix, with DIGEST (may be NULL) and candidate hash H; NULL without memory. */
+static struct qgd_stored *stored_new(enum qg_type type, int64_t rows, int64_t cols, void *data, size_t bytes,
+				     const unsigned char *digest, uint64_t h, uid_t owner)
+{
+	struct qgd_stored *e = calloc(1, sizeof *e);
+
+	if (!e)
+		return NULL;
+	*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data, .bytes = bytes,
+				  .owner = owner };
+	if (digest) {
+		memcpy(e->digest, digest, sizeof e->digest);
+		e->digest_type = is_interleaved_q4(type) ? QG_TYPE_Q4_0 : type;
+		e->has_digest = true;
+	}
+	return e;
 }
 
 static void unref(struct qgd_server *srv, struct qgd_stored *e)
@@ -215,7 +248,10 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		    const char **why)
 {
 	struct qgd_server *srv = s->srv;
-	uint64_t h = hash_bytes(srv, data, bytes);
+	unsigned char own[SHA256_DIGEST_SIZE];
+	if (!digest && values_digest(type, rows, cols, data, bytes, own))
+		digest = own;
+	uint64_t h = candidate_hash(srv, digest, data, bytes);
 	struct qgd_stored *e;
 
 	*why = NULL;
@@ -240,17 +276,15 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		pinned_free(srv, data, bytes);	/* the same bytes are stored already */
 		e->refs++;
 	} else {
-		e = calloc(1, sizeof *e);
+		e = stored_new(type, rows, cols, data, bytes, digest, h, s->uid);
 		if (!e) {
 			pinned_free(srv, data, bytes);
 			return -ENOMEM;
 		}
-		*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data,
-					  .bytes = bytes, .refs = 1, .owner = s->uid };
+		e->refs = 1;
 		for (size_t i = 0; i < srv->cfg.n_share_gids && i < 64; i++)
 			if (qgd_weights_in_group(s, srv->cfg.share_gids[i]))
 				e->owner_in_share_group |= 1ull << i;
-		stored_digest(e, digest);
 		e->next = srv->stored;
 		srv->stored = e;
 		srv->n_stored++;
@@ -289,7 +323,9 @@ void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e)
 int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t rows, int64_t cols, void *data,
 			     size_t bytes, struct qgd_stored **out)
 {
-	uint64_t h = hash_bytes(srv, data, bytes);
+	unsigned char own[SHA256_DIGEST_SIZE];
+	const unsigned char *digest = values_digest(type, rows, cols, data, bytes, own) ? own : NULL;
+	uint64_t h = candidate_hash(srv, digest, data, bytes);
 	struct qgd_stored *e;
 
 	for (e = srv->stored; e; e = e->next)
@@ -299,14 +335,11 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 	if (e) {
 		pinned_free(srv, data, bytes);
 	} else {
-		e = calloc(1, sizeof *e);
+		e = stored_new(type, rows, cols, data, bytes, digest, h, getuid());
 		if (!e) {
 			pinned_free(srv, data, bytes);
 			return -ENOMEM;
 		}
-		*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data,
-					  .bytes = bytes, .owner = getuid() };
-		stored_digest(e, NULL);
 		e->next = srv->stored;
 		srv->stored = e;
 		srv->n_stored++;

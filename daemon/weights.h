@@ -20,7 +20,7 @@ struct qgd_session;
 
 /* One matrix in pinned memory, shared by every session holding a handle to it (weights.c). */
 struct qgd_stored {
-	uint64_t hash;
+	uint64_t hash;			/* picks candidates for sharing: its digest's first 8 bytes (weights.c) */
 	enum qg_type type;
 	int64_t rows, cols;
 	void *data;
