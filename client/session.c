@@ -204,6 +204,47 @@ static int connect_opts(const struct qgraph_connect_opts *opts, struct qgraph_co
 	return 0;
 }
 
+/*
+ * S's socket, connected to O->socket, else to the user's own daemon and
+ * else the system's (every path tried named if none answers; O->socket
+ * then names the one in PATH), checked for who serves it and given O's
+ * timeouts.  0 or -errno with the session error set.
+ */
+static int open_socket(struct qgraph_session *s, struct qgraph_connect_opts *o, char path[PATH_MAX])
+{
+	int r = 0;
+
+	if (o->socket) {
+		if ((r = connect_one(s, o->socket, NULL, 0)))
+			return r;
+	} else {
+		/* the user's own daemon, else the system's: every path tried is named if none answers */
+		char paths[2][PATH_MAX], tried[2 * PATH_MAX + 256] = "";
+		int n = qg_client_socket_paths(paths, 2);
+		size_t at = 0;
+		if (n < 0)
+			return qg_client_fail(s, -ENAMETOOLONG, "the default socket path is too long");
+		for (int i = 0; i < n; i++) {
+			r = connect_one(s, paths[i], tried, at);
+			if (r != -ENOENT || i == n - 1) {
+				memcpy(path, paths[i], PATH_MAX);	/* NUL-terminated by qg_client_socket_paths */
+				break;
+			}
+			at += (size_t)snprintf(tried + at, sizeof tried - at, "%s: %s; ", paths[i], strerror(ENOENT));
+		}
+		if (r)
+			return r;
+		o->socket = path;	/* a retry goes to the daemon that answered */
+	}
+	if ((r = check_daemon(s, o->socket)))
+		return r;
+	struct timeval tv = { .tv_sec = (o->timeout_ms ? o->timeout_ms : 5000) / 1000,
+			      .tv_usec = (o->timeout_ms ? o->timeout_ms : 5000) % 1000 * 1000 };
+	setsockopt(s->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(s->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	return 0;
+}
+
 QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgraph_session **out, char *err,
 			      size_t errlen)
 {
@@ -226,38 +267,8 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 	pthread_mutex_init(&s->lock, NULL);
 	s->sock = s->bell = s->region_fd = -1;
 	s->next_id = 1;
-	if (o.socket) {
-		if ((r = connect_one(s, o.socket, NULL, 0)))
-			goto out;
-	} else {
-		/* the user's own daemon, else the system's: every path tried is named if none answers */
-		char paths[2][PATH_MAX], tried[2 * PATH_MAX + 256] = "";
-		int n = qg_client_socket_paths(paths, 2);
-		size_t at = 0;
-		if (n < 0) {
-			r = qg_client_fail(s, -ENAMETOOLONG, "the default socket path is too long");
-			goto out;
-		}
-		for (int i = 0; i < n; i++) {
-			memcpy(path, paths[i], sizeof path);	/* both PATH_MAX: NUL-terminated by qg_client_socket_paths */
-			o.socket = path;
-			r = connect_one(s, path, tried, at);
-			if (r != -ENOENT || i == n - 1)
-				break;
-			at += (size_t)snprintf(tried + at, sizeof tried - at, "%s: %s; ", path, strerror(ENOENT));
-		}
-		if (r)
-			goto out;
-	}
-	if ((r = check_daemon(s, o.socket)))
-		goto out;
-	struct timeval tv = { .tv_sec = (o.timeout_ms ? o.timeout_ms : 5000) / 1000,
-			      .tv_usec = (o.timeout_ms ? o.timeout_ms : 5000) % 1000 * 1000 };
-	setsockopt(s->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	setsockopt(s->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-
 	Qgraph__Hello hello = QGRAPH__HELLO__INIT;
-	uint8_t hbuf[512];
+	uint8_t hbuf[512], wbuf[8192];
 	hello.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
 	hello.client_name = (char *)(o.name ? o.name : "libqgraph");
 	hello.arena_bytes = o.arena_bytes;
@@ -266,12 +277,33 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		goto out;
 	}
 	size_t hlen = qgraph__hello__pack(&hello, hbuf);
-	if ((r = qg_sock_send(s->sock, hbuf, hlen, NULL, 0))) {
+	ssize_t n = 0;
+	for (int attempt = 0;; attempt++) {
+		if ((r = open_socket(s, &o, path)))
+			goto out;
+		r = qg_sock_send(s->sock, hbuf, hlen, NULL, 0);
+		bool closed = r == -EPIPE || r == -ECONNRESET;
+		n = 0;
+		if (!r || closed)	/* the answer, or the refusal the daemon sent before it closed */
+			n = qg_sock_recv(s->sock, wbuf, sizeof wbuf, fds, 2, &nfds);
+		/*
+		 * Closed without an answer: under a flood of connections that have
+		 * not said Hello, the daemon makes room by closing the oldest, which
+		 * is ours if more came in after it before its Hello did.  A new
+		 * connection is the newest: tried twice more.
+		 */
+		if (n > 0 || (r && !closed) || (n != 0 && n != -ECONNRESET) || attempt == 2)
+			break;
+		close(s->sock);
+		s->sock = -1;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000L << attempt }, NULL);
+	}
+	if (n > 0)
+		r = 0;	/* an answer came, a refusal perhaps, though the Hello could not be sent */
+	if (r) {
 		r = qg_client_fail(s, r, "cannot send the handshake: %s", strerror(-r));
 		goto out;
 	}
-	uint8_t wbuf[8192];
-	ssize_t n = qg_sock_recv(s->sock, wbuf, sizeof wbuf, fds, 2, &nfds);
 	if (n <= 0) {
 		r = qg_client_fail(s, n == 0 ? -ECONNRESET : (int)n, "no welcome from qgraphd: %s",
 			 n == 0 ? "it hung up" : strerror((int)-n));
