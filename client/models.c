@@ -34,7 +34,7 @@ static int model_request(struct qgraph_session *s, Qgraph__ModelRequest__Op op, 
 	mr.name = (char *)name;
 	req.body_case = QGRAPH__REQUEST__BODY_MODEL;
 	req.model = &mr;
-	return qg_client_call(s, &req);
+	return qg_client_call(s, &req, NULL);
 }
 
 /* The qgraph type a GGUF tensor of ggml type TYPE is sent as, and stored as in *TARGET; -1 if not computed with. */

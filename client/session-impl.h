@@ -2,7 +2,7 @@
  * session-impl.h - what the files of libqgraph share about a session
  * (not installed, not exported): session.c connects, maps the region and
  * keeps the arena; requests.c sends requests and reads their completions;
- * graph.c builds graphs.
+ * weights.c uploads, opens and frees weights; graph.c builds graphs.
  */
 #ifndef QG_CLIENT_SESSION_IMPL_H
 #define QG_CLIENT_SESSION_IMPL_H
@@ -54,8 +54,11 @@ int qg_client_fail(struct qgraph_session *s, int err, const char *fmt, ...);
 
 /* Send REQ (a Qgraph__Request) without waiting for its completion, blocking for room if BLOCK.  Sets *ID. */
 int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint64_t *id);
-/* Send the Qgraph__Request REQ and wait for its completion: 0 or -errno (the daemon's reason in the session error). */
-int qg_client_call(struct qgraph_session *s, void *req);
+/*
+ * Send the Qgraph__Request REQ and wait for its completion, filled into RES
+ * (may be NULL): 0 or -errno (the daemon's reason in the session error).
+ */
+int qg_client_call(struct qgraph_session *s, void *req, struct qgraph_result *res);
 /*
  * qgraph_weights_upload_progress(), for the model being loaded when MODEL
  * (the daemon then holds the weights and *HANDLE is 0).
