@@ -117,11 +117,6 @@ static struct qgd_stored *find_named(const struct qgd_session *s, const char *na
 	return NULL;
 }
 
-static bool is_interleaved_q4(enum qg_type type)
-{
-	return type == QG_TYPE_Q4_0_4X4 || type == QG_TYPE_Q4_0_4X8 || type == QG_TYPE_Q4_0_8X8;
-}
-
 /*
  * The SHA-256 of the values of the ROWS x COLS matrix DATA (BYTES) of
  * TYPE in ggml's layout into D (see the top of this file).  False without
@@ -133,7 +128,7 @@ static bool values_digest(enum qg_type type, int64_t rows, int64_t cols, const v
 	struct sha256_ctx c;
 
 	sha256_init(&c);
-	if (is_interleaved_q4(type)) {
+	if (qg_layout_of(type) >= 0) {
 		/* unpacked a row group at a time: the values as ggml lays them out */
 		int64_t g = qg_type_row_group(type);
 		size_t gbytes = (size_t)g * (size_t)qg_row_size(type, cols);
@@ -206,7 +201,7 @@ static struct qgd_stored *stored_new(enum qg_type type, int64_t rows, int64_t co
 				  .owner = owner };
 	if (digest) {
 		memcpy(e->digest, digest, sizeof e->digest);
-		e->digest_type = is_interleaved_q4(type) ? QG_TYPE_Q4_0 : type;
+		e->digest_type = qg_layout_of(type) >= 0 ? QG_TYPE_Q4_0 : type;
 		e->has_digest = true;
 	}
 	return e;
