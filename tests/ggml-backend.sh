@@ -9,7 +9,7 @@
 set -u
 . "$(dirname "$0")/tap.sh"
 
-plugin=$top/client/.libs/libggml-qgraph.so
+plugin=$top/client/ggml/.libs/libggml-qgraph.so
 bindir=${QG_GGML_BINDIR:-}
 if [ ! -f "$plugin" ] || [ -z "$bindir" ]; then
 	skip_all "the ggml backend is not built (./configure --with-ggml=DIR)"
@@ -18,7 +18,7 @@ if [ -n "${QEMU_AARCH64:-}" ]; then
 	skip_all "the ggml backend is tested natively only"
 fi
 tbo=$bindir/test-backend-ops
-submit=$top/client/qgraph-submit
+submit=$top/client/tools/qgraph-submit
 
 # Q4_0 x F32 MUL_MAT cases with contiguous weights in test-backend-ops at
 # the pinned llama.cpp (80fb11ac); the Q8_0 ones are not offered here.

@@ -8,11 +8,11 @@ set -u
 . "$(dirname "$0")/tap.sh"
 
 if [ -n "${QEMU_AARCH64:-}" ]; then
-	bin=$top/client/.libs/qgraph-submit
-	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$bin" "$@"; }
+	bin=$top/client/tools/.libs/qgraph-submit
+	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/lib/.libs:$top/client/mpi/.libs" "$bin" "$@"; }
 	writer() { ${QG_EXEC:-} "$top/tests/gguf-test" "$@"; }
 else
-	bin=$top/client/qgraph-submit
+	bin=$top/client/tools/qgraph-submit
 	tool() { "$bin" "$@"; }
 	writer() { "$top/tests/gguf-test" "$@"; }
 fi

@@ -15,7 +15,7 @@ fi
 if [ -n "${QEMU_AARCH64:-}" ]; then
 	skip_all "qemu user emulation has no hugetlb"
 fi
-if [ ! -x "$top/daemon/qgraphd" ] || [ ! -x "$top/client/qgraph-submit" ] || ! command -v flock >/dev/null; then
+if [ ! -x "$top/daemon/qgraphd" ] || [ ! -x "$top/client/tools/qgraph-submit" ] || ! command -v flock >/dev/null; then
 	skip_all "qgraphd, qgraph-submit or flock(1) missing"
 fi
 
@@ -33,7 +33,7 @@ start() {
 	daemon_start s --pool-size 32M --log-level info "$@"
 }
 gemm() {
-	"$top/client/qgraph-submit" --socket "$T/s.sock" gemm -m 256 -n 8 -k 512 --repeat 2 >"$T/gemm" 2>&1 &&
+	"$top/client/tools/qgraph-submit" --socket "$T/s.sock" gemm -m 256 -n 8 -k 512 --repeat 2 >"$T/gemm" 2>&1 &&
 		grep -q ": ok" "$T/gemm"
 }
 
@@ -65,7 +65,7 @@ grep -q "hugepages: vm.nr_hugepages: added" "$T/s.log" && grep -q "hugepool: 32 
 ok $? "it logs how many it added and that the pool is hugetlb"
 gemm
 ok $? "a GEMM runs in the hugetlb pool"
-stats=$("$top/client/qgraph-submit" --socket "$T/s.sock" stats 2>&1)
+stats=$("$top/client/tools/qgraph-submit" --socket "$T/s.sock" stats 2>&1)
 echo "$stats" | grep -q "^pool hugepool: 32 MiB hugetlb"
 ok $? "stats report the pool's kind"
 daemon_stop s

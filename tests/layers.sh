@@ -16,7 +16,7 @@ try() {
 	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$T/probe.c"
 	got=fail
 	if $cc $2 -fsyntax-only "$T/probe.c" >"$T/out" 2>&1 &&
-	   $cc $2 -M "$T/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client|daemon|proto)/$3\$"; then
+	   $cc $2 -M "$T/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client/[a-z]+|daemon|proto)/$3\$"; then
 		got=ok
 	fi
 	if [ "$got" = "$4" ]; then

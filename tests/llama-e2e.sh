@@ -32,11 +32,11 @@ set -u
 threads=${QG_LLAMA_THREADS:-2}
 gen=$top/tests/make-llama-gguf
 if [ -n "${QEMU_AARCH64:-}" ]; then
-	sub=$top/client/.libs/qgraph-submit
-	inspect() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$sub" inspect "$@"; }
+	sub=$top/client/tools/.libs/qgraph-submit
+	inspect() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/lib/.libs:$top/client/mpi/.libs" "$sub" inspect "$@"; }
 	makegguf() { ${QG_EXEC:-} "$gen" "$@"; }
 else
-	sub=$top/client/qgraph-submit
+	sub=$top/client/tools/qgraph-submit
 	inspect() { "$sub" inspect "$@"; }
 	makegguf() { "$gen" "$@"; }
 fi
@@ -220,7 +220,7 @@ ok $r "stock -nr against the base: mean KLD ${kld_nr:-none}, same top p ${top_nr
 
 plugin=${QG_GGML_PLUGIN:-}
 # a build configured --with-ggml tests its own backend
-[ -z "$plugin" ] && [ -f "$top/client/.libs/libggml-qgraph.so" ] && plugin=$top/client/.libs/libggml-qgraph.so
+[ -z "$plugin" ] && [ -f "$top/client/ggml/.libs/libggml-qgraph.so" ] && plugin=$top/client/ggml/.libs/libggml-qgraph.so
 if [ -z "$plugin" ]; then
 	reason="QG_GGML_PLUGIN is not set (the path of libggml-qgraph.so)"
 elif [ ! -f "$plugin" ]; then
@@ -247,7 +247,7 @@ else
 		;;
 	esac
 	sock=$(printf '%s\n' $QG_GGML_ENV | sed -n 's/^QGRAPH_SOCKET=//p' | tail -n 1)
-	mm() { "$top/client/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
+	mm() { "$top/client/tools/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
 	mm0=$(mm)
 	# the backend registers its device (an ACCEL one: --list-devices leaves out the CPU's)
 	# shellcheck disable=SC2086

@@ -18,7 +18,7 @@ run() {
 		# a libtool wrapper's program is in .libs; a program linked with no shared library of ours is itself
 		d=$(dirname "$p")
 		[ -x "$d/.libs/$(basename "$p")" ] && p=$d/.libs/$(basename "$p")
-		${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$p" "$@"
+		${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/lib/.libs:$top/client/mpi/.libs" "$p" "$@"
 	else
 		"$p" "$@"
 	fi
@@ -29,7 +29,7 @@ unroff() { sed -e 's/\\-/-/g' -e 's/\\e/\\/g' -e 's/\\(aq/'"'"'/g' "$1"; }
 # ---- libqgraph(3): every exported function in SYNOPSIS
 sed -n '/^\.SH SYNOPSIS/,/^\.SH /p' "$src/man/libqgraph.3" >"$T/synopsis"
 missing=
-for f in $(sed -n 's/.*QGRAPH_API[^(]*[ *]\(qgraph_[a-z0-9_]*\)(.*/\1/p' "$src/client/qgraph.h"); do
+for f in $(sed -n 's/.*QGRAPH_API[^(]*[ *]\(qgraph_[a-z0-9_]*\)(.*/\1/p' "$src/client/lib/qgraph.h"); do
 	grep -q "\\\\fB$f\\\\fR(" "$T/synopsis" || missing="$missing $f"
 done
 ok $([ -z "$missing" ]; echo $?) "libqgraph(3) SYNOPSIS has every function of qgraph.h${missing:+ (missing:$missing)}"
@@ -43,8 +43,8 @@ sed -n '/^\.SH EXAMPLE/,/^\.SH /p' "$src/man/libqgraph.3" | sed -n '/^\.EX/,/^\.
 unroff "$T/ex.roff" >"$T/example.c"
 cc=${QG_CC:-cc}
 # shellcheck disable=SC2086
-$cc ${QG_CFLAGS:-} -Wall -Wextra -Werror -I"$src/client" "$T/example.c" -o "$T/example" ${QG_LDFLAGS:-} \
-	-L"$top/client/.libs" -lqgraph -Wl,-rpath,"$top/client/.libs" >"$T/cc.out" 2>&1
+$cc ${QG_CFLAGS:-} -Wall -Wextra -Werror -I"$src/client/lib" "$T/example.c" -o "$T/example" ${QG_LDFLAGS:-} \
+	-L"$top/client/lib/.libs" -lqgraph -Wl,-rpath,"$top/client/lib/.libs" >"$T/cc.out" 2>&1
 r=$?
 ok $r "libqgraph(3)'s EXAMPLE compiles and links against libqgraph ($(wc -l <"$T/example.c") lines)"
 [ $r -eq 0 ] || sed 's/^/# /' "$T/cc.out"
@@ -69,9 +69,9 @@ ok $([ -s "$T/d.opts" ] && [ -z "$missing" ]; echo $?) \
 	"qgraphd(8) documents every option of qgraphd --help ($(wc -l <"$T/d.opts"))${missing:+, missing:$missing}"
 run "$top/daemon/qgraphd" --help | grep -q -- '--test-'
 ok $(( $? == 0 )) "qgraphd --help lists no option for tests"
-options "$top/client/qgraph-submit" --help >"$T/s.opts"
+options "$top/client/tools/qgraph-submit" --help >"$T/s.opts"
 for c in gemm mlp run bench stats info inspect load unload; do
-	options "$top/client/qgraph-submit" "$c" --help
+	options "$top/client/tools/qgraph-submit" "$c" --help
 done | sort -u >>"$T/s.opts"
 unroff "$src/man/qgraph-submit.1" >"$T/s.man"
 missing=
@@ -85,7 +85,7 @@ for sec in OPTIONS ENVIRONMENT EXAMPLES; do
 done
 
 # ---- one version format, a bug-report address
-for p in daemon/qgraphd client/qgraph-submit client/qgraph-quantize; do
+for p in daemon/qgraphd client/tools/qgraph-submit client/tools/qgraph-quantize; do
 	name=$(basename "$p")
 	v=$(run "$top/$p" --version 2>&1)
 	ok $([ "$v" = "$name (qgraph) ${QG_VERSION:-}" ]; echo $?) "$name --version: '$v'"

@@ -46,7 +46,7 @@ start_daemon() {
 baseline() {
 	i=0
 	while [ $i -lt 30 ]; do
-		"$top/client/qgraph-submit" --socket "$T/s$1.sock" stats >"$T/stats$1" 2>&1
+		"$top/client/tools/qgraph-submit" --socket "$T/s$1.sock" stats >"$T/stats$1" 2>&1
 		if grep -qx 'sessions 1' "$T/stats$1" && grep -qx 'weights_stored 0' "$T/stats$1" &&
 			grep -qx 'pool_used 0' "$T/stats$1"; then
 			return 0
@@ -76,7 +76,7 @@ for np in 2 4; do
 done
 
 # qgraph-submit mlp --mpi and bench --mpi: per-rank compute, collective and whole times
-submit=$top/client/qgraph-submit
+submit=$top/client/tools/qgraph-submit
 run_mpi 2 "$submit" --socket "$T/s%d.sock" mlp --mpi --dim 128 --hidden 352 --tokens 6 --layers 2 --micro 4 \
 	--repeat 2 >"$T/out" 2>&1
 st=$?

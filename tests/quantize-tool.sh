@@ -11,10 +11,10 @@ set -u
 . "$(dirname "$0")/tap.sh"
 
 if [ -n "${QEMU_AARCH64:-}" ]; then
-	bin=$top/client/.libs/qgraph-quantize
-	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$bin" "$@"; }
+	bin=$top/client/tools/.libs/qgraph-quantize
+	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/lib/.libs:$top/client/mpi/.libs" "$bin" "$@"; }
 else
-	bin=$top/client/qgraph-quantize
+	bin=$top/client/tools/qgraph-quantize
 	tool() { "$bin" "$@"; }
 fi
 if [ ! -x "$bin" ]; then

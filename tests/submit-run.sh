@@ -8,10 +8,10 @@ set -u
 . "$(dirname "$0")/tap.sh"
 
 if [ -n "${QEMU_AARCH64:-}" ]; then
-	bin=$top/client/.libs/qgraph-submit
-	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/.libs" "$bin" --socket "$T/s.sock" "$@"; }
+	bin=$top/client/tools/.libs/qgraph-submit
+	tool() { ${QG_EXEC:-} -E "LD_LIBRARY_PATH=$top/client/lib/.libs:$top/client/mpi/.libs" "$bin" --socket "$T/s.sock" "$@"; }
 else
-	bin=$top/client/qgraph-submit
+	bin=$top/client/tools/qgraph-submit
 	tool() { "$bin" --socket "$T/s.sock" "$@"; }
 fi
 if [ ! -x "$bin" ] || [ ! -x "$top/daemon/qgraphd" ]; then

@@ -26,7 +26,7 @@ for a in "$@"; do
 	esac
 done
 top=${QG_TOP_BUILDDIR:-.}
-plugin=$top/client/.libs/libggml-qgraph.so
+plugin=$top/client/ggml/.libs/libggml-qgraph.so
 tbo=${QG_GGML_BINDIR:-}/test-backend-ops
 if [ ! -f "$plugin" ] || [ ! -x "$tbo" ]; then
 	echo "bench-ggml.sh: needs a build configured --with-ggml and QG_GGML_BINDIR (skipped)" >&2

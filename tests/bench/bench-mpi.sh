@@ -17,7 +17,7 @@ set -u
 json=0
 [ "${1:-}" = --json ] && json=1
 top=${QG_TOP_BUILDDIR:-.}
-submit=$top/client/qgraph-submit
+submit=$top/client/tools/qgraph-submit
 mpirun=${MPIRUN:-mpirun}
 dim=${QG_BENCH_DIM:-4096}
 hidden=${QG_BENCH_HIDDEN:-14336}

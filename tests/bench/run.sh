@@ -16,9 +16,9 @@ for b in bench-mulmat bench-backend bench-service bench-alloc bench-pool; do
 	"$dir/$b" "$@" || status=1
 done
 # ggml's MUL_MAT benchmark against the ggml backend, where it is built (--with-ggml)
-[ -f client/.libs/libggml-qgraph.so ] && { sh "${QG_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/bench/bench-ggml.sh" "$@" || status=1; }
+[ -f client/ggml/.libs/libggml-qgraph.so ] && { sh "${QG_TOP_SRCDIR:-$(dirname "$0")/../..}/tests/bench/bench-ggml.sh" "$@" || status=1; }
 # tensor parallelism, where qgraph-submit has --mpi (configure found MPI)
-if client/qgraph-submit bench --mpi --help >/dev/null 2>&1; then
+if client/tools/qgraph-submit bench --mpi --help >/dev/null 2>&1; then
 	case " $* " in *" --json "*) j=--json ;; *) j= ;; esac
 	sh "$(dirname "$0")/bench-mpi.sh" $j || status=1
 fi

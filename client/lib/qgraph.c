@@ -1,7 +1,7 @@
 /*
  * qgraph.c - libqgraph: the public API over the engine.
  *
- * The formats' functions are the engine's (src/kernels/quant.c) behind public
+ * The formats' functions are the engine's (src/formats/quant.c) behind public
  * names; this file checks that the two enums agree, and converts a type
  * through src/wire's table as every other file does.
  */

@@ -12,7 +12,7 @@
  * threads by rows (every row is converted alone, so the bytes are the same
  * for any N).  OUT appears only when complete: it is written to a temporary
  * file beside it and renamed.  The importance matrix is raw f32, or the
- * GGUF file llama-imatrix writes (src/kernels/gguf.h reads it).
+ * GGUF file llama-imatrix writes (src/formats/gguf.h reads it).
  *
  * Exit status: 0 done, 1 bad input (sizes, file lengths, values, I/O),
  * 2 bad usage.

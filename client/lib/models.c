@@ -3,7 +3,7 @@
  * qgraph_model_unload).
  *
  * The client reads the file itself, with the same bounds-checked reader as
- * the daemon's preload (src/kernels/gguf.c), and sends each tensor through the
+ * the daemon's preload (src/formats/gguf.c), and sends each tensor through the
  * ordinary upload path, marked for the model: begin, one upload per
  * tensor, commit.  A load that fails midway abandons the model, so the
  * daemon keeps nothing of it (and would drop it anyway if this process
