@@ -108,11 +108,6 @@ static void *executor(void *arg)
 {
 	struct qgd_exec *x = arg;
 
-	/* thread 0 of every pooled run (the workers are qg-cpu1..): on the first of the --cpus, as they are on theirs */
-	pthread_setname_np(pthread_self(), "qgd-exec");
-	int r = qg_backend_cpu_pin_caller(x->pool);
-	if (r)
-		qgd_warn("the executor thread cannot be pinned: %s", strerror(-r));
 	for (;;) {
 		pthread_mutex_lock(&x->lock);
 		while (!x->queue && !x->stop)
@@ -216,6 +211,14 @@ int qgd_exec_init(struct qgd_server *srv)
 		return r;
 	}
 	x->started = 1;
+	/*
+	 * Thread 0 of every pooled run (the workers are qg-cpu1..), named and
+	 * pinned to the first of the --cpus here rather than by itself, so
+	 * that both hold once the daemon says it is ready.
+	 */
+	pthread_setname_np(x->thread, "qgd-exec");
+	if ((r = qg_backend_cpu_pin_thread(x->pool, x->thread)))
+		qgd_warn("the executor thread cannot be pinned: %s", strerror(-r));
 	return 0;
 }
 

@@ -412,12 +412,8 @@ static void *worker_main(void *v)
 	struct worker_arg a = *(struct worker_arg *)v;
 	struct cpu_backend *cb = a.cb;
 	uint32_t seen = 0;
-	char name[16];
 
 	free(v);
-	/* named for top -H, gdb and tests: thread 0 is the caller's, named by it */
-	snprintf(name, sizeof name, "qg-cpu%d", a.ith);
-	pthread_setname_np(pthread_self(), name);
 	for (;;) {
 		seen = wait_job(cb, seen);
 		if (atomic_load_explicit(&cb->quit, memory_order_acquire))
@@ -659,6 +655,13 @@ static int start_worker(struct cpu_backend *cb, int ith)
 		free(a);
 		return -r;
 	}
+	/*
+	 * Named here, not by the worker: the name (for top -H, gdb and tests)
+	 * then holds when the pool is returned.  Thread 0 is the caller's.
+	 */
+	char name[16];
+	snprintf(name, sizeof name, "qg-cpu%d", ith);
+	pthread_setname_np(cb->tid[ith - 1], name);
 	return 0;
 }
 
@@ -703,7 +706,7 @@ int qg_backend_cpu_new(const struct qg_cpu_opts *opts, struct qg_backend **out)
 	return 0;
 }
 
-int qg_backend_cpu_pin_caller(const struct qg_backend *b)
+int qg_backend_cpu_pin_thread(const struct qg_backend *b, pthread_t thread)
 {
 	if (!qg_backend_is_cpu(b))
 		return -EINVAL;
@@ -713,7 +716,7 @@ int qg_backend_cpu_pin_caller(const struct qg_backend *b)
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(cb->cpus[0], &set);
-	return -pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+	return -pthread_setaffinity_np(thread, sizeof set, &set);
 }
 
 bool qg_backend_is_cpu(const struct qg_backend *b)

@@ -6,7 +6,7 @@
  * pool holds the other THREADS - 1.  Worker i (1..THREADS-1) is pinned to
  * the CPU at position i modulo the list's length, so with one thread per
  * listed core the first core is left for the caller (which the backend
- * pins only when asked to, with qg_backend_cpu_pin_caller).  More threads
+ * pins only when asked to, with qg_backend_cpu_pin_thread).  More threads
  * than cores work (the barrier then sleeps sooner than it spins).
  *
  * Idle workers spin for SPIN_US after a run, then sleep on a futex: an
@@ -20,6 +20,7 @@
 #ifndef QG_BACKEND_CPU_H
 #define QG_BACKEND_CPU_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -61,11 +62,12 @@ int qg_backend_cpu_new(const struct qg_cpu_opts *opts, struct qg_backend **out);
 /* True if B is a CPU backend. */
 bool qg_backend_is_cpu(const struct qg_backend *b);
 /*
- * Pin the calling thread, the one that will call B's computes (thread 0
- * of its runs), to the first CPU of B's list, when B pins its workers.
+ * Pin THREAD, the one that will call B's computes (thread 0 of its runs),
+ * to the first CPU of B's list, when B pins its workers.  Called by the
+ * thread's creator, so that the pinning holds before the creator goes on.
  * 0 (nothing to do when B does not pin), or -errno.
  */
-int qg_backend_cpu_pin_caller(const struct qg_backend *b);
+int qg_backend_cpu_pin_thread(const struct qg_backend *b, pthread_t thread);
 /* B's counters.  0, or -EINVAL if B is not a CPU backend. */
 int qg_backend_cpu_stats(const struct qg_backend *b, struct qg_cpu_stats *st);
 
