@@ -473,7 +473,15 @@ int qgd_conf_load(struct qgd_config *cfg, const char *path, int missing_ok, int 
 
 	if (found)
 		*found = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/*
+	 * O_NONBLOCK: a FIFO (or a device) put where the file was would block
+	 * the open or the read, at start or in the event loop at SIGHUP; it
+	 * is refused below by its type, and a regular file reads the same.
+	 * No O_NOFOLLOW: a configuration linked from elsewhere (config
+	 * management's /etc/static, a package's alternative) is legitimate,
+	 * and whoever can change /etc/qgraph can change the file anyway.
+	 */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
 		r = -errno;
 		if (r == -ENOENT && missing_ok)
@@ -481,8 +489,17 @@ int qgd_conf_load(struct qgd_config *cfg, const char *path, int missing_ok, int 
 		fail(err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)QGD_CONF_MAX_BYTES) {
-		r = fail(err, errlen, "%s: not a regular file of at most %u bytes", path, QGD_CONF_MAX_BYTES);
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		fail(err, errlen, "%s: %s", path, strerror(-r));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		r = fail(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	if (st.st_size > (off_t)QGD_CONF_MAX_BYTES) {
+		r = fail(err, errlen, "%s: larger than %u bytes", path, QGD_CONF_MAX_BYTES);
 		goto out;
 	}
 	text = malloc((size_t)st.st_size + 1);

@@ -143,7 +143,7 @@ void qgd_handshake(struct qgd_session *s)
 	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
 	if (h->client_name && *h->client_name) {
 		snprintf(s->name, sizeof s->name, "%.40s, pid %d", h->client_name, (int)s->pid);
-		for (char *c = s->name; *c; c++)	/* names go to logs: printable only */
+		for (char *c = s->name; *c; c++)	/* shown to other clients (stats): printable only */
 			if (*c < 0x20 || *c > 0x7e)
 				*c = '?';
 	}

@@ -72,13 +72,56 @@ int qgd_log_level_from_name(const char *name)
 	return -1;
 }
 
+/*
+ * SRC made one line that says what it holds, into DST of CAP bytes: a
+ * control byte or DEL as \n, \t, \r or \xNN, a backslash as \\ (so that
+ * every escape reads one way), cut at the last escape that fits.  What a
+ * message quotes (a client's weights or model name, a key of a file)
+ * cannot start a line of its own, nor a journal "<N>" priority prefix.
+ */
+static void log_escape(char *dst, size_t cap, const char *src)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+
+	for (const unsigned char *c = (const unsigned char *)src; *c; c++) {
+		char e[4];
+		size_t len = 2;
+
+		e[0] = '\\';
+		if (*c == '\n')
+			e[1] = 'n';
+		else if (*c == '\t')
+			e[1] = 't';
+		else if (*c == '\r')
+			e[1] = 'r';
+		else if (*c == '\\')
+			e[1] = '\\';
+		else if (*c < 0x20 || *c == 0x7f) {
+			e[1] = 'x';
+			e[2] = hex[*c >> 4];
+			e[3] = hex[*c & 0xf];
+			len = 4;
+		} else {
+			e[0] = (char)*c;
+			len = 1;
+		}
+		if (cap - n <= len)
+			break;
+		memcpy(dst + n, e, len);
+		n += len;
+	}
+	dst[n] = 0;
+}
+
 static void log_v(enum qgd_log_level level, const char *fmt, va_list ap)
 {
-	char msg[1024];
+	char raw[1024], msg[1024];
 
 	if (level > log_level)
 		return;
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
+	log_escape(msg, sizeof msg, raw);
 	/* one write per line, so lines from a crash are never interleaved */
 	char line[1200];
 	int n;

@@ -9,6 +9,11 @@
  * through a token bucket per uid, so that a misbehaving client, or one that
  * connects again and again, cannot flood the log.  What ends a session that
  * was logged as served is always logged.
+ *
+ * Every message is one line of printable text whatever it quotes: a
+ * control byte or DEL in it is written \n, \t, \r or \xNN, and a backslash
+ * \\, so that a name a client chose cannot write a line of its own (nor,
+ * on the journal's stream, a "<N>" priority).  Callers quote as they like.
  */
 #ifndef QGD_LOG_H
 #define QGD_LOG_H

@@ -279,9 +279,9 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 	if (!last)
 		return 0;
 	if (up->received != up->bytes) {
-		size_t got = up->received;
+		size_t got = up->received, bytes = up->bytes;	/* the reset clears both */
 		qgd_upload_reset(s);
-		snprintf(msg, mlen, "last chunk after %zu of %zu bytes: upload abandoned", got, up->bytes);
+		snprintf(msg, mlen, "last chunk after %zu of %zu bytes: upload abandoned", got, bytes);
 		return -EINVAL;
 	}
 

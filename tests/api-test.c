@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "daemon-util.h"
@@ -215,6 +216,37 @@ static void on_progress(void *ctx, size_t tensors_done, size_t tensors_total, ui
 }
 
 /*
+ * qgraph_arena_map_at maps with MAP_FIXED: at an address of the caller's
+ * it works, over the session's own mapping (the rings and events before
+ * the arena, the arena itself) it is refused and that mapping is intact.
+ */
+static void test_map_at(struct qgraph_session *s)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = 0;
+	unsigned char *arena = qgraph_arena(s, &bytes);
+	int64_t off = qgraph_arena_alloc(s, 2 * page);
+	int64_t at = (off + (int64_t)page - 1) / (int64_t)page * (int64_t)page;
+
+	void *mine = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	tap_ok(off >= 0 && mine != MAP_FAILED && qgraph_arena_map_at(s, at, page, mine) == 0,
+	       "an arena page mapped at the caller's reservation");
+	if (mine != MAP_FAILED) {
+		((unsigned char *)mine)[5] = 0xa5;
+		tap_ok(arena[at + 5] == 0xa5, "a write through it is seen in the arena");
+		munmap(mine, page);
+	}
+	int before = qgraph_arena_map_at(s, at, page, arena - page);
+	int over = qgraph_arena_map_at(s, at, 2 * page, arena + at - (int64_t)page);
+	int wrap = qgraph_arena_map_at(s, at, page, (void *)(UINTPTR_MAX - page + 1));
+	tap_ok(before == -EINVAL && over == -EINVAL && wrap == -EINVAL,
+	       "over the page before the arena, over the arena, or wrapping: -EINVAL (%d, %d, %d)", before, over, wrap);
+	char stats[4096];
+	tap_ok(qgraph_stats(s, stats, sizeof stats) > 0, "the session's rings still work");
+	if (off >= 0)
+		qgraph_arena_free(s, off);
+}
+
+/*
  * The session error is the last call's: set by a failure the daemon
  * reports and by one the library catches itself, cleared by a success;
  * shape mismatches name the shapes; a quota at connect is -EDQUOT; a wait
@@ -313,6 +345,7 @@ static void test_session_errors(void)
 	tap_ok(qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 8, 32, big_w, &h, NULL, NULL,
 					      NULL) == 0, "and without a progress function");
 	qgraph_weights_free(s, h);
+	test_map_at(s);
 	qgraph_session_close(s);
 	if (tap_failed)
 		daemon_dump_log(&d);

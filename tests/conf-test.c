@@ -292,7 +292,7 @@ static void test_load(void)
 	int fd = open(path, O_WRONLY | O_TRUNC);
 	tap_ok(fd >= 0 && ftruncate(fd, QGD_CONF_MAX_BYTES + 1) == 0, "a file of %u bytes", QGD_CONF_MAX_BYTES + 1);
 	close(fd);
-	tap_ok(qgd_conf_load(&c, path, 0, &found, err, sizeof err) == -EINVAL && strstr(err, "at most"),
+	tap_ok(qgd_conf_load(&c, path, 0, &found, err, sizeof err) == -EINVAL && strstr(err, "larger than"),
 	       "is refused: %s", err);
 	unlink(path);
 	rmdir(dir);

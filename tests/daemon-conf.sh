@@ -57,6 +57,13 @@ out=$($qgd --config "$T/bad.conf" --check-config 2>&1)
 rc=$?
 [ $rc -eq 78 ] && case $out in *"bad.conf:2: 'max-nodes' is already set"*) true ;; *) false ;; esac &&
 	pass "--check-config: a bad file exits 78 with the reason" || not_ok "--check-config of a bad file: $rc $out"
+# a FIFO (or any other file that is not regular) is refused without a read
+# that waits for a writer; timeout fires only if the open blocks again
+mkfifo "$T/fifo.conf"
+out=$(timeout 10 $qgd --config "$T/fifo.conf" --check-config 2>&1)
+rc=$?
+[ $rc -eq 78 ] && case $out in *"fifo.conf: not a regular file"*) true ;; *) false ;; esac &&
+	pass "--check-config: a FIFO exits 78 naming the file: $out" || not_ok "--check-config of a FIFO: $rc $out"
 out=$($qgd --config "$T/good.conf" --check-config 2>&1)
 [ $? -eq 0 ] && case $out in *"good.conf: good"*) true ;; *) false ;; esac &&
 	pass "--check-config: a good file exits 0" || not_ok "--check-config of a good file: $out"

@@ -755,6 +755,46 @@ static void test_sizes(void)
 	qgraph_session_close(s);
 }
 
+/*
+ * Names a client sends are quoted in the daemon's refusals: one holding a
+ * newline and a log line's prefix, or a journal's "<0>", must stay inside
+ * the line that quotes it (the refusal is logged before it is answered).
+ */
+static void test_forged_names(void)
+{
+	static const char forged[] = "x\n2099-01-01T00:00:00.000Z qgraphd error: forged by a name";
+	static const char journal[] = "y\n<0>qgraphd: forged by a model name\x1b[2J";
+	struct qgraph_session *s = connect_one("forger");
+	uint64_t h;
+
+	if (!s) {
+		tap_skip("no session");
+		return;
+	}
+	int r = qgraph_weights_open(s, forged, &h, NULL, NULL, NULL);
+	int u = qgraph_model_unload(s, journal);
+	qgraph_session_close(s);
+	tap_ok(r == -ENOENT && u == -ENOENT, "weights and a model named with a newline: not found (%d, %d)", r, u);
+	tap_ok(daemon_log_has(&d, "no weights named \"x\\n2099-01-01T00:00:00.000Z qgraphd error: forged by a name\""),
+	       "the refusal quotes the weights name, its newline escaped");
+	tap_ok(daemon_log_has(&d, "no model \"y\\n<0>qgraphd: forged by a model name\\x1b[2J\""),
+	       "the refusal quotes the model name, newline and escape byte escaped");
+
+	/* no line of the log starts with what a name said, nor holds a control byte */
+	char line[2048];
+	int forged_lines = 0, control = 0;
+	FILE *f = fopen(d.log, "r");
+	while (f && fgets(line, sizeof line, f)) {
+		forged_lines += strncmp(line, "2099-", 5) == 0 || strncmp(line, "<0>", 3) == 0;
+		for (char *c = line; *c; c++)
+			control += ((unsigned char)*c < 0x20 && *c != '\n') || *c == 0x7f;
+	}
+	if (f)
+		fclose(f);
+	tap_ok(f && forged_lines == 0 && control == 0, "no forged line in the log (%d), no control byte (%d)",
+	       forged_lines, control);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -782,6 +822,7 @@ int main(void)
 	test_killed_client(s);
 	test_killed_mid_graph(s);
 	test_sizes();
+	test_forged_names();
 
 	/* one daemon per socket */
 	struct test_daemon d2 = { 0 };

@@ -307,6 +307,19 @@ static void test_hostile(void)
 	f.b[f.len++] = 0;
 	refused(&f, -EINVAL, "key at offset 24: holds a NUL", "a key with a NUL byte");
 
+	/* names are printed and quoted in errors: a control byte in one is refused, and not quoted */
+	header(&f, 0, 1);
+	str(&f, "\033]0;PWNED\a\033[2J");
+	u32(&f, QG_GGUF_U8);
+	f.b[f.len++] = 0;
+	refused(&f, -EINVAL, "key at offset 24: byte 0x1b at offset 32 is a control character",
+		"a key holding terminal escapes");
+	header(&f, 1, 0);
+	tinfo(&f, "blk.0\x7f\033[2J", 1, (const uint64_t[]){ 8 }, QG_GGML_F32, 0);
+	data(&f, 32);
+	refused(&f, -EINVAL, "name at offset 24: byte 0x7f at offset 37 is a control character",
+		"a tensor name holding DEL and an escape");
+
 	header(&f, 0, 2);
 	str(&f, "dup");
 	u32(&f, QG_GGUF_U8);

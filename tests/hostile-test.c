@@ -497,6 +497,14 @@ int main(void)
 	usp.offset = 0;
 	raw_push(&r, buf, qgraph__request__pack(&req, buf));
 	tap_ok(raw_answer(&r, err, sizeof err) > 0, "an upload whose size overflows: %s", err);
+	up.rows = up.cols = 64;	/* 64 x 64 f32: 16384 bytes, of which a "last" chunk brings 4096 */
+	up.src_type = QGRAPH__TYPE__TYPE_F32;
+	usp.bytes = 4096;
+	up.last = 1;
+	raw_push(&r, buf, qgraph__request__pack(&req, buf));
+	tap_ok(raw_answer(&r, err, sizeof err) > 0 && strstr(err, "after 4096 of 16384 bytes"),
+	       "a last chunk too soon is refused with the size it fell short of: %s", err);
+	up.last = 0;
 
 	/* garbage and truncated records */
 	struct tap_rng rng = { 99 };

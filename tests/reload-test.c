@@ -3,14 +3,15 @@
  * raised (max-sessions-per-user) lets a session in that was refused, and
  * a quota lowered below what is in use frees nothing but refuses the next;
  * a key that needs a restart (max-sessions) is logged as ignored; a bad file
- * keeps the configuration in effect; SIGUSR1 and SIGUSR2 do not kill the
- * daemon.  As root also the access policy: a served user that allow-users
+ * (or a FIFO in its place) keeps the configuration in effect; SIGUSR1 and
+ * SIGUSR2 do not kill the daemon.  As root also the access policy: a served user that allow-users
  * no longer names is dropped, with the reason in the log, and one it now
  * names is served.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,21 @@ int main(void)
 	tap_ok(daemon_log_has(&d, "User defined signal 1: "), "SIGUSR1 logs a summary");
 	if (b)
 		qgraph_session_close(b);
+
+	/* the file replaced by a FIFO: refused without waiting for a writer, the loop serves on */
+	unlink(conf);
+	tap_ok(mkfifo(conf, 0644) == 0, "the configuration file is now a FIFO");
+	int kept = reload(&d, ++n_reloads);
+	if (kept) {	/* the daemon waits in open(): be its writer, so that the test ends */
+		int w = open(conf, O_WRONLY | O_NONBLOCK);
+		if (w >= 0)
+			close(w);
+	}
+	tap_ok(kept == 0 && daemon_log_has(&d, "qgraphd.conf: not a regular file"),
+	       "SIGHUP with a FIFO: refused at once, naming the file, and the configuration kept");
+	tap_ok(qgraph_stats(a, stats, sizeof stats) > 0, "the session in place is still served");
+	unlink(conf);
+	write_conf("max-sessions-per-user = 1\n");
 
 	test_policy(&d, &n_reloads);
 

@@ -209,8 +209,9 @@ QGRAPH_API void qgraph_arena_free(struct qgraph_session *s, int64_t offset);
  * reservation of address space): writes through either mapping are seen
  * by the daemon.  OFFSET, BYTES and ADDR are multiples of the page size
  * (qgraph_arena_alloc a page more, and round up).  Unmap it with munmap(2)
- * before the session closes.  0, -EINVAL (outside the arena, unaligned), or
- * mmap's -errno.
+ * before the session closes.  0, -EINVAL (outside the arena, unaligned, or
+ * [ADDR, ADDR + BYTES) overlapping the session's own mapping of its
+ * region: its rings, events and arena), or mmap's -errno.
  */
 QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, size_t bytes, void *addr);
 

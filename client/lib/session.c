@@ -401,6 +401,10 @@ QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, siz
 	if ((uint64_t)offset > s->rg.layout.arena_bytes || bytes > s->rg.layout.arena_bytes - (uint64_t)offset ||
 	    at % (uint64_t)page || (uintptr_t)addr % (uintptr_t)page || bytes % (size_t)page)
 		return -EINVAL;
+	/* MAP_FIXED replaces what is there: never the session's own mapping (header, rings, events, arena) */
+	uintptr_t lo = (uintptr_t)addr, base = (uintptr_t)s->rg.base;
+	if (bytes > UINTPTR_MAX - lo || (lo < base + s->rg.layout.region_bytes && lo + bytes > base))
+		return -EINVAL;
 	void *p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, s->region_fd, (off_t)at);
 	return p == MAP_FAILED ? -errno : 0;
 }

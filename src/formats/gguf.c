@@ -235,9 +235,11 @@ static int reserve(void **array, size_t *cap, size_t i, size_t size)
 /*
  * Read a string: its length (checked against the bytes left) and its
  * bytes, which may hold no NUL; a copy into G's pool when G is not NULL.
- * EMPTY_OK says whether a zero length is allowed.
+ * IS_NAME: a key or a tensor name, which is not empty and holds no control
+ * byte or DEL (names are printed and quoted in messages; values are not
+ * read as names, and whoever prints them escapes them).
  */
-static int rd_string(struct cursor *c, struct qg_gguf *g, const char *name, int empty_ok, const char **out,
+static int rd_string(struct cursor *c, struct qg_gguf *g, const char *name, int is_name, const char **out,
 		     uint64_t *out_len)
 {
 	uint64_t len = 0;
@@ -249,10 +251,16 @@ static int rd_string(struct cursor *c, struct qg_gguf *g, const char *name, int 
 	if (len > left(c))
 		return fail(c, "%s length at offset %zu: %llu bytes, but only %zu are left", name, at,
 			    (unsigned long long)len, left(c));
-	if (!len && !empty_ok)
+	if (!len && is_name)
 		return fail(c, "%s at offset %zu: empty", name, at);
 	if (memchr(c->buf + c->pos, '\0', (size_t)len))
 		return fail(c, "%s at offset %zu: holds a NUL byte", name, at);
+	for (size_t i = 0; is_name && i < (size_t)len; i++) {
+		unsigned char b = c->buf[c->pos + i];
+		if (b < 0x20 || b == 0x7f)
+			return fail(c, "%s at offset %zu: byte 0x%02x at offset %zu is a control character", name, at,
+				    b, c->pos + i);
+	}
 	if (g && out && !(*out = keep(g, c->buf + c->pos, (size_t)len)))
 		return -ENOMEM;
 	if (out_len)
@@ -311,7 +319,7 @@ static int rd_value(struct cursor *c, struct qg_gguf *g, struct qg_gguf_kv *kv)
 	int r;
 
 	if (kv->type == QG_GGUF_STRING)
-		return rd_string(c, g, "string value", 1, &kv->str, &kv->str_len);
+		return rd_string(c, g, "string value", 0, &kv->str, &kv->str_len);
 	if (kv->type != QG_GGUF_ARRAY)
 		return rd_scalar(c, kv->type, kv);
 
@@ -343,12 +351,12 @@ static int rd_value(struct cursor *c, struct qg_gguf *g, struct qg_gguf_kv *kv)
 	}
 	for (uint64_t i = 0; i < kv->array_n; i++) {
 		size_t el = c->pos;
-		if (rd_string(c, NULL, "string element", 1, NULL, NULL)) {
+		if (rd_string(c, NULL, "string element", 0, NULL, NULL)) {
 			/* read it again to name its index (only on the way out: token arrays are long) */
 			char name[48];
 			snprintf(name, sizeof name, "string element %llu", (unsigned long long)i);
 			c->pos = el;
-			return rd_string(c, NULL, name, 1, NULL, NULL);
+			return rd_string(c, NULL, name, 0, NULL, NULL);
 		}
 	}
 	return 0;
@@ -389,7 +397,7 @@ static int rd_kvs(struct cursor *c, struct qg_gguf *g)
 		struct qg_gguf_kv *kv = &g->kv[i];
 		kv->file_offset = c->pos;
 		field(c, "key-value %zu", i);
-		if ((r = rd_string(c, g, "key", 0, &kv->key, NULL)))
+		if ((r = rd_string(c, g, "key", 1, &kv->key, NULL)))
 			return r;
 		field(c, "key-value %zu (%.80s)", i, kv->key);
 		size_t at = c->pos;
@@ -446,7 +454,7 @@ static int rd_tensor_info(struct cursor *c, struct qg_gguf *g, size_t i)
 	t = &g->tensors[i];
 	t->file_offset = c->pos;
 	field(c, "tensor %zu", i);
-	if ((r = rd_string(c, g, "name", 0, &t->name, NULL)))
+	if ((r = rd_string(c, g, "name", 1, &t->name, NULL)))
 		return r;
 	field(c, "tensor %zu (%.80s)", i, t->name);
 	at = c->pos;

@@ -3,7 +3,9 @@
  * the bytes, qg_gguf_open must return (an error with a message, or a file)
  * without touching memory outside the buffer; a file it takes must hold
  * what it promises: every tensor's data inside the buffer and aligned,
- * every tensor found by its name, every key by its key.
+ * every tensor found by its name, every key by its key.  Neither an error
+ * message nor a key or tensor name (what inspect prints) holds a control
+ * byte or DEL.
  *
  * Built two ways: with --enable-fuzzing as a libFuzzer target
  * (tests/fuzz/fuzz-gguf), and always as tests/fuzz-gguf-test, whose main()
@@ -21,6 +23,14 @@
 
 static long n_opened;
 
+/* Abort if S holds a control byte or DEL: it would reach a terminal or a log raw. */
+static void printable(const char *s)
+{
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,6 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (qg_gguf_open(data, size, &g, err, sizeof err)) {
 		if (g || !err[0])
 			abort();	/* a refusal leaves nothing and says why */
+		printable(err);
 		return 0;
 	}
 	n_opened++;
@@ -39,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const struct qg_gguf_kv *kv = qg_gguf_kv_at(g, i);
 		if (qg_gguf_kv_find(g, kv->key) != kv)
 			abort();
+		printable(kv->key);
 		if (kv->type == QG_GGUF_STRING && strlen(kv->str) != kv->str_len)
 			abort();
 	}
@@ -48,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (qg_gguf_tensor_find(g, t->name) != t || p < data || t->bytes > size ||
 		    (size_t)(p - data) > size - t->bytes || (size_t)(p - data) % qg_gguf_alignment(g))
 			abort();
+		printable(t->name);
 		sink ^= p[0] ^ p[t->bytes - 1];	/* ASan checks both ends */
 	}
 	(void)sink;
