@@ -559,8 +559,8 @@ int qgd_server_run(struct qgd_server *srv)
 		 * Let a client that shares this CPU run now and then: it yields to
 		 * us while it waits, and without our yield it waits for the
 		 * scheduler to take the CPU from a loop that does not sleep while
-		 * it polls (60 us, for 5% of round trips, when the loop was kept
-		 * to one of 2 CPUs).  Every 64 polls: a few microseconds at most.
+		 * it polls, which on a CPU shared with a client is a whole time
+		 * slice.  Every 64 polls: a few microseconds at most.
 		 */
 		if (polls % 64 == 63) {
 			sched_yield();

@@ -1,8 +1,11 @@
 #!/bin/sh
-# layers.sh - src/'s layers include only downwards: with the include path
-# each layer's library is compiled with, a header of its own layer and of
-# the layers below it compiles, and a header of any layer above does not.
-# QG_CC and QG_*_CPPFLAGS come from make (Makefile.am's layer flags).
+# layers.sh - includes go only downwards: with the include path each
+# target is compiled with, a header of its own folder and of the folders
+# it may use compiles, and any other does not.  src/'s layers see only
+# the layers below them, and nothing of daemon/ or client/; the daemon
+# and libqgraph see src/ and not each other; the tools and libqgraph-mpi
+# see libqgraph's public header (qgraph.h) and not its private ones.
+# QG_CC and QG_*_CPPFLAGS come from make (Makefile.am's qg_*_cppflags).
 set -u
 . "$(dirname "$0")/tap.sh"
 
@@ -16,7 +19,7 @@ try() {
 	printf '#include "%s"\nint qg_layers_probe;\n' "$3" >"$T/probe.c"
 	got=fail
 	if $cc $2 -fsyntax-only "$T/probe.c" >"$T/out" 2>&1 &&
-	   $cc $2 -M "$T/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client/[a-z]+|daemon|proto)/$3\$"; then
+	   $cc $2 -M "$T/probe.c" 2>/dev/null | tr ' ' '\n' | grep -Eq "(^|/)(src/[a-z]+|client/[a-z]+(/impl)?|daemon|proto)/$3\$"; then
 		got=ok
 	fi
 	if [ "$got" = "$4" ]; then
@@ -44,4 +47,36 @@ try engine "$e" region.h ok
 try engine "$e" wire.h fail
 try engine "$e" qgraph.h fail
 try engine "$e" loop.h fail
+try engine "$e" session-impl.h fail
+
+w=$QG_WIRE_CPPFLAGS d=$QG_DAEMON_CPPFLAGS l=$QG_LIB_CPPFLAGS t=$QG_TOOLS_CPPFLAGS m=$QG_MPI_CPPFLAGS
+try wire "$w" wire.h ok
+try wire "$w" numbers.h ok
+try wire "$w" tensor.h ok
+try wire "$w" qgraph.h fail
+try wire "$w" server.h fail
+try wire "$w" session-impl.h fail
+try daemon "$d" server.h ok
+try daemon "$d" wire.h ok
+try daemon "$d" backend.h ok
+try daemon "$d" qgraph.h fail
+try daemon "$d" session-impl.h fail
+try daemon "$d" submit.h fail
+try daemon "$d" qgraph-mpi.h fail
+try libqgraph "$l" qgraph.h ok
+try libqgraph "$l" session-impl.h ok
+try libqgraph "$l" wire.h ok
+try libqgraph "$l" server.h fail
+try libqgraph "$l" loop.h fail
+try libqgraph "$l" submit.h fail
+try tools "$t" qgraph.h ok
+try tools "$t" submit.h ok
+try tools "$t" wire.h ok
+try tools "$t" session-impl.h fail
+try tools "$t" server.h fail
+try tools "$t" loop.h fail
+try mpi "$m" qgraph.h ok
+try mpi "$m" session-impl.h fail
+try mpi "$m" wire.h fail
+try mpi "$m" server.h fail
 tap_done

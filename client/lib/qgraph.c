@@ -10,8 +10,39 @@
 #include <errno.h>
 
 #include "qgraph.h"
+#include "numbers.h"
 #include "quant.h"
 #include "wire.h"
+
+/* qgraph.h's numbering is the one src/wire knows (numbers.h), value for value. */
+#define SAME_PUBLIC(kind, KIND, name) \
+	_Static_assert((int)QGRAPH_##KIND##_##name == (int)QG_PUBLIC_##KIND##_##name, \
+		       "qgraph_" #kind " " #name " matches qg_public_" #kind)
+SAME_PUBLIC(type, TYPE, F32);
+SAME_PUBLIC(type, TYPE, F16);
+SAME_PUBLIC(type, TYPE, Q8_0);
+SAME_PUBLIC(type, TYPE, Q4_0);
+SAME_PUBLIC(type, TYPE, Q4_0_4X4);
+SAME_PUBLIC(type, TYPE, Q4_0_4X8);
+SAME_PUBLIC(type, TYPE, Q4_0_8X8);
+SAME_PUBLIC(type, TYPE, Q8_0_4X4);
+SAME_PUBLIC(type, TYPE, Q8_0_4X8);
+SAME_PUBLIC(type, TYPE, COUNT);
+SAME_PUBLIC(type, TYPE, I32);
+SAME_PUBLIC(op, OP, MUL_MAT);
+SAME_PUBLIC(op, OP, ADD);
+SAME_PUBLIC(op, OP, MUL);
+SAME_PUBLIC(op, OP, SCALE);
+SAME_PUBLIC(op, OP, SILU);
+SAME_PUBLIC(op, OP, GELU);
+SAME_PUBLIC(op, OP, RMS_NORM);
+SAME_PUBLIC(op, OP, SOFT_MAX);
+SAME_PUBLIC(op, OP, CPY);
+SAME_PUBLIC(op, OP, GET_ROWS);
+SAME_PUBLIC(op, OP, RESHAPE);
+SAME_PUBLIC(op, OP, VIEW);
+SAME_PUBLIC(op, OP, TRANSPOSE);
+SAME_PUBLIC(op, OP, PERMUTE);
 
 #define SAME_TYPE(pub, eng) \
 	_Static_assert((int)QGRAPH_TYPE_##pub == (int)QG_TYPE_##eng, "qgraph_type " #pub " matches qg_type")

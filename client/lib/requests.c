@@ -61,8 +61,8 @@ static int daemon_alive(struct qgraph_session *s)
 /*
  * The same, for the submit path: the socket is asked at most once per
  * ALIVE_SUBMIT_NS, since a poll() costs more than the rest of a submit,
- * and the time is the coarse stamp's (qg_stamp_coarse_ns: 6 ns where a
- * precise reading on a kvm-clock guest costs 29, 3% of a round trip).  A
+ * and the time is the coarse stamp's (qg_stamp_coarse_ns: a precise
+ * reading is not free on a guest without a TSC clock source).  A
  * request sent in that window to a daemon that has just died is answered
  * by its wait, which asks the socket before it sleeps.
  */

@@ -299,8 +299,8 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
 
 /*
  * GEMV: the family takes the AVX2 GEMVs (kernels-x86.h says why).  A zmm
- * GEMV over 16-row tiles was here and measured at about half their speed
- * on this project's machine; git history has it.
+ * GEMV over 16-row tiles was here, slower than they are; git history has
+ * it.
  */
 
 static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,

@@ -71,11 +71,11 @@ static inline int qg_x86_act_off(int il, int j, int q)
 #define QG_X86_HALF_BELOW 0x1.fffffep-2f
 
 /*
- * The AVX2 GEMVs, which the AVX-512 VNNI family uses too: measured on this
- * project's x86-64 machine (AMD Zen 4, where zmm integer work is split into
- * two ymm halves), they stream weights about twice as fast as the zmm GEMV
- * (bench-mulmat, m = k = 4096, n = 1: 133-135 against 57-72 GFLOP/s; on the
- * 75 MB weights 60-66 against 39-45), and the two agree bit for bit.
+ * The AVX2 GEMVs, which the AVX-512 VNNI family uses too: a GEMV streams
+ * weights, one activation row, and where zmm integer work is split into
+ * two ymm halves (AMD Zen 4) a zmm GEMV only adds shuffles to that stream;
+ * the ymm ones are faster there (bench-mulmat at n = 1 tells), and the
+ * two agree bit for bit.
  */
 void qg_avx2_gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc);
 void qg_avx2_gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc);

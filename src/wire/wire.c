@@ -12,7 +12,7 @@
 
 #include "ops.h"
 #include "hotpath.h"
-#include "qgraph.h"
+#include "numbers.h"
 #include "wire.h"
 
 int qg_wire_arena_init(struct qg_wire_arena *a, size_t cap)
@@ -64,8 +64,8 @@ Qgraph__Request *qg_wire_decode_request(struct qg_wire_arena *a, const void *buf
 
 /*
  * The one numbering table for element types and ops: the engine's, the
- * public API's (qgraph.h) and the wire's number of each.  Nothing else
- * converts one numbering into another.  A row whose wire number is NO_WIRE
+ * public API's (qgraph.h's, as numbers.h repeats them) and the wire's
+ * number of each.  Nothing else converts one numbering into another.  A row whose wire number is NO_WIRE
  * never crosses the wire (the daemon's own activation layouts).
  */
 #define NO_WIRE (-1)
@@ -75,16 +75,16 @@ static const struct {
 	int public;
 	int wire;
 } type_table[] = {
-	{ QG_TYPE_F32, QGRAPH_TYPE_F32, QGRAPH__TYPE__TYPE_F32 },
-	{ QG_TYPE_F16, QGRAPH_TYPE_F16, QGRAPH__TYPE__TYPE_F16 },
-	{ QG_TYPE_Q8_0, QGRAPH_TYPE_Q8_0, QGRAPH__TYPE__TYPE_Q8_0 },
-	{ QG_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, QGRAPH__TYPE__TYPE_Q4_0 },
-	{ QG_TYPE_Q4_0_4X4, QGRAPH_TYPE_Q4_0_4X4, QGRAPH__TYPE__TYPE_Q4_0_4X4 },
-	{ QG_TYPE_Q4_0_4X8, QGRAPH_TYPE_Q4_0_4X8, QGRAPH__TYPE__TYPE_Q4_0_4X8 },
-	{ QG_TYPE_Q4_0_8X8, QGRAPH_TYPE_Q4_0_8X8, QGRAPH__TYPE__TYPE_Q4_0_8X8 },
-	{ QG_TYPE_Q8_0_4X4, QGRAPH_TYPE_Q8_0_4X4, NO_WIRE },
-	{ QG_TYPE_Q8_0_4X8, QGRAPH_TYPE_Q8_0_4X8, NO_WIRE },
-	{ QG_TYPE_I32, QGRAPH_TYPE_I32, QGRAPH__TYPE__TYPE_I32 },
+	{ QG_TYPE_F32, QG_PUBLIC_TYPE_F32, QGRAPH__TYPE__TYPE_F32 },
+	{ QG_TYPE_F16, QG_PUBLIC_TYPE_F16, QGRAPH__TYPE__TYPE_F16 },
+	{ QG_TYPE_Q8_0, QG_PUBLIC_TYPE_Q8_0, QGRAPH__TYPE__TYPE_Q8_0 },
+	{ QG_TYPE_Q4_0, QG_PUBLIC_TYPE_Q4_0, QGRAPH__TYPE__TYPE_Q4_0 },
+	{ QG_TYPE_Q4_0_4X4, QG_PUBLIC_TYPE_Q4_0_4X4, QGRAPH__TYPE__TYPE_Q4_0_4X4 },
+	{ QG_TYPE_Q4_0_4X8, QG_PUBLIC_TYPE_Q4_0_4X8, QGRAPH__TYPE__TYPE_Q4_0_4X8 },
+	{ QG_TYPE_Q4_0_8X8, QG_PUBLIC_TYPE_Q4_0_8X8, QGRAPH__TYPE__TYPE_Q4_0_8X8 },
+	{ QG_TYPE_Q8_0_4X4, QG_PUBLIC_TYPE_Q8_0_4X4, NO_WIRE },
+	{ QG_TYPE_Q8_0_4X8, QG_PUBLIC_TYPE_Q8_0_4X8, NO_WIRE },
+	{ QG_TYPE_I32, QG_PUBLIC_TYPE_I32, QGRAPH__TYPE__TYPE_I32 },
 };
 _Static_assert(sizeof type_table / sizeof type_table[0] == QG_TYPE_COUNT + 1, "a row for every engine type and i32");
 
@@ -94,20 +94,20 @@ static const struct {
 	int wire;
 } op_table[] = {
 	{ QG_OP_NONE, NO_WIRE, QGRAPH__OP__OP_NONE },	/* a leaf: the public API makes no op of it */
-	{ QG_OP_MUL_MAT, QGRAPH_OP_MUL_MAT, QGRAPH__OP__OP_MUL_MAT },
-	{ QG_OP_ADD, QGRAPH_OP_ADD, QGRAPH__OP__OP_ADD },
-	{ QG_OP_MUL, QGRAPH_OP_MUL, QGRAPH__OP__OP_MUL },
-	{ QG_OP_SCALE, QGRAPH_OP_SCALE, QGRAPH__OP__OP_SCALE },
-	{ QG_OP_SILU, QGRAPH_OP_SILU, QGRAPH__OP__OP_SILU },
-	{ QG_OP_GELU, QGRAPH_OP_GELU, QGRAPH__OP__OP_GELU },
-	{ QG_OP_RMS_NORM, QGRAPH_OP_RMS_NORM, QGRAPH__OP__OP_RMS_NORM },
-	{ QG_OP_SOFT_MAX, QGRAPH_OP_SOFT_MAX, QGRAPH__OP__OP_SOFT_MAX },
-	{ QG_OP_CPY, QGRAPH_OP_CPY, QGRAPH__OP__OP_CPY },
-	{ QG_OP_GET_ROWS, QGRAPH_OP_GET_ROWS, QGRAPH__OP__OP_GET_ROWS },
-	{ QG_OP_RESHAPE, QGRAPH_OP_RESHAPE, QGRAPH__OP__OP_RESHAPE },
-	{ QG_OP_VIEW, QGRAPH_OP_VIEW, QGRAPH__OP__OP_VIEW },
-	{ QG_OP_PERMUTE, QGRAPH_OP_PERMUTE, QGRAPH__OP__OP_PERMUTE },
-	{ QG_OP_TRANSPOSE, QGRAPH_OP_TRANSPOSE, QGRAPH__OP__OP_TRANSPOSE },
+	{ QG_OP_MUL_MAT, QG_PUBLIC_OP_MUL_MAT, QGRAPH__OP__OP_MUL_MAT },
+	{ QG_OP_ADD, QG_PUBLIC_OP_ADD, QGRAPH__OP__OP_ADD },
+	{ QG_OP_MUL, QG_PUBLIC_OP_MUL, QGRAPH__OP__OP_MUL },
+	{ QG_OP_SCALE, QG_PUBLIC_OP_SCALE, QGRAPH__OP__OP_SCALE },
+	{ QG_OP_SILU, QG_PUBLIC_OP_SILU, QGRAPH__OP__OP_SILU },
+	{ QG_OP_GELU, QG_PUBLIC_OP_GELU, QGRAPH__OP__OP_GELU },
+	{ QG_OP_RMS_NORM, QG_PUBLIC_OP_RMS_NORM, QGRAPH__OP__OP_RMS_NORM },
+	{ QG_OP_SOFT_MAX, QG_PUBLIC_OP_SOFT_MAX, QGRAPH__OP__OP_SOFT_MAX },
+	{ QG_OP_CPY, QG_PUBLIC_OP_CPY, QGRAPH__OP__OP_CPY },
+	{ QG_OP_GET_ROWS, QG_PUBLIC_OP_GET_ROWS, QGRAPH__OP__OP_GET_ROWS },
+	{ QG_OP_RESHAPE, QG_PUBLIC_OP_RESHAPE, QGRAPH__OP__OP_RESHAPE },
+	{ QG_OP_VIEW, QG_PUBLIC_OP_VIEW, QGRAPH__OP__OP_VIEW },
+	{ QG_OP_PERMUTE, QG_PUBLIC_OP_PERMUTE, QGRAPH__OP__OP_PERMUTE },
+	{ QG_OP_TRANSPOSE, QG_PUBLIC_OP_TRANSPOSE, QGRAPH__OP__OP_TRANSPOSE },
 };
 _Static_assert(sizeof op_table / sizeof op_table[0] == QG_OP_COUNT, "a row for every engine op");
 
