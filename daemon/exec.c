@@ -75,7 +75,7 @@ struct qgd_exec {
 	 * Run, to be answered (any order): a stack the executor pushes each job
 	 * on (a release CAS) and the loop takes whole (an acquire exchange),
 	 * without LOCK, which the loop would otherwise wait for while the
-	 * executor goes back to sleep on it (a futex round, 10-20 us in a VM).
+	 * executor goes back to sleep on it (a futex round).
 	 * One pusher, and a consumer that only ever takes everything: no ABA.
 	 */
 	_Atomic(struct qgd_job *) done;
@@ -83,7 +83,7 @@ struct qgd_exec {
 	struct qg_watch *done_watch;
 	/*
 	 * The loop is blocked in its event loop, or about to be: only then
-	 * does the executor ring DONE_FD (a syscall of 10 us or more in a VM).
+	 * does the executor ring DONE_FD (a syscall).
 	 * The Dekker pattern: the loop sets it, fences and looks at DONE before
 	 * it blocks; the executor pushes on DONE, fences and reads it.
 	 */
@@ -432,10 +432,10 @@ int qgd_exec_reap(struct qgd_server *srv)
 
 /*
  * The poll that ends a graph early costs a CPU for its margin; the sleep
- * costs the eventfd wake at its end (0.1 to 0.2 ms on a virtual machine,
- * 10-20% of a 1 ms graph).  The margin covers the lateness of the timed
- * wake that starts the poll, and the graph running a little long; a graph
- * late by more than half its time (or the margin) is left to the eventfd.
+ * costs the eventfd wake at its end, a large share of a short graph.  The
+ * margin covers the lateness of the timed wake that starts the poll, and
+ * the graph running a little long; a graph late by more than half its time
+ * (or the margin) is left to the eventfd.
  * At most 1.55 ms of margin and 10 ms of lateness: a CPU is never spent
  * for long.
  */

@@ -87,7 +87,7 @@ static int place(struct qgd_session *s, struct qgd_graph *g, struct qg_backend *
 	/* the session's own pieces of the pool: zeroed where another session had them */
 	if (!s->buft && (r = qg_buft_hugepool_new(srv->pool, s->id, &s->buft)))
 		return r;
-	/* a graph whose every tensor already has its bytes needs no allocator (nor its time: 1.5 us) */
+	/* a graph whose every tensor already has its bytes needs no allocator, nor its time */
 	if (has_intermediates(gr) &&
 	    ((r = qg_galloc_new(&s->buft, 1, NULL, &g->ga)) || (r = qg_galloc_reserve(g->ga, gr, NULL, NULL)) ||
 	     (r = qg_galloc_alloc_graph(g->ga, gr))))

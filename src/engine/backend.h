@@ -46,7 +46,7 @@ struct qg_run {
 	/*
 	 * The clock when the run was handed over, for a caller that has just
 	 * read it: the deadline is checked against it before the first node,
-	 * one clock read saved (30 ns in a VM, a tenth of a tiny graph's run).
+	 * one clock read saved, which a tiny graph's run notices.
 	 * 0: the backend reads the clock.
 	 */
 	uint64_t start_ns;

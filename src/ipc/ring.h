@@ -59,9 +59,8 @@ struct qg_ring {
 /*
  * Consumer, while it waits: ask for the line where the next record will
  * be, so that when the producer publishes it the record travels with the
- * tail instead of after it (a line transfer saved per record: 10-20 ns
- * between nearby cores here, 50-100 between distant ones).  A hint: no
- * load, nothing it could read is trusted.
+ * tail instead of after it (one cache-line transfer saved per record).
+ * A hint: no load, nothing it could read is trusted.
  */
 static inline void qg_ring_warm(const struct qg_ring *r)
 {

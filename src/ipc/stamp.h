@@ -2,11 +2,12 @@
  * stamp.h - CLOCK_MONOTONIC nanoseconds, cheaply, for the timestamps of a
  * hot path.
  *
- * clock_gettime costs 25 to 50 ns in a virtual machine, and a tiny graph's
- * round trip through qgraphd reads it twice: a tenth of the whole.  The
- * CPU's own counter costs a few: x86-64's TSC, used only when the kernel's
- * clocksource is the TSC, so that it is known to be stable and the same on
- * every CPU.  (aarch64's CNTVCT_EL0 is left alone: see find_source.)
+ * clock_gettime is a noticeable share of a tiny graph's round trip through
+ * qgraphd, which reads it twice (tests/bench/bench-service measures it).
+ * The CPU's own counter costs a few nanoseconds: x86-64's TSC, used only
+ * when the kernel's clocksource is the TSC, so that it is known to be
+ * stable and the same on every CPU.  (aarch64's CNTVCT_EL0 is left alone:
+ * see find_source.)
  *
  * qg_stamp_ns() extrapolates from an anchor, a clock_gettime reading taken
  * between two counter readings, at a rate measured from an earlier anchor;

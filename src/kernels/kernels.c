@@ -525,10 +525,10 @@ int qg_kernels_force(enum qg_kfamily family)
  *  - dotprod (Graviton2, Neoverse N1): 4x4, sdot's four 4-byte lanes.
  *  - plain NEON (Cortex-A72, Graviton1): 4x4, so a weight file prepared
  *    for an aarch64 fleet has one layout whether or not dotprod is there.
- *  - portable C only: 8x8: GCC vectorizes its loops best (on aarch64 about
- *    1250 instructions per 1000 MACs against 4800-8300 for 4x4 and 4x8,
+ *  - portable C only: 8x8: GCC vectorizes its loops best (on aarch64 it
+ *    runs several times fewer instructions per MAC than 4x4 and 4x8:
  *    tests/bench/insn-table.sh with KERNEL=portable; on x86-64 the three
- *    are within noise of each other, 2.5-3.9 GFLOP/s on one thread).
+ *    are within noise of each other).
  */
 enum qg_type qg_best_weight_type(void)
 {
