@@ -5,9 +5,16 @@
  * (weights.c): the matrix stays in pinned memory while the model holds it,
  * whoever else lets go.  Names live here, not on the stored matrix, because
  * names are labels: two models (or two tensors of one) may hold the same
- * bytes, stored once.  A model's tensors are open to every client the
- * daemon serves (by "MODEL/tensor" with qgraph_weights_open); unloading is
- * for the user who loaded it and root.
+ * bytes, stored once.
+ *
+ * Whose a model is: one loaded by root, or preloaded by the daemon, is
+ * public (every client the daemon serves opens its tensors by
+ * "MODEL/tensor" with qgraph_weights_open); one loaded by another user is
+ * that user's, and its share groups' (the configured share groups the
+ * loading session was in).  Public models have one namespace, and each
+ * user has its own, so another user may load a model of a name already
+ * taken and each sees its own.  A user unloads its own models; root any.
+ * requests.c says in which order a name is looked up.
  *
  * Unloading a model that sessions still hold handles to is allowed: the
  * model lets go of its pins, and each matrix is freed when the last
@@ -46,6 +53,8 @@ struct model_tensor {
 struct qgd_model {
 	char name[QGD_WEIGHTS_NAME_MAX];
 	uid_t owner;
+	bool public;			/* root's or preloaded: every client's */
+	uint64_t groups;		/* not public: the share groups of the session that loaded it */
 	const struct qgd_session *loading;	/* the session loading it; NULL once committed */
 	struct model_tensor *t;
 	size_t n, cap;
@@ -53,10 +62,37 @@ struct qgd_model {
 	struct qgd_model *next;
 };
 
-static struct qgd_model *find(const struct qgd_server *srv, const char *name)
+/* The model NAME, loaded or loading, in the public namespace (PUBLIC) or else OWNER's; NULL if none. */
+static struct qgd_model *find(const struct qgd_server *srv, const char *name, bool public, uid_t owner)
 {
 	for (struct qgd_model *m = srv->models; m; m = m->next)
-		if (strcmp(m->name, name) == 0)
+		if (m->public == public && (public || m->owner == owner) && strcmp(m->name, name) == 0)
+			return m;
+	return NULL;
+}
+
+/* True if loaded model M is in SCOPE for S (see qgd_model_open). */
+static bool in_scope(const struct qgd_session *s, const struct qgd_model *m, enum qgd_model_scope scope)
+{
+	if (m->loading)
+		return false;
+	switch (scope) {
+	case QGD_MODEL_OWN:
+		return !m->public && m->owner == s->uid;
+	case QGD_MODEL_PUBLIC:
+		return m->public;
+	case QGD_MODEL_GROUP:
+		return !m->public && m->owner != s->uid && (m->groups & qgd_weights_share_bits(s));
+	}
+	return false;
+}
+
+/* The loaded model NAME in SCOPE for S, or NULL. */
+static struct qgd_model *find_for(const struct qgd_session *s, const char *name, size_t len,
+				  enum qgd_model_scope scope)
+{
+	for (struct qgd_model *m = s->srv->models; m; m = m->next)
+		if (in_scope(s, m, scope) && strlen(m->name) == len && memcmp(m->name, name, len) == 0)
 			return m;
 	return NULL;
 }
@@ -78,14 +114,18 @@ static void drop(struct qgd_server *srv, struct qgd_model *m)
 			break;
 		}
 	for (size_t i = 0; i < m->n; i++)
-		qgd_weights_unpin(srv, m->t[i].stored);
+		qgd_weights_unpin(srv, m->t[i].stored, m->owner, m->public);
 	free(m->t);
 	free(m);
 }
 
-/* A new model NAME (not yet listed: LOADING holds it) of OWNER, or NULL without memory. */
-static struct qgd_model *model_new(struct qgd_server *srv, const char *name, uid_t owner,
-				   const struct qgd_session *loading)
+/*
+ * A new model NAME (not yet listed: LOADING holds it) of OWNER, every
+ * client's if PUBLIC, else OWNER's and its share GROUPS'; NULL without
+ * memory.
+ */
+static struct qgd_model *model_new(struct qgd_server *srv, const char *name, uid_t owner, bool public,
+				   uint64_t groups, const struct qgd_session *loading)
 {
 	struct qgd_model *m = calloc(1, sizeof *m);
 
@@ -93,6 +133,8 @@ static struct qgd_model *model_new(struct qgd_server *srv, const char *name, uid
 		return NULL;
 	snprintf(m->name, sizeof m->name, "%s", name);
 	m->owner = owner;
+	m->public = public;
+	m->groups = public ? 0 : groups;
 	m->loading = loading;
 	m->next = srv->models;
 	srv->models = m;
@@ -105,7 +147,7 @@ static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *n
 	void *p = qg_grow(m->t, &m->cap, m->n, sizeof *m->t, 16);
 
 	if (!p) {
-		qgd_weights_unpin(srv, e);
+		qgd_weights_unpin(srv, e, m->owner, m->public);
 		return -ENOMEM;
 	}
 	m->t = p;
@@ -141,11 +183,12 @@ int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t l
 		snprintf(msg, len, "this session is loading a model already");
 		return -EINVAL;
 	}
-	if ((m = find(srv, name))) {
+	bool public = s->uid == 0;
+	if ((m = find(srv, name, public, s->uid))) {
 		snprintf(msg, len, "model \"%s\" is %s: unload it first", name, m->loading ? "being loaded" : "loaded");
 		return -EINVAL;
 	}
-	if (!model_new(srv, name, s->uid, s)) {
+	if (!model_new(srv, name, s->uid, public, qgd_weights_share_bits(s), s)) {
 		snprintf(msg, len, "no memory");
 		return -ENOMEM;
 	}
@@ -169,13 +212,25 @@ int qgd_model_commit(struct qgd_session *s, const char *name, char *msg, size_t 
 int qgd_model_unload(struct qgd_session *s, const char *name, char *msg, size_t len)
 {
 	struct qgd_server *srv = s->srv;
-	struct qgd_model *m = find(srv, name);
+	struct qgd_model *m = loading_of(s);
+	size_t n = strlen(name);
 
-	if (!m || (m->loading && m->loading != s)) {
+	if (!m || strcmp(m->name, name) != 0) {
+		/* the model this name opens, in the order opens look; root may name any user's */
+		m = find_for(s, name, n, QGD_MODEL_OWN);
+		if (!m)
+			m = find_for(s, name, n, QGD_MODEL_PUBLIC);
+		for (struct qgd_model *o = srv->models; !m && s->uid == 0 && o; o = o->next)
+			if (!o->loading && strcmp(o->name, name) == 0)
+				m = o;
+		if (!m)
+			m = find_for(s, name, n, QGD_MODEL_GROUP);
+	}
+	if (!m) {
 		snprintf(msg, len, "no model \"%.64s\"", name);
 		return -ENOENT;
 	}
-	if (!m->loading && s->uid != m->owner && s->uid != 0) {
+	if (s->uid != m->owner && s->uid != 0) {
 		snprintf(msg, len, "model \"%s\" was loaded by uid %u: only that user and root may unload it", name,
 			 (unsigned)m->owner);
 		return -EACCES;
@@ -213,20 +268,19 @@ int qgd_model_adopt(struct qgd_session *s, const char *name, struct qgd_weights 
 		qgd_weights_release(s, w);
 		return -ENOENT;
 	}
-	qgd_weights_pin(e);
-	qgd_weights_release(s, w);	/* the model's pin keeps it */
-	return add_tensor(s->srv, m, name, e);
+	int r = qgd_weights_pin(e, m->owner, m->groups, m->public);
+	qgd_weights_release(s, w);	/* the model's pin keeps it (or, without memory for it, nothing does) */
+	return r ? r : add_tensor(s->srv, m, name, e);
 }
 
-int qgd_model_open(struct qgd_session *s, const char *name, struct qgd_weights **out)
+int qgd_model_open(struct qgd_session *s, const char *name, enum qgd_model_scope scope, struct qgd_weights **out)
 {
-	for (struct qgd_model *m = s->srv->models; m; m = m->next) {
-		if (m->loading)
-			continue;
-		for (size_t i = 0; i < m->n; i++)
-			if (strcmp(m->t[i].name, name) == 0)
-				return qgd_weights_open_stored(s, m->t[i].stored, out);
-	}
+	const char *slash = strchr(name, '/');
+	struct qgd_model *m = slash ? find_for(s, name, (size_t)(slash - name), scope) : NULL;
+
+	for (size_t i = 0; m && i < m->n; i++)
+		if (strcmp(m->t[i].name, name) == 0)
+			return qgd_weights_open_stored(s, m->t[i].stored, out);
 	return -ENOENT;
 }
 
@@ -240,12 +294,18 @@ void qgd_models_session_gone(struct qgd_session *s)
 	}
 }
 
-size_t qgd_models_list(const struct qgd_server *srv, size_t first, struct qgd_model_info *out, size_t max)
+size_t qgd_models_list(const struct qgd_session *s, bool all, size_t first, struct qgd_model_info *out,
+		       size_t max)
 {
 	size_t n = 0, seen = 0;
 
-	for (struct qgd_model *m = srv->models; m && n < max; m = m->next) {
-		if (m->loading || seen++ < first)
+	for (struct qgd_model *m = s->srv->models; m && n < max; m = m->next) {
+		if (m->loading)
+			continue;
+		if (!all && !in_scope(s, m, QGD_MODEL_OWN) && !in_scope(s, m, QGD_MODEL_PUBLIC) &&
+		    !in_scope(s, m, QGD_MODEL_GROUP))
+			continue;
+		if (seen++ < first)
 			continue;
 		out[n] = (struct qgd_model_info){ .name = m->name, .tensors = (uint32_t)m->n, .bytes = m->bytes,
 						  .uid = (uint32_t)m->owner };
@@ -341,12 +401,12 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 		snprintf(base, sizeof base, "%.*s", (int)(n < sizeof base - 1 ? n : sizeof base - 1), b);
 		name = base;
 	}
-	if (!name_ok(name) || find(srv, name)) {
+	if (!name_ok(name) || find(srv, name, true, 0)) {
 		qgd_error("preload %s: \"%s\" is not a model name (1 to 47 bytes, no '/', not loaded already)", path,
 			  name);
 		goto out;
 	}
-	if (!(m = model_new(srv, name, getuid(), NULL))) {
+	if (!(m = model_new(srv, name, getuid(), true, 0, NULL))) {
 		qgd_error("preload %s: no memory", path);
 		rc = -ENOMEM;
 		goto out;

@@ -20,14 +20,23 @@
  * tensor, say) hashes them and opens the matrix by digest without sending
  * it (qgd_weights_open_digest).
  *
- * Names: an upload may name its weights; another session that may share
- * them opens them by that name without sending the bytes.  Names are
- * scoped like sharing: a client sees only the names its sharing rule lets
- * it see, and two owners may use the same name for different weights.
+ * Names: an upload may name its weights; another session of the same
+ * user (or of a user in a share group the namer was in) opens them by
+ * that name without sending the bytes.  A name belongs to the user who
+ * gave it, never to the shared bytes: each matrix keeps one name record a
+ * user, so a dedup shares bytes and never names, and two users may give
+ * the same name to different weights.  A user's names on a matrix go when
+ * that user lets go of it.
  *
- * Models (models.c) hold their matrices with a pin: a pinned matrix is
- * the daemon's, seen and shared by every client it serves, and stays until
- * the last model and the last session let go of it.
+ * Holders: a matrix counts, per user, the handles of its sessions and the
+ * pins of its models.  Who may share a matrix follows its holders (a user
+ * holding it, or one in a share group with a holder), never whoever
+ * uploaded it first: when a user lets go, the matrix is no longer theirs.
+ *
+ * Models (models.c) hold their matrices with a pin: a public model's pin
+ * (root's, or a preloaded one) makes the matrix every client's to share;
+ * another user's model pins it for that user (and its share groups).  A
+ * matrix stays until the last model and the last session let go of it.
  */
 #include "config.h"
 
@@ -93,28 +102,105 @@ bool qgd_weights_in_group(const struct qgd_session *s, gid_t g)
 	return false;
 }
 
-/* True if session S may use stored matrix E: same user, or a shared group both are in. */
-static bool may_share(const struct qgd_session *s, const struct qgd_stored *e)
+uint64_t qgd_weights_share_bits(const struct qgd_session *s)
 {
 	const struct qgd_config *cfg = &s->srv->cfg;
+	uint64_t bits = 0;
 
-	if (e->owner == s->uid || e->model_refs)
+	for (size_t i = 0; i < cfg->n_share_gids && i < 64; i++)
+		if (qgd_weights_in_group(s, cfg->share_gids[i]))
+			bits |= 1ull << i;
+	return bits;
+}
+
+static struct qgd_holder *holder_of(const struct qgd_stored *e, uid_t uid)
+{
+	for (size_t i = 0; i < e->n_holders; i++)
+		if (e->holders[i].uid == uid)
+			return &e->holders[i];
+	return NULL;
+}
+
+/* UID's name record on E, or NULL. */
+static struct qgd_name *name_of(const struct qgd_stored *e, uid_t uid)
+{
+	for (size_t i = 0; i < e->n_names; i++)
+		if (e->names[i].uid == uid)
+			return &e->names[i];
+	return NULL;
+}
+
+/* True if session S may use stored matrix E: a public model's, held by its user, or by a share group's. */
+static bool may_share(const struct qgd_session *s, const struct qgd_stored *e)
+{
+	if (e->public_refs || holder_of(e, s->uid))
 		return true;
-	for (size_t i = 0; i < cfg->n_share_gids; i++) {
-		gid_t g = cfg->share_gids[i];
-		if (i < 64 && qgd_weights_in_group(s, g) && (e->owner_in_share_group >> i & 1))
+	uint64_t bits = qgd_weights_share_bits(s);
+	for (size_t i = 0; bits && i < e->n_holders; i++)
+		if (e->holders[i].groups & bits)
 			return true;
-	}
 	return false;
 }
 
-/* The stored matrix named NAME that S may use, or NULL. */
-static struct qgd_stored *find_named(const struct qgd_session *s, const char *name)
+/* One more hold of UID (in share groups GROUPS) on E.  0 or -ENOMEM. */
+static int hold(struct qgd_stored *e, uid_t uid, uint64_t groups)
 {
+	struct qgd_holder *h = holder_of(e, uid);
+
+	if (!h) {
+		void *p = qg_grow(e->holders, &e->cap_holders, e->n_holders, sizeof *e->holders, 2);
+		if (!p)
+			return -ENOMEM;
+		e->holders = p;
+		h = &e->holders[e->n_holders++];
+		*h = (struct qgd_holder){ .uid = uid };
+		if (e->n_holders == 1)
+			e->owner = uid;
+	}
+	h->refs++;
+	h->groups |= groups;
+	return 0;
+}
+
+/* One hold of UID on E less: with its last, UID's name on E goes and E is no longer UID's. */
+static void let_go(struct qgd_stored *e, uid_t uid)
+{
+	struct qgd_holder *h = holder_of(e, uid);
+	struct qgd_name *n;
+
+	if (!h || --h->refs)
+		return;
+	*h = e->holders[--e->n_holders];
+	if ((n = name_of(e, uid)))
+		*n = e->names[--e->n_names];
+	e->owner = e->n_holders ? e->holders[0].uid : getuid();
+}
+
+/* The stored matrix S's own user named NAME (or with GROUP, a share group's user), or NULL. */
+static struct qgd_stored *find_named(const struct qgd_session *s, const char *name, bool group)
+{
+	uint64_t bits = group ? qgd_weights_share_bits(s) : 0;
+
+	if (group && !bits)
+		return NULL;
 	for (struct qgd_stored *e = s->srv->stored; e; e = e->next)
-		if (e->name[0] && strcmp(e->name, name) == 0 && may_share(s, e))
-			return e;
+		for (size_t i = 0; i < e->n_names; i++) {
+			const struct qgd_name *n = &e->names[i];
+			if (strcmp(n->name, name) != 0)
+				continue;
+			if (group ? n->uid != s->uid && (n->groups & bits) : n->uid == s->uid)
+				return e;
+		}
 	return NULL;
+}
+
+uint32_t qgd_weights_held_by(const struct qgd_server *srv, uid_t uid)
+{
+	uint32_t n = 0;
+
+	for (const struct qgd_stored *e = srv->stored; e; e = e->next)
+		n += holder_of(e, uid) != NULL;
+	return n;
 }
 
 /*
@@ -191,14 +277,14 @@ static uint64_t candidate_hash(const struct qgd_server *srv, const unsigned char
 
 /* A new stored matrix, with DIGEST (may be NULL) and candidate hash H; NULL without memory. */
 static struct qgd_stored *stored_new(enum qg_type type, int64_t rows, int64_t cols, void *data, size_t bytes,
-				     const unsigned char *digest, uint64_t h, uid_t owner)
+				     const unsigned char *digest, uint64_t h)
 {
 	struct qgd_stored *e = calloc(1, sizeof *e);
 
 	if (!e)
 		return NULL;
 	*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data, .bytes = bytes,
-				  .owner = owner };
+				  .owner = getuid() };
 	if (digest) {
 		memcpy(e->digest, digest, sizeof e->digest);
 		e->digest_type = qg_layout_of(type) >= 0 ? QG_TYPE_Q4_0 : type;
@@ -219,16 +305,36 @@ static void unref(struct qgd_server *srv, struct qgd_stored *e)
 	}
 	srv->n_stored--;
 	pinned_free(srv, e->data, e->bytes);
+	free(e->holders);
+	free(e->names);
 	free(e);
 }
 
-/* A new handle in S's table for E (whose reference the caller passes on).  0 or -ENOMEM. */
-static int add_handle(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out)
+/*
+ * A new handle in S's table for E (whose reference the caller passes on),
+ * held for S's user, and named NAME for that user when NAME is set.
+ * 0 or -ENOMEM.
+ */
+static int add_handle(struct qgd_session *s, struct qgd_stored *e, const char *name, struct qgd_weights **out)
 {
+	uint64_t groups = qgd_weights_share_bits(s);
 	void *p = qg_grow(s->weights, &s->cap_weights, s->n_weights, sizeof *s->weights, 8);
 	if (!p)
 		return -ENOMEM;
 	s->weights = p;
+	if (hold(e, s->uid, groups))
+		return -ENOMEM;
+	if (name && *name && !name_of(e, s->uid)) {
+		p = qg_grow(e->names, &e->cap_names, e->n_names, sizeof *e->names, 1);
+		if (!p) {
+			let_go(e, s->uid);
+			return -ENOMEM;
+		}
+		e->names = p;
+		struct qgd_name *n = &e->names[e->n_names++];
+		*n = (struct qgd_name){ .uid = s->uid, .groups = groups };
+		snprintf(n->name, sizeof n->name, "%s", name);
+	}
 	struct qgd_weights *w = &s->weights[s->n_weights++];
 	*w = (struct qgd_weights){ .handle = s->next_handle++, .stored = e, .type = e->type, .rows = e->rows,
 				   .cols = e->cols, .data = e->data, .bytes = e->bytes };
@@ -255,13 +361,15 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		    may_share(s, e) && memcmp(e->data, data, bytes) == 0)
 			break;
 	if (name && *name) {
-		struct qgd_stored *n = find_named(s, name);
+		/* only the names this user gave: another's name for the same bytes is theirs */
+		struct qgd_stored *n = find_named(s, name, false);
+		const struct qgd_name *mine = e ? name_of(e, s->uid) : NULL;
 		if (n && n != e) {
 			*why = "that name already names other weights";
 			pinned_free(srv, data, bytes);
 			return -EEXIST;
 		}
-		if (e && e->name[0] && strcmp(e->name, name) != 0) {
+		if (mine && strcmp(mine->name, name) != 0) {
 			*why = "the same weights are stored under another name";
 			pinned_free(srv, data, bytes);
 			return -EEXIST;
@@ -271,22 +379,17 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		pinned_free(srv, data, bytes);	/* the same bytes are stored already */
 		e->refs++;
 	} else {
-		e = stored_new(type, rows, cols, data, bytes, digest, h, s->uid);
+		e = stored_new(type, rows, cols, data, bytes, digest, h);
 		if (!e) {
 			pinned_free(srv, data, bytes);
 			return -ENOMEM;
 		}
 		e->refs = 1;
-		for (size_t i = 0; i < srv->cfg.n_share_gids && i < 64; i++)
-			if (qgd_weights_in_group(s, srv->cfg.share_gids[i]))
-				e->owner_in_share_group |= 1ull << i;
 		e->next = srv->stored;
 		srv->stored = e;
 		srv->n_stored++;
 	}
-	if (name && *name && !e->name[0])
-		snprintf(e->name, sizeof e->name, "%s", name);
-	int r = add_handle(s, e, out);
+	int r = add_handle(s, e, name, out);
 	if (r)
 		unref(srv, e);
 	return r;
@@ -303,14 +406,21 @@ enum qg_type qgd_weights_best_layout(int64_t rows)
 	return QG_TYPE_Q4_0;
 }
 
-void qgd_weights_pin(struct qgd_stored *e)
+int qgd_weights_pin(struct qgd_stored *e, uid_t uid, uint64_t groups, bool public)
 {
+	if (!public && hold(e, uid, groups))
+		return -ENOMEM;
 	e->refs++;
 	e->model_refs++;
+	e->public_refs += public;
+	return 0;
 }
 
-void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e)
+void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, bool public)
 {
+	if (!public)
+		let_go(e, uid);
+	e->public_refs -= public;
 	e->model_refs--;
 	unref(srv, e);
 }
@@ -324,13 +434,13 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 	struct qgd_stored *e;
 
 	for (e = srv->stored; e; e = e->next)
-		if (e->model_refs && e->hash == h && e->type == type && e->rows == rows && e->cols == cols &&
+		if (e->public_refs && e->hash == h && e->type == type && e->rows == rows && e->cols == cols &&
 		    e->bytes == bytes && memcmp(e->data, data, bytes) == 0)
-			break;	/* only what models hold is everyone's to share */
+			break;	/* only what public models hold is everyone's to share */
 	if (e) {
 		pinned_free(srv, data, bytes);
 	} else {
-		e = stored_new(type, rows, cols, data, bytes, digest, h, getuid());
+		e = stored_new(type, rows, cols, data, bytes, digest, h);
 		if (!e) {
 			pinned_free(srv, data, bytes);
 			return -ENOMEM;
@@ -339,7 +449,7 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 		srv->stored = e;
 		srv->n_stored++;
 	}
-	qgd_weights_pin(e);
+	qgd_weights_pin(e, getuid(), 0, true);	/* public: no holder to record, nothing to fail */
 	*out = e;
 	return 0;
 }
@@ -347,23 +457,17 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 int qgd_weights_open_stored(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out)
 {
 	e->refs++;
-	int r = add_handle(s, e, out);
+	int r = add_handle(s, e, NULL, out);
 	if (r)
 		unref(s->srv, e);
 	return r;
 }
 
-int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights **out)
+int qgd_weights_open(struct qgd_session *s, const char *name, bool group, struct qgd_weights **out)
 {
-	struct qgd_stored *e = find_named(s, name);
+	struct qgd_stored *e = find_named(s, name, group);
 
-	if (!e)
-		return -ENOENT;
-	e->refs++;
-	int r = add_handle(s, e, out);
-	if (r)
-		unref(s->srv, e);
-	return r;
+	return e ? qgd_weights_open_stored(s, e, out) : -ENOENT;
 }
 
 int qgd_weights_open_digest(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols,
@@ -390,6 +494,7 @@ void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w)
 {
 	s->weight_bytes -= w->bytes;
 	s->srv->weights_referenced -= w->bytes;
+	let_go(w->stored, s->uid);
 	unref(s->srv, w->stored);
 	*w = s->weights[--s->n_weights];
 }
