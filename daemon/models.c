@@ -58,6 +58,8 @@ struct qgd_model {
 	const struct qgd_session *loading;	/* the session loading it; NULL once committed */
 	struct model_tensor *t;
 	size_t n, cap;
+	uint32_t *index;		/* open addressing by tensor name: slot i holds a tensor's place + 1, 0 when free */
+	size_t index_slots;		/* a power of two, at least twice N; 0 without an index (then: a walk) */
 	uint64_t bytes;
 	struct qgd_model *next;
 };
@@ -116,6 +118,7 @@ static void drop(struct qgd_server *srv, struct qgd_model *m)
 	for (size_t i = 0; i < m->n; i++)
 		qgd_weights_unpin(srv, m->t[i].stored, m->owner, m->public);
 	free(m->t);
+	free(m->index);
 	free(m);
 }
 
@@ -141,6 +144,69 @@ static struct qgd_model *model_new(struct qgd_server *srv, const char *name, uid
 	return m;
 }
 
+/* A 64-bit FNV-1a hash of the string NAME. */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h;
+}
+
+/* Put tensor I of M in M's index (which has a free slot). */
+static void index_put(struct qgd_model *m, size_t i)
+{
+	size_t mask = m->index_slots - 1, k = (size_t)name_hash(m->t[i].name) & mask;
+
+	while (m->index[k])
+		k = (k + 1) & mask;
+	m->index[k] = (uint32_t)i + 1;
+}
+
+/*
+ * Index M's tensor just added: in place while the index stays at most half
+ * full, else in one twice as large.  Without memory for that, M has no
+ * index and its lookups walk the tensors.
+ */
+static void index_added(struct qgd_model *m)
+{
+	if (m->n > UINT32_MAX - 1) {	/* past what a slot holds: walk */
+		free(m->index);
+		m->index = NULL;
+		m->index_slots = 0;
+		return;
+	}
+	if (m->index && 2 * m->n <= m->index_slots) {
+		index_put(m, m->n - 1);
+		return;
+	}
+	size_t slots = m->index_slots ? 2 * m->index_slots : 64;
+	while (slots < 2 * m->n)
+		slots *= 2;
+	free(m->index);
+	m->index = calloc(slots, sizeof *m->index);
+	m->index_slots = m->index ? slots : 0;
+	for (size_t i = 0; m->index && i < m->n; i++)
+		index_put(m, i);
+}
+
+/* M's tensor named NAME, or NULL. */
+static struct model_tensor *tensor_named(const struct qgd_model *m, const char *name)
+{
+	if (!m->index) {
+		for (size_t i = 0; i < m->n; i++)
+			if (strcmp(m->t[i].name, name) == 0)
+				return &m->t[i];
+		return NULL;
+	}
+	size_t mask = m->index_slots - 1;
+	for (size_t k = (size_t)name_hash(name) & mask; m->index[k]; k = (k + 1) & mask)
+		if (strcmp(m->t[m->index[k] - 1].name, name) == 0)
+			return &m->t[m->index[k] - 1];
+	return NULL;
+}
+
 /* Add E (already pinned for M) to M as NAME.  0 or -ENOMEM (the pin is then let go). */
 static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *name, struct qgd_stored *e)
 {
@@ -154,6 +220,7 @@ static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *n
 	snprintf(m->t[m->n].name, sizeof m->t[m->n].name, "%s", name);
 	m->t[m->n++].stored = e;
 	m->bytes += e->bytes;
+	index_added(m);
 	return 0;
 }
 
@@ -278,10 +345,9 @@ int qgd_model_open(struct qgd_session *s, const char *name, enum qgd_model_scope
 	const char *slash = strchr(name, '/');
 	struct qgd_model *m = slash ? find_for(s, name, (size_t)(slash - name), scope) : NULL;
 
-	for (size_t i = 0; m && i < m->n; i++)
-		if (strcmp(m->t[i].name, name) == 0)
-			return qgd_weights_open_stored(s, m->t[i].stored, out);
-	return -ENOENT;
+	struct model_tensor *t = m ? tensor_named(m, name) : NULL;
+
+	return t ? qgd_weights_open_stored(s, t->stored, out) : -ENOENT;
 }
 
 void qgd_models_session_gone(struct qgd_session *s)

@@ -20,6 +20,7 @@ struct qgd_exec;
 struct qgd_model;
 struct qgd_session;
 struct qgd_stored;
+struct qgd_weights_index;
 
 /* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
 #define QGD_QUOTA_COUNT 13
@@ -64,6 +65,7 @@ struct qgd_server {
 	uint64_t pinned_bytes;
 	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
 	struct qgd_stored *stored;	/* every matrix in pinned memory */
+	struct qgd_weights_index *weights_index;	/* them by hash, their names by name (weights.c) */
 	struct qgd_model *models;	/* models held, and being loaded (models.c) */
 	uint32_t n_stored;
 	uint64_t weights_referenced;	/* bytes of every handle of every session */

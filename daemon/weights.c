@@ -124,10 +124,196 @@ static struct qgd_holder *holder_of(const struct qgd_stored *e, uid_t uid)
 /* UID's name record on E, or NULL. */
 static struct qgd_name *name_of(const struct qgd_stored *e, uid_t uid)
 {
-	for (size_t i = 0; i < e->n_names; i++)
-		if (e->names[i].uid == uid)
-			return &e->names[i];
+	for (struct qgd_name *n = e->names; n; n = n->next)
+		if (n->uid == uid)
+			return n;
 	return NULL;
+}
+
+/*
+ * The index: stored matrices chained by candidate hash, names by the hash
+ * of the name, in power-of-two bucket arrays that double as they fill, so
+ * that neither a dedup nor an open by name walks every matrix.  It exists
+ * while a matrix does (a daemon without weights holds none).
+ */
+struct qgd_weights_index {
+	struct qgd_stored **by_hash;
+	struct qgd_name **by_name;
+	size_t hash_buckets, name_buckets;	/* powers of two */
+	size_t n_names;
+};
+
+enum { INDEX_FIRST_BUCKETS = 256 };
+
+/* The server's index, made if there is none; NULL without memory. */
+static struct qgd_weights_index *index_of(struct qgd_server *srv)
+{
+	struct qgd_weights_index *ix = srv->weights_index;
+
+	if (ix)
+		return ix;
+	ix = calloc(1, sizeof *ix);
+	if (!ix)
+		return NULL;
+	ix->by_hash = calloc(INDEX_FIRST_BUCKETS, sizeof *ix->by_hash);
+	ix->by_name = calloc(INDEX_FIRST_BUCKETS, sizeof *ix->by_name);
+	if (!ix->by_hash || !ix->by_name) {
+		free(ix->by_hash);
+		free(ix->by_name);
+		free(ix);
+		return NULL;
+	}
+	ix->hash_buckets = ix->name_buckets = INDEX_FIRST_BUCKETS;
+	srv->weights_index = ix;
+	return ix;
+}
+
+/* The index's bucket for 64-bit hash H among N (a power of two): the high bits, which a multiply mixes best. */
+static size_t bucket(uint64_t h, size_t n)
+{
+	return (size_t)((h * 0x9e3779b97f4a7c15ull) >> 32) & (n - 1);
+}
+
+/* A 64-bit FNV-1a hash of the string NAME. */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h;
+}
+
+/* Twice the buckets for the matrices, when there is memory for them (else the chains grow longer). */
+static void grow_hash(struct qgd_weights_index *ix)
+{
+	size_t n = ix->hash_buckets * 2;
+	struct qgd_stored **b = calloc(n, sizeof *b);
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < ix->hash_buckets; i++)
+		for (struct qgd_stored *e = ix->by_hash[i], *next; e; e = next) {
+			next = e->chain;
+			size_t k = bucket(e->hash, n);
+			e->chain = b[k];
+			b[k] = e;
+		}
+	free(ix->by_hash);
+	ix->by_hash = b;
+	ix->hash_buckets = n;
+}
+
+static void grow_names(struct qgd_weights_index *ix)
+{
+	size_t n = ix->name_buckets * 2;
+	struct qgd_name **b = calloc(n, sizeof *b);
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < ix->name_buckets; i++)
+		for (struct qgd_name *m = ix->by_name[i], *next; m; m = next) {
+			next = m->chain;
+			size_t k = bucket(m->key, n);
+			m->chain = b[k];
+			b[k] = m;
+		}
+	free(ix->by_name);
+	ix->by_name = b;
+	ix->name_buckets = n;
+}
+
+/* List E (new) among the server's matrices and in the index.  0 or -ENOMEM (E is then not listed). */
+static int link_stored(struct qgd_server *srv, struct qgd_stored *e)
+{
+	struct qgd_weights_index *ix = index_of(srv);
+
+	if (!ix)
+		return -ENOMEM;
+	e->prev = NULL;
+	e->next = srv->stored;
+	if (e->next)
+		e->next->prev = e;
+	srv->stored = e;
+	srv->n_stored++;
+	if (srv->n_stored > 2 * ix->hash_buckets)
+		grow_hash(ix);
+	size_t k = bucket(e->hash, ix->hash_buckets);
+	e->chain = ix->by_hash[k];
+	ix->by_hash[k] = e;
+	return 0;
+}
+
+/* Take E off the server's list and out of the index, which goes with the last matrix. */
+static void unlink_stored(struct qgd_server *srv, struct qgd_stored *e)
+{
+	struct qgd_weights_index *ix = srv->weights_index;
+
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		srv->stored = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	srv->n_stored--;
+	for (struct qgd_stored **p = &ix->by_hash[bucket(e->hash, ix->hash_buckets)]; *p; p = &(*p)->chain)
+		if (*p == e) {
+			*p = e->chain;
+			break;
+		}
+	if (!srv->stored) {
+		free(ix->by_hash);
+		free(ix->by_name);
+		free(ix);
+		srv->weights_index = NULL;
+	}
+}
+
+/* The first of the matrices whose candidate hash is H (the rest follow through chain), or NULL. */
+static struct qgd_stored *first_with_hash(const struct qgd_server *srv, uint64_t h)
+{
+	const struct qgd_weights_index *ix = srv->weights_index;
+
+	return ix ? ix->by_hash[bucket(h, ix->hash_buckets)] : NULL;
+}
+
+/* Name E as NAME for UID (in share GROUPS).  0 or -ENOMEM. */
+static int add_name(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, uint64_t groups, const char *name)
+{
+	struct qgd_weights_index *ix = srv->weights_index;	/* E is listed: the index exists */
+	struct qgd_name *n = calloc(1, sizeof *n);
+
+	if (!n)
+		return -ENOMEM;
+	*n = (struct qgd_name){ .uid = uid, .groups = groups, .key = name_hash(name), .stored = e, .next = e->names };
+	snprintf(n->name, sizeof n->name, "%s", name);
+	e->names = n;
+	if (++ix->n_names > 2 * ix->name_buckets)
+		grow_names(ix);
+	size_t k = bucket(n->key, ix->name_buckets);
+	n->chain = ix->by_name[k];
+	ix->by_name[k] = n;
+	return 0;
+}
+
+/* Take name N off its matrix and out of the index, and free it. */
+static void drop_name(struct qgd_server *srv, struct qgd_name *n)
+{
+	struct qgd_weights_index *ix = srv->weights_index;
+	struct qgd_stored *e = n->stored;
+
+	for (struct qgd_name **p = &e->names; *p; p = &(*p)->next)
+		if (*p == n) {
+			*p = n->next;
+			break;
+		}
+	for (struct qgd_name **p = &ix->by_name[bucket(n->key, ix->name_buckets)]; *p; p = &(*p)->chain)
+		if (*p == n) {
+			*p = n->chain;
+			break;
+		}
+	ix->n_names--;
+	free(n);
 }
 
 /* True if session S may use stored matrix E: a public model's, held by its user, or by a share group's. */
@@ -163,7 +349,7 @@ static int hold(struct qgd_stored *e, uid_t uid, uint64_t groups)
 }
 
 /* One hold of UID on E less: with its last, UID's name on E goes and E is no longer UID's. */
-static void let_go(struct qgd_stored *e, uid_t uid)
+static void let_go(struct qgd_server *srv, struct qgd_stored *e, uid_t uid)
 {
 	struct qgd_holder *h = holder_of(e, uid);
 	struct qgd_name *n;
@@ -172,25 +358,24 @@ static void let_go(struct qgd_stored *e, uid_t uid)
 		return;
 	*h = e->holders[--e->n_holders];
 	if ((n = name_of(e, uid)))
-		*n = e->names[--e->n_names];
+		drop_name(srv, n);
 	e->owner = e->n_holders ? e->holders[0].uid : getuid();
 }
 
 /* The stored matrix S's own user named NAME (or with GROUP, a share group's user), or NULL. */
 static struct qgd_stored *find_named(const struct qgd_session *s, const char *name, bool group)
 {
-	uint64_t bits = group ? qgd_weights_share_bits(s) : 0;
+	const struct qgd_weights_index *ix = s->srv->weights_index;
+	uint64_t bits = group ? qgd_weights_share_bits(s) : 0, key = name_hash(name);
 
-	if (group && !bits)
+	if (!ix || (group && !bits))
 		return NULL;
-	for (struct qgd_stored *e = s->srv->stored; e; e = e->next)
-		for (size_t i = 0; i < e->n_names; i++) {
-			const struct qgd_name *n = &e->names[i];
-			if (strcmp(n->name, name) != 0)
-				continue;
-			if (group ? n->uid != s->uid && (n->groups & bits) : n->uid == s->uid)
-				return e;
-		}
+	for (const struct qgd_name *n = ix->by_name[bucket(key, ix->name_buckets)]; n; n = n->chain) {
+		if (n->key != key || strcmp(n->name, name) != 0)
+			continue;
+		if (group ? n->uid != s->uid && (n->groups & bits) : n->uid == s->uid)
+			return n->stored;
+	}
 	return NULL;
 }
 
@@ -297,16 +482,11 @@ static void unref(struct qgd_server *srv, struct qgd_stored *e)
 {
 	if (--e->refs)
 		return;
-	for (struct qgd_stored **p = &srv->stored; *p; p = &(*p)->next) {
-		if (*p == e) {
-			*p = e->next;
-			break;
-		}
-	}
-	srv->n_stored--;
+	while (e->names)	/* none left: a name goes with its user's last hold */
+		drop_name(srv, e->names);
+	unlink_stored(srv, e);
 	pinned_free(srv, e->data, e->bytes);
 	free(e->holders);
-	free(e->names);
 	free(e);
 }
 
@@ -324,16 +504,9 @@ static int add_handle(struct qgd_session *s, struct qgd_stored *e, const char *n
 	s->weights = p;
 	if (hold(e, s->uid, groups))
 		return -ENOMEM;
-	if (name && *name && !name_of(e, s->uid)) {
-		p = qg_grow(e->names, &e->cap_names, e->n_names, sizeof *e->names, 1);
-		if (!p) {
-			let_go(e, s->uid);
-			return -ENOMEM;
-		}
-		e->names = p;
-		struct qgd_name *n = &e->names[e->n_names++];
-		*n = (struct qgd_name){ .uid = s->uid, .groups = groups };
-		snprintf(n->name, sizeof n->name, "%s", name);
+	if (name && *name && !name_of(e, s->uid) && add_name(s->srv, e, s->uid, groups, name)) {
+		let_go(s->srv, e, s->uid);
+		return -ENOMEM;
 	}
 	struct qgd_weights *w = &s->weights[s->n_weights++];
 	*w = (struct qgd_weights){ .handle = s->next_handle++, .stored = e, .type = e->type, .rows = e->rows,
@@ -356,7 +529,7 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 	struct qgd_stored *e;
 
 	*why = NULL;
-	for (e = srv->stored; e; e = e->next)
+	for (e = first_with_hash(srv, h); e; e = e->chain)
 		if (e->hash == h && e->type == type && e->rows == rows && e->cols == cols && e->bytes == bytes &&
 		    may_share(s, e) && memcmp(e->data, data, bytes) == 0)
 			break;
@@ -385,9 +558,11 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 			return -ENOMEM;
 		}
 		e->refs = 1;
-		e->next = srv->stored;
-		srv->stored = e;
-		srv->n_stored++;
+		if (link_stored(srv, e)) {
+			pinned_free(srv, data, bytes);
+			free(e);
+			return -ENOMEM;
+		}
 	}
 	int r = add_handle(s, e, name, out);
 	if (r)
@@ -419,7 +594,7 @@ int qgd_weights_pin(struct qgd_stored *e, uid_t uid, uint64_t groups, bool publi
 void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, bool public)
 {
 	if (!public)
-		let_go(e, uid);
+		let_go(srv, e, uid);
 	e->public_refs -= public;
 	e->model_refs--;
 	unref(srv, e);
@@ -433,7 +608,7 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 	uint64_t h = candidate_hash(srv, digest, data, bytes);
 	struct qgd_stored *e;
 
-	for (e = srv->stored; e; e = e->next)
+	for (e = first_with_hash(srv, h); e; e = e->chain)
 		if (e->public_refs && e->hash == h && e->type == type && e->rows == rows && e->cols == cols &&
 		    e->bytes == bytes && memcmp(e->data, data, bytes) == 0)
 			break;	/* only what public models hold is everyone's to share */
@@ -445,9 +620,11 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 			pinned_free(srv, data, bytes);
 			return -ENOMEM;
 		}
-		e->next = srv->stored;
-		srv->stored = e;
-		srv->n_stored++;
+		if (link_stored(srv, e)) {
+			pinned_free(srv, data, bytes);
+			free(e);
+			return -ENOMEM;
+		}
 	}
 	qgd_weights_pin(e, getuid(), 0, true);	/* public: no holder to record, nothing to fail */
 	*out = e;
@@ -475,7 +652,7 @@ int qgd_weights_open_digest(struct qgd_session *s, enum qg_type type, int64_t ro
 {
 	struct qgd_stored *e;
 
-	for (e = s->srv->stored; e; e = e->next)
+	for (e = first_with_hash(s->srv, candidate_hash(s->srv, digest, NULL, 0)); e; e = e->chain)
 		if (e->has_digest && e->digest_type == type && e->rows == rows && e->cols == cols &&
 		    memcmp(e->digest, digest, sizeof e->digest) == 0 && may_share(s, e))
 			break;
@@ -494,7 +671,7 @@ void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w)
 {
 	s->weight_bytes -= w->bytes;
 	s->srv->weights_referenced -= w->bytes;
-	let_go(w->stored, s->uid);
+	let_go(s->srv, w->stored, s->uid);
 	unref(s->srv, w->stored);
 	*w = s->weights[--s->n_weights];
 }

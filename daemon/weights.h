@@ -30,6 +30,10 @@ struct qgd_name {
 	uid_t uid;
 	uint64_t groups;		/* bit i: the session that named it was in cfg.share_gids[i] */
 	char name[QGD_WEIGHTS_NAME_MAX];
+	uint64_t key;			/* the name's hash: its place in the server's index */
+	struct qgd_stored *stored;	/* the matrix it names */
+	struct qgd_name *next;		/* the matrix's next name */
+	struct qgd_name *chain;		/* the next in its index bucket */
 };
 
 /* One matrix in pinned memory, shared by every session holding a handle to it (weights.c). */
@@ -46,11 +50,11 @@ struct qgd_stored {
 	struct qgd_holder *holders;	/* the users holding it, each once */
 	size_t n_holders, cap_holders;
 	struct qgd_name *names;		/* the names its holders gave it, one a user at most */
-	size_t n_names, cap_names;
 	unsigned char digest[32];	/* SHA-256 of its values in ggml's layout of DIGEST_TYPE ... */
 	enum qg_type digest_type;	/* ... Q4_0 for every Q4_0 layout, else TYPE */
 	bool has_digest;		/* false if there was no memory to compute it */
-	struct qgd_stored *next;
+	struct qgd_stored *next, *prev;	/* the server's list of every matrix */
+	struct qgd_stored *chain;	/* the next in its index bucket (by HASH) */
 };
 
 /* A session's handle to stored weights (type, shape and data copied for the lookups). */
