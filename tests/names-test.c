@@ -7,8 +7,9 @@
  * published; never another user's private name or model.  A name given
  * by an upload that deduplicates onto a public matrix is the uploader's
  * alone; stats do not tell a user of another's dedup hits; a matrix whose
- * model goes stays its holders'.  Needs root (skipped otherwise).  Runs
- * its own daemon.
+ * model goes stays its holders'.  A model of many tensors and many names
+ * of one user each resolve to their own matrix, past every growth of the
+ * daemon's indexes.  Needs root (skipped otherwise).  Runs its own daemon.
  */
 #include "config.h"
 
@@ -246,6 +247,87 @@ static int write_model(const char *path, int which, int rows)
 	return r;
 }
 
+enum { MANY_TENSORS = 700, MANY_NAMES = 1200 };
+
+/* A model file of MANY_TENSORS F32 tensors "tNNN" of one row, tensor i of i % 4 + 1 rows. */
+static int write_many(const char *path)
+{
+	struct qg_gguf_writer *wr = qg_gguf_writer_new(0);
+	void *buf = NULL;
+	size_t len;
+	char name[16];
+	int r = qg_gguf_writer_kv_string(wr, "general.architecture", "llama");
+
+	for (int i = 0; i < MANY_TENSORS && !r; i++) {
+		snprintf(name, sizeof name, "t%03d", i);
+		r = qg_gguf_writer_tensor(wr, name, QG_GGML_F32, 2, (int64_t[]){ COLS, i % 4 + 1 }, vals[i % 3]);
+	}
+	if (!r)
+		r = qg_gguf_writer_finish(wr, &buf, &len);
+	qg_gguf_writer_free(wr);
+	FILE *f = r ? NULL : fopen(path, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len)
+		r = -EIO;
+	if (f && fclose(f))
+		r = -EIO;
+	free(buf);
+	return r;
+}
+
+/* Many tensors and many names: each opens its own, before and after the indexes grow. */
+static void test_many(const char *dir)
+{
+	char path[160], name[32];
+	struct qgraph_session *s = connect_to("names-many");
+	int64_t rows;
+	uint64_t h;
+	int bad = 0, i;
+
+	snprintf(path, sizeof path, "%s/many.gguf", dir);
+	if (!tap_ok(s && write_many(path) == 0 && qgraph_model_load(s, path, "many", NULL, NULL) == 0,
+		    "load a model of %d tensors", MANY_TENSORS)) {
+		qgraph_session_close(s);
+		return;
+	}
+	for (i = 0; i < MANY_TENSORS; i++) {
+		snprintf(name, sizeof name, "many/t%03d", i);
+		if (qgraph_weights_open(s, name, &h, NULL, &rows, NULL) || rows != i % 4 + 1 || qgraph_weights_free(s, h))
+			bad++;
+	}
+	snprintf(name, sizeof name, "many/t%03d", MANY_TENSORS);
+	tap_ok(bad == 0 && qgraph_weights_open(s, name, &h, NULL, NULL, NULL) == -ENOENT,
+	       "each of its tensors opens by name with its own shape (%d wrong); one past them is not found", bad);
+	float w[COLS];
+	for (i = 0, bad = 0; i < MANY_NAMES; i++) {
+		for (int j = 0; j < COLS; j++)
+			w[j] = (float)(i * COLS + j);	/* new bytes for each */
+		snprintf(name, sizeof name, "n%04d", i);
+		if (qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL))
+			bad++;
+	}
+	tap_ok(bad == 0, "upload %d weights, each of its own name (%d refused)", MANY_NAMES, bad);
+	for (i = 0, bad = 0; i < MANY_NAMES; i++) {
+		uint64_t o;
+		snprintf(name, sizeof name, "n%04d", i);
+		if (qgraph_weights_open(s, name, &o, NULL, NULL, NULL)) {
+			bad++;
+			continue;
+		}
+		/* the same matrix: uploading its bytes again under its name is a dedup, under another a refusal */
+		for (int j = 0; j < COLS; j++)
+			w[j] = (float)(i * COLS + j);
+		if (qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL) ||
+		    qgraph_weights_upload_named(s, "n-other", QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL) !=
+			    -EINVAL)
+			bad++;
+	}
+	tap_ok(bad == 0, "each name opens its own matrix (%d wrong)", bad);
+	tap_ok(qgraph_model_unload(s, "many") == 0 && qgraph_weights_open(s, "many/t000", &h, NULL, NULL, NULL) == -ENOENT,
+	       "the model unloads; its names are gone");
+	qgraph_session_close(s);
+	unlink(path);
+}
+
 int main(void)
 {
 	struct tap_rng rng = { 0x6e616d6573ULL };
@@ -361,6 +443,8 @@ int main(void)
 	rc = open_rows(&c, "gm/w");
 	tap_ok(rd == 1 && rc == -ENOENT, "now D's gm/w is E's upload, by the group (%lld rows); C's none (%lld)", rd,
 	       rc);
+
+	test_many(dir);
 
 	agent_stop(&root);
 	agent_stop(&a);
