@@ -80,7 +80,7 @@ static void beside_client(struct qgd_server *srv, const struct qgd_session *s)
 	if (++srv->beside < 16)
 		return;
 	srv->beside = 0;
-	srv->move_loop = true;
+	qgd_server_ask_move(srv);
 }
 
 void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
