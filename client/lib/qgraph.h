@@ -155,9 +155,8 @@ QGRAPH_API ssize_t qgraph_repack(enum qgraph_type to, void *dst, size_t dst_size
  */
 struct qgraph_session;
 
-/* Options for qgraph_connect(); zero-filled means the defaults. */
 /*
- * Options of a session.  SIZE is the caller's sizeof this struct
+ * Options of a session for qgraph_connect(); zero-filled means the defaults.  SIZE is the caller's sizeof this struct
  * (QGRAPH_CONNECT_OPTS_INIT sets it; 0 means this version's): a caller
  * built against a smaller struct gets the defaults for the fields it does
  * not know, and one built against a larger struct is refused (-E2BIG) if
