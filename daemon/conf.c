@@ -74,6 +74,8 @@ static const struct setting settings[] = {
 	{ .name = "total-arena", .kind = K_SIZE, .off = OFF(total_arena_bytes), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "client-weights", .kind = K_SIZE, .off = OFF(client_weights), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "client-memory", .kind = K_SIZE, .off = OFF(client_memory), .lo = 4096, .hi = UINT64_MAX },
+	{ .name = "user-models", .kind = K_SIZE, .off = OFF(user_models), .lo = 4096, .hi = UINT64_MAX },
+	{ .name = "user-graph-metadata", .kind = K_SIZE, .off = OFF(user_graph_metadata), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "max-graphs", .kind = K_U32, .off = OFF(max_graphs), .lo = 1, .hi = 1u << 20 },
 	{ .name = "max-message", .kind = K_SIZE, .off = OFF(max_message), .lo = 4096, .hi = 64u << 20 },
 	{ .name = "graph-timeout", .kind = K_U32, .off = OFF(graph_timeout_ms), .lo = 1, .hi = UINT32_MAX },

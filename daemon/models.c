@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "accounts.h"
 #include "gguf.h"
 #include "grow.h"
 #include "models.h"
@@ -46,6 +47,8 @@ struct model_tensor {
 struct qgd_model {
 	char name[QGD_WEIGHTS_NAME_MAX];
 	uid_t owner;
+	struct qgd_account *acct;		/* its loader's, charged for its tensors; NULL: preloaded */
+	uint64_t charged;			/* pool pieces charged to ACCT */
 	const struct qgd_session *loading;	/* the session loading it; NULL once committed */
 	struct model_tensor *t;
 	size_t n, cap;
@@ -79,6 +82,10 @@ static void drop(struct qgd_server *srv, struct qgd_model *m)
 		}
 	for (size_t i = 0; i < m->n; i++)
 		qgd_weights_unpin(srv, m->t[i].stored);
+	if (m->acct) {
+		m->acct->model_bytes -= m->charged;
+		qgd_account_drop(srv, m->acct);
+	}
 	free(m->t);
 	free(m);
 }
@@ -112,6 +119,10 @@ static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *n
 	snprintf(m->t[m->n].name, sizeof m->t[m->n].name, "%s", name);
 	m->t[m->n++].stored = e;
 	m->bytes += e->bytes;
+	if (m->acct) {	/* each tensor whole, shared or not: the model keeps it whoever else lets go */
+		m->charged += qgd_account_pieces(srv, e->bytes);
+		m->acct->model_bytes += qgd_account_pieces(srv, e->bytes);
+	}
 	return 0;
 }
 
@@ -145,7 +156,9 @@ int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t l
 		snprintf(msg, len, "model \"%s\" is %s: unload it first", name, m->loading ? "being loaded" : "loaded");
 		return -EINVAL;
 	}
-	if (!model_new(srv, name, s->uid, s)) {
+	if (!(m = model_new(srv, name, s->uid, s)) || !(m->acct = qgd_account_hold(srv, s->uid))) {
+		if (m)
+			drop(srv, m);
 		snprintf(msg, len, "no memory");
 		return -ENOMEM;
 	}
