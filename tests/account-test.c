@@ -116,6 +116,9 @@ static void test_pieces(void)
 	const char *why = qgraph_session_error(s);
 	tap_ok(n == QUOTA / 4096 && strstr(why, "quota client-weights"),
 	       "128 B uploads reach client-weights 64K after %d of them (%d expected): \"%s\"", n, QUOTA / 4096, why);
+	long long acct = daemon_stat(s, "account_weight_bytes");
+	tap_ok(acct == (long long)n * 4096, "stats show the user's account holding %lld bytes of weights (%d pieces)",
+	       acct, n);
 	w[0] = -1.0f;
 	tap_ok(n > 0 && qgraph_weights_free(s, h[0]) == 0 &&
 		       qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, 32, w, &h[0], NULL) == 0,
@@ -168,7 +171,11 @@ struct load {
 	int unload_first;	/* unload model "small" first */
 };
 
-/* As a child: connect and load L's model (after an unload if asked).  The load's result, its error in MSG. */
+/*
+ * As a child: connect and load L's model (after an unload if asked).  The
+ * load's result, its error in MSG (or, loaded, what stats say the user's
+ * account holds in models).
+ */
 static int load_model(const struct test_daemon *d, const void *arg, char *msg, size_t len)
 {
 	const struct load *l = arg;
@@ -179,7 +186,10 @@ static int load_model(const struct test_daemon *d, const void *arg, char *msg, s
 	int r = l->unload_first ? qgraph_model_unload(s, "small") : 0;
 	if (!r)
 		r = qgraph_model_load(s, l->path, l->name, NULL, NULL);
-	snprintf(msg, len, "%s", r ? qgraph_session_error(s) : "loaded");
+	if (r)
+		snprintf(msg, len, "%s", qgraph_session_error(s));
+	else
+		snprintf(msg, len, "loaded; account_model_bytes %lld", daemon_stat(s, "account_model_bytes"));
 	qgraph_session_close(s);
 	return r;
 }
@@ -234,14 +244,16 @@ static void test_models(const char *dir)
 	tap_ok(r == -EDQUOT && strstr(msg, "quota user-models"), "uid %d's 3.5M model is refused at user-models (%d: %s)",
 	       UID_A, r, msg);
 	r = as_user(UID_A, load_model, &d, &(struct load){ small, "small", 0 }, msg, sizeof msg);
-	tap_ok(r == 0, "uid %d's 1.5M model loads, and its session ends (%d: %s)", UID_A, r, msg);
+	tap_ok(r == 0 && strstr(msg, "account_model_bytes 1572864"), "uid %d's 1.5M model loads, and its session ends (%d: %s)",
+	       UID_A, r, msg);
 	r = as_user(UID_A, load_model, &d, &(struct load){ more, "more", 0 }, msg, sizeof msg);
 	tap_ok(r == -EDQUOT && strstr(msg, "quota user-models"),
 	       "in a new session, uid %d's next 1M model is refused: the first still counts (%d: %s)", UID_A, r, msg);
 	r = as_user(UID_B, upload_1m, &d, NULL, msg, sizeof msg);
 	tap_ok(r == 0, "uid %d's 1M upload fits the pool beside it (%d: %s)", UID_B, r, msg);
 	r = as_user(UID_A, load_model, &d, &(struct load){ more, "more", 1 }, msg, sizeof msg);
-	tap_ok(r == 0, "once uid %d unloads its first model, the 1M one loads (%d: %s)", UID_A, r, msg);
+	tap_ok(r == 0 && strstr(msg, "account_model_bytes 1048576"),
+	       "once uid %d unloads its first model, the 1M one loads (%d: %s)", UID_A, r, msg);
 	if (tap_failed)
 		daemon_dump_log(&d);
 	daemon_stop(&d, SIGTERM);
@@ -339,6 +351,8 @@ static void test_graph_metadata(void)
 	const char *why2 = qgraph_session_error(s2);
 	tap_ok(n2 < n1 && strstr(why2, "quota user-graph-metadata"),
 	       "the second registers %d, then reaches the user's user-graph-metadata: \"%s\"", n2, why2);
+	long long acct = daemon_stat(s2, "account_graph_metadata_bytes");
+	tap_ok(acct > 0 && acct <= 12 << 20, "stats show the user's graphs holding %lld bytes of metadata", acct);
 	if (geteuid() == 0) {
 		int r = as_user(UID_B, register_one, &d, NULL, msg, sizeof msg);
 		tap_ok(r == 0, "another user's session still registers one (%d: %s)", r, msg);
