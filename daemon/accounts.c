@@ -7,7 +7,8 @@
  * each session holds its user's account, and so does each model the user
  * loaded, until it is unloaded; the account goes with its last holder.
  * What a user holds across its sessions and past them is counted there
- * and bounded by the per-user quotas (user-models, user-graph-metadata).
+ * and bounded by the per-user quotas (user-weights, user-models,
+ * user-graph-metadata).
  *
  * Pool bytes are counted as the pool hands them out, in whole pieces: a
  * 128-byte matrix takes a 4 KiB piece, and that is what it costs.
@@ -91,16 +92,32 @@ uint64_t qgd_account_pieces(const struct qgd_server *srv, uint64_t bytes)
 	return (bytes + align - 1) / align * align;
 }
 
-/* The per-user bound VALUE as configured, where 0 means half the pool. */
-static uint64_t half_pool_unless(const struct qgd_server *srv, uint64_t value)
+/* The pool's bytes as mapped (pool-size rounded up to its pages): what a quota left at its default allows. */
+static uint64_t pool_bytes(const struct qgd_server *srv)
 {
-	return value ? value : srv->cfg.pool_bytes / 2;
+	return srv->pool ? qg_hugepool_info(srv->pool)->bytes : srv->cfg.pool_bytes;
+}
+
+int qgd_account_check_weights(const struct qgd_server *srv, const struct qgd_account *a, uint64_t more, char *msg,
+			      size_t len)
+{
+	uint64_t limit = srv->cfg.user_weights;
+
+	/* off unless set: a matrix shared by a user's sessions counts once in each, as client-weights counts it */
+	if (!a || !limit || (a->weight_bytes <= limit && more <= limit - a->weight_bytes))
+		return 0;
+	snprintf(msg, len,
+		 "quota user-weights: uid %u's sessions hold %llu bytes of weights (in pool pieces), %llu more "
+		 "would pass %llu",
+		 (unsigned)a->uid, (unsigned long long)a->weight_bytes, (unsigned long long)more,
+		 (unsigned long long)limit);
+	return -EDQUOT;
 }
 
 int qgd_account_check_models(const struct qgd_server *srv, const struct qgd_account *a, uint64_t more, char *msg,
 			     size_t len)
 {
-	uint64_t limit = half_pool_unless(srv, srv->cfg.user_models);
+	uint64_t limit = srv->cfg.user_models ? srv->cfg.user_models : pool_bytes(srv) / 2;
 
 	if (!a || a->uid == 0 || (a->model_bytes <= limit && more <= limit - a->model_bytes))
 		return 0;
@@ -114,7 +131,7 @@ int qgd_account_check_models(const struct qgd_server *srv, const struct qgd_acco
 int qgd_account_check_graphs(const struct qgd_server *srv, const struct qgd_account *a, uint64_t more, char *msg,
 			     size_t len)
 {
-	uint64_t limit = srv->cfg.user_graph_metadata ? srv->cfg.user_graph_metadata : srv->cfg.pool_bytes;
+	uint64_t limit = srv->cfg.user_graph_metadata ? srv->cfg.user_graph_metadata : pool_bytes(srv);
 
 	if (!a || (a->graph_bytes <= limit && more <= limit - a->graph_bytes))
 		return 0;

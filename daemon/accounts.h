@@ -1,7 +1,7 @@
 /*
  * accounts.h - what each user holds in the daemon, across its sessions
- * and past them (accounts.c): the per-user quotas user-models,
- * user-graph-metadata and the pool pieces weights take.
+ * and past them (accounts.c): the per-user quotas user-weights,
+ * user-models and user-graph-metadata.
  */
 #ifndef QGD_ACCOUNTS_H
 #define QGD_ACCOUNTS_H
@@ -21,7 +21,7 @@ struct qgd_account {
 	uid_t uid;
 	uint32_t holders;		/* sessions and models of this user */
 	uint64_t model_bytes;		/* pool pieces of the models it loaded (and is loading), in user-models */
-	uint64_t weight_bytes;		/* pool pieces its sessions' weight handles reach */
+	uint64_t weight_bytes;		/* pool pieces its sessions' weight handles reach, in user-weights */
 	uint64_t graph_bytes;		/* heap its sessions' registered graphs hold, in user-graph-metadata */
 	struct qgd_account *next;
 };
@@ -38,6 +38,13 @@ uint32_t qgd_accounts_count(const struct qgd_server *srv);
 /* The pool bytes BYTES of weights take: whole pieces of the pool's alignment (4 KiB unless told). */
 uint64_t qgd_account_pieces(const struct qgd_server *srv, uint64_t bytes);
 
+/*
+ * Whether A's sessions may reach MORE bytes of weights: 0, or -EDQUOT
+ * naming user-weights in MSG (LEN bytes).  No bound unless user-weights
+ * is set.
+ */
+int qgd_account_check_weights(const struct qgd_server *srv, const struct qgd_account *a, uint64_t more, char *msg,
+			      size_t len);
 /*
  * Whether A may take MORE bytes of models: 0, or -EDQUOT with the refusal,
  * naming user-models, in MSG (LEN bytes).  Root's loads are not bounded.

@@ -74,6 +74,7 @@ static const struct setting settings[] = {
 	{ .name = "total-arena", .kind = K_SIZE, .off = OFF(total_arena_bytes), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "client-weights", .kind = K_SIZE, .off = OFF(client_weights), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "client-memory", .kind = K_SIZE, .off = OFF(client_memory), .lo = 4096, .hi = UINT64_MAX },
+	{ .name = "user-weights", .kind = K_SIZE, .off = OFF(user_weights), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "user-models", .kind = K_SIZE, .off = OFF(user_models), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "user-graph-metadata", .kind = K_SIZE, .off = OFF(user_graph_metadata), .lo = 4096, .hi = UINT64_MAX },
 	{ .name = "max-graphs", .kind = K_U32, .off = OFF(max_graphs), .lo = 1, .hi = 1u << 20 },

@@ -66,6 +66,8 @@ static void usage(FILE *f)
 		"      --total-arena SIZE all sessions' arenas together (default 16G)\n"
 		"      --client-weights SIZE  weight bytes one session may hold (default: pool size)\n"
 		"      --client-memory SIZE   pool bytes one session's graphs may hold (default: pool size)\n"
+		"      --user-weights SIZE    weight bytes all of one user's sessions may hold\n"
+		"                         (default: no bound)\n"
 		"      --user-models SIZE     pool bytes of the models one user loaded, until\n"
 		"                         unloaded (default: half the pool size)\n"
 		"      --user-graph-metadata SIZE  heap one user's graphs may hold (default: pool size)\n"

@@ -23,7 +23,7 @@ struct qgd_session;
 struct qgd_stored;
 
 /* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
-#define QGD_QUOTA_COUNT 15
+#define QGD_QUOTA_COUNT 16
 /* The bounds of the latency histogram (reply.c's qgd_latency_le_ns); one more bucket counts what passes them. */
 #define QGD_LATENCY_BOUNDS 19
 

@@ -212,8 +212,10 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 			 (unsigned long long)limit);
 		return -EDQUOT;
 	}
-	int q;
-	if (model && (q = qgd_account_check_models(s->srv, s->acct, pieces, msg, len)))
+	int q = qgd_account_check_weights(s->srv, s->acct, pieces, msg, len);
+	if (!q && model)
+		q = qgd_account_check_models(s->srv, s->acct, pieces, msg, len);
+	if (q)
 		return q;
 	/* the stored matrix's pinned memory now: the pool counts it while the chunks arrive */
 	up->dst = qgd_weights_alloc(s->srv, (size_t)out);

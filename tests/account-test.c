@@ -3,7 +3,8 @@
  * sessions and past them (daemon/accounts.c):
  *
  * - client-weights counts the pool's pieces, not the bytes asked for: 128 B
- *   uploads reach the quota after quota / 4096 of them;
+ *   uploads reach the quota after quota / 4096 of them; user-weights bounds
+ *   them across a user's sessions;
  * - a model counts against its loader's user-models, past the session that
  *   loaded it, until it is unloaded: a user cannot fill the pool with a
  *   model and leave, and another user's upload still fits;
@@ -86,33 +87,68 @@ static int as_user(uid_t uid, int (*fn)(const struct test_daemon *, const void *
 
 /* ---------------------------------------------------------------- client-weights counts pieces */
 
-/*
- * Item 5: 128-byte matrices (1 x 32 f32), each different, take a 4 KiB
- * piece of the pool each: a 64K client-weights holds 16 of them, and the
- * 17th is refused naming the quota.  Freeing one gives its piece back.
- */
-static void test_pieces(void)
+enum { TRIES = 600 };
+
+/* Upload different 128-byte matrices (1 x 32 f32) through S from number FIRST on until one is refused: how many fit. */
+static int tiny_uploads(struct qgraph_session *s, int first, uint64_t *h)
 {
-	enum { QUOTA = 64 << 10, TRIES = 600 };
-	struct test_daemon d = { 0 };
-	static uint64_t h[TRIES];
-	char err[256];
 	float w[32];
 	int n = 0;
 
-	if (!tap_ok(daemon_start(&d, "--client-weights 64K") == 0, "start a daemon with client-weights 64K")) {
-		daemon_cleanup(&d);
-		return;
-	}
-	struct qgraph_session *s = open_session(&d, err, sizeof err);
-	if (!tap_ok(s != NULL, "a session (%s)", err))
-		goto out;
 	for (; n < TRIES; n++) {
 		for (int i = 0; i < 32; i++)
-			w[i] = (float)(n * 32 + i);	/* no two alike: none is shared */
+			w[i] = (float)((first + n) * 32 + i);	/* no two alike: none is shared */
 		if (qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, 32, w, &h[n], NULL))
 			break;
 	}
+	return n;
+}
+
+/* As a child: one 128-byte upload.  0 or -errno, the refusal in MSG. */
+static int one_tiny_upload(const struct test_daemon *d, const void *arg, char *msg, size_t len)
+{
+	struct qgraph_session *s = open_session(d, msg, len);
+	float w[32];
+	uint64_t h;
+
+	(void)arg;
+	if (!s)
+		return -1001;
+	for (int i = 0; i < 32; i++)
+		w[i] = 7.0f + (float)i;
+	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, 32, w, &h, NULL);
+	snprintf(msg, len, "%s", r ? qgraph_session_error(s) : "stored");
+	qgraph_session_close(s);
+	return r;
+}
+
+/*
+ * Item 5: 128-byte matrices, each different, take a 4 KiB piece of the
+ * pool each: a 64K client-weights holds 16 of them, and the 17th is
+ * refused naming the quota.  Freeing one gives its piece back.  With
+ * user-weights 96K a second session of the same user holds 8 more, then
+ * is refused naming user-weights; another user is not.
+ */
+static void test_pieces(void)
+{
+	enum { QUOTA = 64 << 10 };
+	struct test_daemon d = { 0 };
+	static uint64_t h[TRIES];
+	char err[256], msg[512], args[160];
+	float w[32];
+	int n = 0;
+
+	snprintf(args, sizeof args, "--client-weights 64K --user-weights 96K --socket-mode 0666 --allow-users %d", UID_B);
+	int started = daemon_start(&d, args) == 0;
+	chmod(d.dir, 0711);	/* other users reach the socket */
+	if (!tap_ok(started, "start a daemon with client-weights 64K, user-weights 96K")) {
+		daemon_cleanup(&d);
+		return;
+	}
+	struct qgraph_session *s = open_session(&d, err, sizeof err), *s2 = NULL;
+	if (!tap_ok(s != NULL, "a session (%s)", err))
+		goto out;
+	n = tiny_uploads(s, 0, h);
 	const char *why = qgraph_session_error(s);
 	tap_ok(n == QUOTA / 4096 && strstr(why, "quota client-weights"),
 	       "128 B uploads reach client-weights 64K after %d of them (%d expected): \"%s\"", n, QUOTA / 4096, why);
@@ -120,10 +156,24 @@ static void test_pieces(void)
 	tap_ok(acct == (long long)n * 4096, "stats show the user's account holding %lld bytes of weights (%d pieces)",
 	       acct, n);
 	w[0] = -1.0f;
+	for (int i = 1; i < 32; i++)
+		w[i] = 0.5f;
 	tap_ok(n > 0 && qgraph_weights_free(s, h[0]) == 0 &&
 		       qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, 32, w, &h[0], NULL) == 0,
 	       "freeing one gives its piece back: another fits (%s)", qgraph_session_error(s));
+	s2 = open_session(&d, err, sizeof err);
+	int n2 = s2 ? tiny_uploads(s2, 1000, h) : -1;
+	why = s2 ? qgraph_session_error(s2) : err;
+	tap_ok(n2 == 8 && strstr(why, "quota user-weights"),
+	       "a second session of the user holds %d more (8 expected), then reaches user-weights: \"%s\"", n2, why);
+	if (geteuid() == 0) {
+		int r = as_user(UID_B, one_tiny_upload, &d, NULL, msg, sizeof msg);
+		tap_ok(r == 0, "another user's upload still fits (%d: %s)", r, msg);
+	} else {
+		tap_skip("not root: another user cannot be played");
+	}
 out:
+	qgraph_session_close(s2);
 	qgraph_session_close(s);
 	if (tap_failed)
 		daemon_dump_log(&d);
