@@ -64,23 +64,6 @@ void qgd_account_drop(struct qgd_server *srv, struct qgd_account *a)
 	free(a);
 }
 
-const struct qgd_account *qgd_account_find(const struct qgd_server *srv, uid_t uid)
-{
-	for (const struct qgd_account *a = srv->accounts; a; a = a->next)
-		if (a->uid == uid)
-			return a;
-	return NULL;
-}
-
-uint32_t qgd_accounts_count(const struct qgd_server *srv)
-{
-	uint32_t n = 0;
-
-	for (const struct qgd_account *a = srv->accounts; a; a = a->next)
-		n++;
-	return n;
-}
-
 uint64_t qgd_account_pieces(const struct qgd_server *srv, uint64_t bytes)
 {
 	uint64_t align = srv->pool ? qg_hugepool_alignment(srv->pool) : 4096;

@@ -6,7 +6,6 @@
 #ifndef QGD_ACCOUNTS_H
 #define QGD_ACCOUNTS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,10 +29,6 @@ struct qgd_account {
 struct qgd_account *qgd_account_hold(struct qgd_server *srv, uid_t uid);
 /* Let go of the caller's hold on A (freed with its last holder).  NULL is fine. */
 void qgd_account_drop(struct qgd_server *srv, struct qgd_account *a);
-/* UID's account, or NULL if nothing of that user is held (stats). */
-const struct qgd_account *qgd_account_find(const struct qgd_server *srv, uid_t uid);
-/* Accounts held (stats and tests). */
-uint32_t qgd_accounts_count(const struct qgd_server *srv);
 
 /* The pool bytes BYTES of weights take: whole pieces of the pool's alignment (4 KiB unless told). */
 uint64_t qgd_account_pieces(const struct qgd_server *srv, uint64_t bytes);
