@@ -47,12 +47,12 @@ struct model_tensor {
 struct qgd_model {
 	char name[QGD_WEIGHTS_NAME_MAX];
 	uid_t owner;
-	struct qgd_account *acct;		/* its loader's, charged for its tensors; NULL: preloaded */
-	uint64_t charged;			/* pool pieces charged to ACCT */
 	const struct qgd_session *loading;	/* the session loading it; NULL once committed */
 	struct model_tensor *t;
 	size_t n, cap;
 	uint64_t bytes;
+	struct qgd_account *acct;		/* its loader's, charged for its tensors; NULL: preloaded */
+	uint64_t charged;			/* pool pieces charged to ACCT */
 	struct qgd_model *next;
 };
 
@@ -75,6 +75,10 @@ static struct qgd_model *loading_of(const struct qgd_session *s)
 /* Unlink M from the server's list and let go of every tensor it holds. */
 static void drop(struct qgd_server *srv, struct qgd_model *m)
 {
+	if (m->acct) {
+		m->acct->model_bytes -= m->charged;
+		qgd_account_drop(srv, m->acct);
+	}
 	for (struct qgd_model **p = &srv->models; *p; p = &(*p)->next)
 		if (*p == m) {
 			*p = m->next;
@@ -82,10 +86,6 @@ static void drop(struct qgd_server *srv, struct qgd_model *m)
 		}
 	for (size_t i = 0; i < m->n; i++)
 		qgd_weights_unpin(srv, m->t[i].stored);
-	if (m->acct) {
-		m->acct->model_bytes -= m->charged;
-		qgd_account_drop(srv, m->acct);
-	}
 	free(m->t);
 	free(m);
 }
@@ -139,6 +139,22 @@ static bool name_ok(const char *name)
 	return true;
 }
 
+/*
+ * The model S just began is its user's from now: held by the account it is
+ * charged to.  0, or -ENOMEM with MSG (the model is dropped).
+ */
+static int charge_loader(struct qgd_session *s, char *msg, size_t len)
+{
+	struct qgd_model *m = loading_of(s);
+
+	if (!(m->acct = qgd_account_hold(s->srv, s->uid))) {
+		drop(s->srv, m);
+		snprintf(msg, len, "no memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t len)
 {
 	struct qgd_server *srv = s->srv;
@@ -156,13 +172,11 @@ int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t l
 		snprintf(msg, len, "model \"%s\" is %s: unload it first", name, m->loading ? "being loaded" : "loaded");
 		return -EINVAL;
 	}
-	if (!(m = model_new(srv, name, s->uid, s)) || !(m->acct = qgd_account_hold(srv, s->uid))) {
-		if (m)
-			drop(srv, m);
+	if (!model_new(srv, name, s->uid, s)) {
 		snprintf(msg, len, "no memory");
 		return -ENOMEM;
 	}
-	return 0;
+	return charge_loader(s, msg, len);
 }
 
 int qgd_model_commit(struct qgd_session *s, const char *name, char *msg, size_t len)

@@ -131,12 +131,12 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.threads = (uint32_t)qgd_exec_threads(srv);
 	st.weights_stored = srv->n_stored;
 	st.weights_referenced_bytes = srv->weights_referenced;
-	st.account_model_bytes = s->acct->model_bytes;	/* the caller's own account */
-	st.account_weight_bytes = s->acct->weight_bytes;
-	st.account_graph_bytes = s->acct->graph_bytes;
 	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
 	stats_counters(srv, &st, sc, scp, qc, qcp, latency);
+	st.account_model_bytes = s->acct->model_bytes;	/* the caller's own account */
+	st.account_weight_bytes = s->acct->weight_bytes;
+	st.account_graph_bytes = s->acct->graph_bytes;
 	c.request_id = rid;
 	c.stats = &st;
 	/* what the page holds before its lists, with the paging fields at their largest */
