@@ -266,7 +266,8 @@ static int upload_1m(const struct test_daemon *d, const void *arg, char *msg, si
  * Item 2: with a 4M pool and user-models 2M, uid A's 3.5M model is
  * refused at its quota and leaves nothing; its 1.5M model loads, and
  * stays counted after A's session ends: A's next 1M model is refused until
- * A unloads the first.  Meanwhile uid B's 1M upload fits the pool.
+ * A unloads the first.  Meanwhile uid B's 1M upload fits the pool.  Root's
+ * loads are not bounded.
  */
 static void test_models(const char *dir)
 {
@@ -304,6 +305,15 @@ static void test_models(const char *dir)
 	r = as_user(UID_A, load_model, &d, &(struct load){ more, "more", 1 }, msg, sizeof msg);
 	tap_ok(r == 0 && strstr(msg, "account_model_bytes 1048576"),
 	       "once uid %d unloads its first model, the 1M one loads (%d: %s)", UID_A, r, msg);
+
+	/* root is not bounded: with the pool free again, its 3.5M model loads */
+	struct qgraph_session *s = open_session(&d, msg, sizeof msg);
+	r = s ? qgraph_model_unload(s, "more") : -1;
+	if (!r)
+		r = qgraph_model_load(s, big, "big", NULL, NULL);
+	tap_ok(r == 0 && daemon_stat(s, "account_model_bytes") == 7 * (ROWS * COLS * 4),
+	       "root unloads it and loads the 3.5M model past user-models (%d: %s)", r, s ? qgraph_session_error(s) : msg);
+	qgraph_session_close(s);
 	if (tap_failed)
 		daemon_dump_log(&d);
 	daemon_stop(&d, SIGTERM);
