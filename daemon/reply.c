@@ -25,7 +25,7 @@
 const char *const qgd_quota_names[QGD_QUOTA_COUNT] = {
 	"max-arena", "max-sessions", "max-sessions-per-user", "total-arena", "max-handshakes",
 	"handshakes-per-user", "max-message", "max-nodes", "max-graphs", "client-weights",
-	"client-memory", "pool-size", "other",
+	"client-memory", "pool-size", "user-models", "user-graph-metadata", "user-weights", "other",
 };
 
 /* Powers of ten and their halves and quarters, 10 us to 10 s: Prometheus' habit, in ns. */

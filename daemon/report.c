@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "accounts.h"
 #include "exec.h"
 #include "graphs.h"
 #include "hugepool.h"
@@ -133,6 +134,9 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
 	stats_counters(srv, &st, sc, scp, qc, qcp, latency);
+	st.account_model_bytes = s->acct->model_bytes;	/* the caller's own account */
+	st.account_weight_bytes = s->acct->weight_bytes;
+	st.account_graph_bytes = s->acct->graph_bytes;
 	c.request_id = rid;
 	c.stats = &st;
 	/* what the page holds before its lists, with the paging fields at their largest */

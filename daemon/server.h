@@ -16,13 +16,14 @@
 struct qg_hugepool;
 struct qg_loop;
 struct qg_watch;
+struct qgd_account;
 struct qgd_exec;
 struct qgd_model;
 struct qgd_session;
 struct qgd_stored;
 
 /* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
-#define QGD_QUOTA_COUNT 13
+#define QGD_QUOTA_COUNT 16
 /* The bounds of the latency histogram (reply.c's qgd_latency_le_ns); one more bucket counts what passes them. */
 #define QGD_LATENCY_BOUNDS 19
 
@@ -67,6 +68,7 @@ struct qgd_server {
 	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
 	struct qgd_stored *stored;	/* every matrix in pinned memory */
 	struct qgd_model *models;	/* models held, and being loaded (models.c) */
+	struct qgd_account *accounts;	/* one per user with a session or a model (accounts.c) */
 	uint32_t n_stored;
 	uint64_t weights_referenced;	/* bytes of every handle of every session */
 	struct qgd_exec *exec;
