@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "accounts.h"
 #include "gguf.h"
 #include "grow.h"
 #include "models.h"
@@ -61,6 +62,8 @@ struct qgd_model {
 	uint32_t *index;		/* open addressing by tensor name: slot i holds a tensor's place + 1, 0 when free */
 	size_t index_slots;		/* a power of two, at least twice N; 0 without an index (then: a walk) */
 	uint64_t bytes;
+	struct qgd_account *acct;		/* its loader's, charged for its tensors; NULL: preloaded */
+	uint64_t charged;			/* pool pieces charged to ACCT */
 	struct qgd_model *next;
 };
 
@@ -110,6 +113,10 @@ static struct qgd_model *loading_of(const struct qgd_session *s)
 /* Unlink M from the server's list and let go of every tensor it holds. */
 static void drop(struct qgd_server *srv, struct qgd_model *m)
 {
+	if (m->acct) {
+		m->acct->model_bytes -= m->charged;
+		qgd_account_drop(srv, m->acct);
+	}
 	for (struct qgd_model **p = &srv->models; *p; p = &(*p)->next)
 		if (*p == m) {
 			*p = m->next;
@@ -221,6 +228,10 @@ static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *n
 	m->t[m->n++].stored = e;
 	m->bytes += e->bytes;
 	index_added(m);
+	if (m->acct) {	/* each tensor whole, shared or not: the model keeps it whoever else lets go */
+		m->charged += qgd_account_pieces(srv, e->bytes);
+		m->acct->model_bytes += qgd_account_pieces(srv, e->bytes);
+	}
 	return 0;
 }
 
@@ -235,6 +246,22 @@ static bool name_ok(const char *name)
 		if (name[i] == '/' || (unsigned char)name[i] < 0x20)
 			return false;
 	return true;
+}
+
+/*
+ * The model S just began is its user's from now: held by the account it is
+ * charged to.  0, or -ENOMEM with MSG (the model is dropped).
+ */
+static int charge_loader(struct qgd_session *s, char *msg, size_t len)
+{
+	struct qgd_model *m = loading_of(s);
+
+	if (!(m->acct = qgd_account_hold(s->srv, s->uid))) {
+		drop(s->srv, m);
+		snprintf(msg, len, "no memory");
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t len)
@@ -259,7 +286,7 @@ int qgd_model_begin(struct qgd_session *s, const char *name, char *msg, size_t l
 		snprintf(msg, len, "no memory");
 		return -ENOMEM;
 	}
-	return 0;
+	return charge_loader(s, msg, len);
 }
 
 int qgd_model_commit(struct qgd_session *s, const char *name, char *msg, size_t len)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "accounts.h"
 #include "exec.h"
 #include "graphs.h"
 #include "hugepool.h"
@@ -141,11 +142,15 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 		/* what this user holds: the whole daemon's would tell when another user's upload was deduplicated */
 		st.weights_stored = qgd_weights_held_by(srv, s->uid);
 		for (const struct qgd_session *t = srv->sessions; t; t = t->next)
-			st.weights_referenced_bytes += t->uid == s->uid ? t->weight_bytes : 0;
+			for (size_t i = 0; t->uid == s->uid && i < t->n_weights; i++)
+				st.weights_referenced_bytes += t->weights[i].bytes;	/* bytes, as the daemon's figure */
 	}
 	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
 	stats_counters(srv, &st, sc, scp, qc, qcp, latency);
+	st.account_model_bytes = s->acct->model_bytes;	/* the caller's own account */
+	st.account_weight_bytes = s->acct->weight_bytes;
+	st.account_graph_bytes = s->acct->graph_bytes;
 	c.request_id = rid;
 	c.stats = &st;
 	/* what the page holds before its lists, with the paging fields at their largest */

@@ -15,6 +15,7 @@
 
 #include <nettle/sha2.h>
 
+#include "accounts.h"
 #include "hugepool.h"
 #include "kernels.h"
 #include "log.h"
@@ -201,14 +202,21 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 		snprintf(msg, len, "a weights name is at most %zu bytes", sizeof up->name - 1);
 		return -EINVAL;
 	}
+	/* quotas count what the pool hands out: whole pieces */
 	uint64_t limit = cfg->client_weights ? cfg->client_weights : cfg->pool_bytes;
-	if (s->weight_bytes + (uint64_t)out > limit) {
+	uint64_t pieces = qgd_account_pieces(s->srv, (uint64_t)out);
+	if (s->weight_bytes > limit || pieces > limit - s->weight_bytes) {
 		snprintf(msg, len,
-			 "quota client-weights: this session holds %llu bytes of weights, %lld more "
-			 "would pass %llu", (unsigned long long)s->weight_bytes, (long long)out,
+			 "quota client-weights: this session holds %llu bytes of weights (in pool pieces), %llu more "
+			 "would pass %llu", (unsigned long long)s->weight_bytes, (unsigned long long)pieces,
 			 (unsigned long long)limit);
 		return -EDQUOT;
 	}
+	int q = qgd_account_check_weights(s->srv, s->acct, pieces, msg, len);
+	if (!q && model)
+		q = qgd_account_check_models(s->srv, s->acct, pieces, msg, len);
+	if (q)
+		return q;
 	/* the stored matrix's pinned memory now: the pool counts it while the chunks arrive */
 	up->dst = qgd_weights_alloc(s->srv, (size_t)out);
 	if (!up->dst) {
@@ -315,6 +323,12 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 	*done = (struct qgd_upload_done){ .handle = w->handle, .type = w->type, .rows = w->rows, .cols = w->cols };
 	if (up->model) {
 		done->handle = 0;	/* the model holds them, not the session */
+		/* again: the user's other sessions may have loaded meanwhile */
+		if ((e = qgd_account_check_models(s->srv, s->acct, qgd_account_pieces(s->srv, out), msg, mlen))) {
+			qgd_weights_release(s, w);
+			qgd_upload_reset(s);
+			return e;
+		}
 		e = qgd_model_adopt(s, up->name, w);
 		if (e) {
 			qgd_upload_reset(s);

@@ -49,6 +49,7 @@
 
 #include <nettle/sha2.h>
 
+#include "accounts.h"
 #include "grow.h"
 #include "hugepool.h"
 #include "kernels.h"
@@ -511,7 +512,8 @@ static int add_handle(struct qgd_session *s, struct qgd_stored *e, const char *n
 	struct qgd_weights *w = &s->weights[s->n_weights++];
 	*w = (struct qgd_weights){ .handle = s->next_handle++, .stored = e, .type = e->type, .rows = e->rows,
 				   .cols = e->cols, .data = e->data, .bytes = e->bytes };
-	s->weight_bytes += e->bytes;
+	s->weight_bytes += qgd_account_pieces(s->srv, e->bytes);	/* what it takes of the pool */
+	s->acct->weight_bytes += qgd_account_pieces(s->srv, e->bytes);
 	s->srv->weights_referenced += e->bytes;
 	*out = w;
 	return 0;
@@ -669,7 +671,8 @@ struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle)
 
 void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w)
 {
-	s->weight_bytes -= w->bytes;
+	s->weight_bytes -= qgd_account_pieces(s->srv, w->bytes);
+	s->acct->weight_bytes -= qgd_account_pieces(s->srv, w->bytes);
 	s->srv->weights_referenced -= w->bytes;
 	let_go(s->srv, w->stored, s->uid);
 	unref(s->srv, w->stored);

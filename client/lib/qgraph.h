@@ -155,9 +155,8 @@ QGRAPH_API ssize_t qgraph_repack(enum qgraph_type to, void *dst, size_t dst_size
  */
 struct qgraph_session;
 
-/* Options for qgraph_connect(); zero-filled means the defaults. */
 /*
- * Options of a session.  SIZE is the caller's sizeof this struct
+ * Options of a session for qgraph_connect(); zero-filled means the defaults.  SIZE is the caller's sizeof this struct
  * (QGRAPH_CONNECT_OPTS_INIT sets it; 0 means this version's): a caller
  * built against a smaller struct gets the defaults for the fields it does
  * not know, and one built against a larger struct is refused (-E2BIG) if
@@ -305,8 +304,10 @@ typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensor
  * 0, or -errno with the reason in the session error: -EINVAL for a file
  * the reader refuses (the field and its byte offset named), a bad name or
  * a model NAME loaded already, -EDQUOT or -ENOMEM when the daemon's pool
- * or quota cannot hold it, -ENAMETOOLONG when "NAME/tensor" passes 63 bytes.  A load that
- * fails leaves nothing in the daemon.
+ * or a quota cannot hold it (the loader's user-models counts the model
+ * until it is unloaded, past this session), -ENAMETOOLONG when
+ * "NAME/tensor" passes 63 bytes.  A load that fails leaves nothing in the
+ * daemon.
  */
 QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, const char *name,
 				 qgraph_progress_fn progress, void *ctx);
