@@ -95,6 +95,27 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	qgd_session_complete(s, &c);
 }
 
+/*
+ * A new handle of S to the weights NAME means for S's user, looked up in
+ * this order: the user's own uploads, its own models, the public models,
+ * then what its share groups uploaded and loaded.  A user's own names come
+ * first so that nobody else's model or upload can stand in for them.
+ * 0, -EINVAL (no name), -ENOENT or -ENOMEM.
+ */
+static int open_by_name(struct qgd_session *s, const char *name, struct qgd_weights **out)
+{
+	int e;
+
+	if (!name || !*name)
+		return -EINVAL;
+	if ((e = qgd_weights_open(s, name, false, out)) != -ENOENT ||
+	    (e = qgd_model_open(s, name, QGD_MODEL_OWN, out)) != -ENOENT ||
+	    (e = qgd_model_open(s, name, QGD_MODEL_PUBLIC, out)) != -ENOENT ||
+	    (e = qgd_model_open(s, name, QGD_MODEL_GROUP, out)) != -ENOENT)
+		return e;
+	return qgd_weights_open(s, name, true, out);
+}
+
 static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
 	const Qgraph__OpenWeights *ow = r->open_weights;
@@ -121,9 +142,7 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 		}
 		name = "";
 	} else {
-		e = name && *name ? qgd_model_open(s, name, &w) : -EINVAL;
-		if (e == -ENOENT)	/* not a model's: weights a session uploaded under that name */
-			e = qgd_weights_open(s, name, &w);
+		e = open_by_name(s, name, &w);
 	}
 
 	if (e == -EINVAL) {

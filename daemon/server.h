@@ -21,6 +21,7 @@ struct qgd_exec;
 struct qgd_model;
 struct qgd_session;
 struct qgd_stored;
+struct qgd_weights_index;
 
 /* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
 #define QGD_QUOTA_COUNT 16
@@ -67,6 +68,7 @@ struct qgd_server {
 	uint64_t pinned_bytes;
 	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
 	struct qgd_stored *stored;	/* every matrix in pinned memory */
+	struct qgd_weights_index *weights_index;	/* them by hash, their names by name (weights.c) */
 	struct qgd_model *models;	/* models held, and being loaded (models.c) */
 	struct qgd_account *accounts;	/* one per user with a session or a model (accounts.c) */
 	uint32_t n_stored;

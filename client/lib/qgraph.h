@@ -235,16 +235,25 @@ QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type 
  * so that other processes may open them with qgraph_weights_open().
  * Identical weights are stored once in the daemon whoever uploads them,
  * where its policy lets the uploaders share (the same user, or a group it
- * is configured to share within); a name is seen by the same clients.
- * -EINVAL when NAME already names other weights.
+ * is configured to share within, or a public model's weights).  The name
+ * is this user's (and its share groups'), never the other holders' of
+ * the same bytes: another user may give the same name to other weights.
+ * -EINVAL when NAME already names other weights of this user, or this
+ * user named the same weights otherwise.
  */
 QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
 					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
 					   uint64_t *handle, enum qgraph_type *stored);
 /*
- * A handle of this session to the weights named NAME, uploaded by a
- * process this one may share with; their stored type and shape in *TYPE,
- * *ROWS, *COLS (each may be NULL).  0, or -ENOENT when there are none.
+ * A handle of this session to the weights named NAME; their stored type
+ * and shape in *TYPE, *ROWS, *COLS (each may be NULL).  0, or -ENOENT
+ * when there are none.  NAME is looked up in this order, the first found
+ * wins: weights this process's user uploaded under NAME; a tensor
+ * "MODEL/tensor" of a model this user loaded; of a public model (loaded
+ * by root, or preloaded by the daemon); then, where the daemon shares
+ * within groups this process is in, weights and models of the users of
+ * those groups.  Nobody else's names are seen: another user's model or
+ * upload never stands in for this user's own.
  */
 QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, uint64_t *handle,
 				   enum qgraph_type *type, int64_t *rows, int64_t *cols);
@@ -286,8 +295,11 @@ typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensor
  * and F32 as they are; a tensor of N dimensions is a matrix of ne[0]
  * columns and ne[1] x ... x ne[N-1] rows.  Tensors of other types (q6_K,
  * bf16, ...) are skipped.  The daemon holds the model, past this session,
- * for every client it serves (they open its tensors with
- * qgraph_weights_open()), until qgraph_model_unload().  PROGRESS (may be
+ * until qgraph_model_unload(): loaded by root it is public, for every
+ * client the daemon serves; loaded by another user it is that user's, and
+ * its share groups' (clients open its tensors with qgraph_weights_open()).
+ * Each user has its own model names beside the public ones, so another
+ * user's model of the same name is no obstacle.  PROGRESS (may be
  * NULL) is called with CTX after each tensor.  Blocks until done; returns
  * 0, or -errno with the reason in the session error: -EINVAL for a file
  * the reader refuses (the field and its byte offset named), a bad name or
@@ -300,8 +312,10 @@ typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensor
 QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, const char *name,
 				 qgraph_progress_fn progress, void *ctx);
 /*
- * Let the daemon go of model NAME: 0, -ENOENT (no such model) or -EPERM
- * (only the user who loaded it and root may).  Sessions that hold handles
+ * Let the daemon go of model NAME, the one qgraph_weights_open() would
+ * look in (for root: a public one, else any user's of that name): 0,
+ * -ENOENT (no such model) or -EPERM (a user unloads its own models; root
+ * any).  Sessions that hold handles
  * to its weights keep them until they free them; the memory goes with the
  * last holder.
  */
