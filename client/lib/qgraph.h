@@ -50,6 +50,15 @@ QGRAPH_API const char *qgraph_version(void);
  *			block_q4_0x8, the same with 8 rows (144 bytes)
  *	Q8_0_4X4	block_q8_0x4: 4 rows' Q8_0 blocks interleaved 4 (or 8)
  *	Q8_0_4X8	bytes at a time, no XOR (activations for GEMM kernels)
+ *	Q4_K		block_q4_K: super-blocks of 256 values in 144 bytes:
+ *			fp16 d, fp16 dmin, eight 6-bit scales and mins packed
+ *			in 12 bytes, 128 bytes of 4-bit codes; value =
+ *			d * scale * code - dmin * min per 32 values
+ *	Q6_K		block_q6_K: 256 values in 210 bytes: 128 bytes of low
+ *			nibbles, 64 of high bit pairs, 16 int8 scales, fp16 d;
+ *			value = d * scale * (code - 32) per 16 values
+ *	Q8_K		block_q8_K: 256 values in 292 bytes: float d, 256 int8
+ *			codes, 16 int16 sums of 16 codes (activations only)
  *
  * An interleaved matrix is ROWS / R groups of R rows, each group COLS / 32
  * consecutive interleaved blocks.  Scales are IEEE binary16, little-endian.
@@ -65,6 +74,9 @@ enum qgraph_type {
 	QGRAPH_TYPE_Q4_0_8X8 = 6,
 	QGRAPH_TYPE_Q8_0_4X4 = 7,
 	QGRAPH_TYPE_Q8_0_4X8 = 8,
+	QGRAPH_TYPE_Q4_K = 9,
+	QGRAPH_TYPE_Q6_K = 10,
+	QGRAPH_TYPE_Q8_K = 11,
 	QGRAPH_TYPE_COUNT
 };
 
