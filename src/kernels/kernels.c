@@ -380,6 +380,8 @@ static int forced_served[QG_KF_COUNT];
 static _Atomic(const struct qg_kernel *) cur_kernel[QG_LAYOUT_COUNT];
 static const struct qg_kq_kernel *auto_kq;
 static _Atomic(const struct qg_kq_kernel *) cur_kq;
+static char kq_reason_auto[REASON_LEN], kq_reason_forced[QG_KF_COUNT][REASON_LEN];
+static _Atomic(const char *) cur_kq_reason;
 static _Atomic(const char *) cur_reason[QG_LAYOUT_COUNT];
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -450,6 +452,7 @@ static void apply(enum qg_kfamily f, char r[][REASON_LEN])
 	const struct qg_kq_kernel *kq = f < QG_KF_COUNT ? qg_kq_kernel_get(f) : NULL;
 
 	atomic_store_explicit(&cur_kq, kq ? kq : auto_kq, memory_order_release);
+	atomic_store_explicit(&cur_kq_reason, kq ? kq_reason_forced[f] : kq_reason_auto, memory_order_release);
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
 		const struct qg_kernel *k = f < QG_KF_COUNT ? qg_kernel_get(f, l) : NULL;
 		atomic_store_explicit(&cur_kernel[l], k ? k : auto_kernel[l], memory_order_release);
@@ -473,12 +476,12 @@ const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family)
 	case QG_KF_PORTABLE:
 		t = &qg_kq_portable;
 		break;
-#if defined(__x86_64__) && defined(HAVE_AVX2) && defined(QG_KQ_AVX2)
+#if defined(__x86_64__) && defined(HAVE_AVX2)
 	case QG_KF_AVX2:
 		t = &qg_kq_avx2;
 		break;
 #endif
-#if defined(__aarch64__) && defined(HAVE_DOTPROD) && defined(QG_KQ_DOTPROD)
+#if defined(__aarch64__) && defined(HAVE_DOTPROD)
 	case QG_KF_DOTPROD:
 		t = &qg_kq_dotprod;
 		break;
@@ -489,16 +492,30 @@ const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family)
 	return t && cpu_runs(qg_cpu_features(), family, NULL, 0) ? t : NULL;
 }
 
+/* The best K-quant family this CPU runs, and every reason string the choice can show. */
 static void choose_auto_kq(void)
 {
+	char why[128];
+
 	auto_kq = &qg_kq_portable;
+	snprintf(kq_reason_auto, REASON_LEN, "portable: no SIMD K-quant kernels for this CPU");
 	for (size_t i = 0; i < sizeof kq_pref / sizeof kq_pref[0]; i++) {
 		const struct qg_kq_kernel *t = qg_kq_kernel_get(kq_pref[i]);
 		if (t) {
 			auto_kq = t;
+			cpu_runs(qg_cpu_features(), kq_pref[i], why, sizeof why);
+			snprintf(kq_reason_auto, REASON_LEN, "%s: %s", family_names[kq_pref[i]], why);
 			break;
 		}
 	}
+	for (int f = 0; f < QG_KF_COUNT; f++)
+		snprintf(kq_reason_forced[f], REASON_LEN, "%s: forced", family_names[f]);
+}
+
+const char *qg_kq_kernel_reason(void)
+{
+	pthread_once(&init_once, init_choice);
+	return atomic_load_explicit(&cur_kq_reason, memory_order_acquire);
 }
 
 const struct qg_kq_kernel *qg_kq_kernel_for(void)

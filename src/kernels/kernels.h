@@ -145,6 +145,8 @@ const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family);
  * Never NULL.
  */
 const struct qg_kq_kernel *qg_kq_kernel_for(void);
+/* Why qg_kq_kernel_for() chose what it chose, one line. */
+const char *qg_kq_kernel_reason(void);
 
 /* --- per-family tables (each defined in its own file, NULL where absent) --- */
 extern const struct qg_kq_kernel qg_kq_portable;

@@ -1,0 +1,110 @@
+/*
+ * kquant-avx2.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with AVX2.
+ *
+ * Per super-block the integer part is exact and so equals the reference's
+ * whatever the order of its additions; the float part is qg_kq_accum, the
+ * reference's own step, and this file is built without contraction, so the
+ * result is the portable kernel's bit for bit.
+ *
+ * vpmaddubsw multiplies unsigned codes by signed activations and adds
+ * pairs into int16; it saturates, but never here: Q4_K codes are at most
+ * 15 and Q6_K's (taken unsigned, 0..63) at most 63, so a pair is at most
+ * 2 * 63 * 128 = 16128 in magnitude.  vpmaddwd by the sub-block's scale
+ * (at most 127 in magnitude) then adds pairs of those into int32, and a
+ * super-block's sum stays below 2^31 by far (256 * 63 * 128 * 128).
+ *
+ * Q6_K stores code + 32: sum((u - 32) * a) = sum(u * a) - 32 * sum(a), and
+ * Q8_K's block sums are the sums of a over each 16 values, so the offset
+ * costs one vpmaddwd of the sums by the scales per super-block.
+ */
+#include "config.h"
+
+#include <immintrin.h>
+
+#include "kernels.h"
+#include "kquant.h"
+
+static inline int32_t hsum_epi32(__m256i v)
+{
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+	return _mm_cvtsi128_si32(s);
+}
+
+static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	const struct qg_block_q4_K *w = vw;
+	const struct qg_block_q8_K *a = va;
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	float acc = 0.0f;
+
+	for (int64_t b = 0; b < k / QG_QK_K; b++) {
+		uint8_t sc[8], m[8];
+		for (int j = 0; j < 8; j++)
+			qg_q4_K_scale_min(j, w[b].scales, &sc[j], &m[j]);
+
+		__m256i isum = _mm256_setzero_si256();
+		for (int c = 0; c < 4; c++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+			const __m256i lo = _mm256_and_si256(q, low4);
+			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c));
+			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 32));
+			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_set1_epi16(sc[2 * c]));
+			const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1),
+							     _mm256_set1_epi16(sc[2 * c + 1]));
+			isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
+		}
+		int32_t msum = 0;
+		for (int j = 0; j < 8; j++)
+			msum += m[j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, qg_fp16_to_fp32(w[b].dmin) * a[b].d,
+				  hsum_epi32(isum), msum);
+	}
+	return acc;
+}
+
+static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	const struct qg_block_q6_K *w = vw;
+	const struct qg_block_q8_K *a = va;
+	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	float acc = 0.0f;
+
+	for (int64_t b = 0; b < k / QG_QK_K; b++) {
+		const int8_t *sc = w[b].scales;
+		__m256i isum = _mm256_setzero_si256();
+
+		for (int h = 0; h < 2; h++) {
+			const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
+			const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
+			const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+			/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32) */
+			__m256i u[4];
+			u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+			u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+			u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
+			u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+					       _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
+			for (int q = 0; q < 4; q++) {
+				const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
+				const __m256i av = _mm256_loadu_si256((const __m256i *)(a[b].qs + 128 * h + 32 * q));
+				const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[j + 1]), _mm_set1_epi16(sc[j]));
+				isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
+			}
+		}
+		/* minus 32 * sum_j scale_j * bsum_j */
+		const __m256i bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
+		const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+		const int32_t off = hsum_epi32(_mm256_madd_epi16(bs, s16));
+		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, 0.0f, hsum_epi32(isum) - 32 * off, 0);
+	}
+	return acc;
+}
+
+const struct qg_kq_kernel qg_kq_avx2 = {
+	.name = "avx2 k-quants", .family = QG_KF_AVX2,
+	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
+};
