@@ -231,11 +231,12 @@ QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, siz
 QGRAPH_API const char *qgraph_session_info(struct qgraph_session *s);
 
 /*
- * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, F16, Q8_0, Q4_0 or
- * an interleaved Q4_0 layout) at DATA, in chunks through the arena, to be
- * stored as TARGET (Q4_0: the daemon picks the fastest layout its CPU and
- * the shape allow; F32 quantized to any weight type; F16 and Q8_0 stored as
- * they are, TARGET the same type).  Returns 0, the
+ * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, F16, Q8_0, Q4_0, an
+ * interleaved Q4_0 layout, Q4_K or Q6_K) at DATA, in chunks through the
+ * arena, to be stored as TARGET (Q4_0: the daemon picks the fastest layout
+ * its CPU and the shape allow; F32 quantized to any weight type, Q4_K and
+ * Q6_K with ggml's reference quantizers; F16, Q8_0, Q4_K and Q6_K stored
+ * as they are, TARGET the same type).  Returns 0, the
  * handle in *HANDLE and the type they are stored as in *STORED (may be
  * NULL; graphs name the weights with that type), or -errno with the
  * daemon's reason in the session error.  Blocks until done.
@@ -262,7 +263,8 @@ QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char 
 QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, uint64_t *handle,
 				   enum qgraph_type *type, int64_t *rows, int64_t *cols);
 /*
- * The SHA-256 of a ROWS x COLS matrix of TYPE (Q4_0, F16 or Q8_0) at DATA,
+ * The SHA-256 of a ROWS x COLS matrix of TYPE (Q4_0, F16, Q8_0, Q4_K or
+ * Q6_K) at DATA,
  * in ggml's layout: what the daemon knows its weights by (its own digest
  * of what it stores, an interleaved Q4_0 matrix unpacked to Q4_0 for it).
  * 0 or -EINVAL.
@@ -274,7 +276,8 @@ QGRAPH_API int qgraph_weights_digest(enum qgraph_type type, int64_t rows, int64_
  * qgraph_weights_digest() computes it for TYPE) and shape ROWS x COLS that
  * this process may share (its user's, a share group's, a model's), without
  * sending them; their stored type in *STORED (may be NULL).  0, or -ENOENT.
- * qgraph_weights_upload() tries this first for Q4_0, F16 and Q8_0 sources:
+ * qgraph_weights_upload() tries this first for Q4_0, F16, Q8_0, Q4_K and
+ * Q6_K sources:
  * a second process uploading the same weights sends nothing.
  */
 QGRAPH_API int qgraph_weights_open_digest(struct qgraph_session *s, enum qgraph_type type, int64_t rows,
@@ -295,10 +298,10 @@ typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensor
  * Load the GGUF file PATH (versions 2 and 3) into the daemon as model NAME
  * (NULL: the file's base name without ".gguf"; 1 to 47 bytes, no '/').
  * Each tensor qgraph computes with is uploaded as weights named
- * "NAME/tensor.name": Q4_0 stored in the daemon's best layout, Q8_0, F16
- * and F32 as they are; a tensor of N dimensions is a matrix of ne[0]
- * columns and ne[1] x ... x ne[N-1] rows.  Tensors of other types (q6_K,
- * bf16, ...) are skipped.  The daemon holds the model, past this session,
+ * "NAME/tensor.name": Q4_0 stored in the daemon's best layout, Q4_K, Q6_K,
+ * Q8_0, F16 and F32 as they are; a tensor of N dimensions is a matrix of
+ * ne[0] columns and ne[1] x ... x ne[N-1] rows.  Tensors of other types
+ * (q5_K, bf16, ...) are skipped.  The daemon holds the model, past this session,
  * for every client it serves (they open its tensors with
  * qgraph_weights_open()), until qgraph_model_unload().  PROGRESS (may be
  * NULL) is called with CTX after each tensor.  Blocks until done; returns
