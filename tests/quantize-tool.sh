@@ -269,6 +269,26 @@ rc=$?
 grep -q '^qgraph-quantize: (standard input): longer than' "$T/err.txt"
 ok $(( $? != 0 || rc != 1 )) "a long pipe: exit 1"
 
+# ---------------------------------------------------------------- K-quants: ggml's bytes
+# tests/data/kquant-vectors.bin (tests/make-kquant-vectors.c): 16 bytes of
+# header, 4 x 512 f32 weights, 512 f32 activations, then ggml's q4_K (1152
+# bytes) and q6_K (1680 bytes) of the weights.
+vec=${QG_TOP_SRCDIR:-$top/..}/tests/data/kquant-vectors.bin
+if [ -r "$vec" ]; then
+	dd if="$vec" of="$T/kw.f32" bs=16 skip=1 count=512 2>/dev/null
+	dd if="$vec" of="$T/k.q4k" bs=16 skip=641 count=72 2>/dev/null
+	dd if="$vec" of="$T/k.q6k" bs=16 skip=713 count=105 2>/dev/null
+	for ty in q4_K q6_K; do
+		f=$T/k.$(echo $ty | tr K k | tr -d _)
+		tool --type $ty --rows 4 --cols 512 "$T/kw.f32" "$T/kw.$ty" >/dev/null 2>&1
+		ok $(same "$T/kw.$ty" "$f"; echo $?) "--type $ty: ggml's bytes for the test vectors"
+		tool --dequantize --type $ty --rows 4 --cols 512 "$T/kw.$ty" "$T/kd.$ty.f32" >/dev/null 2>&1
+		ok $([ "$(size "$T/kd.$ty.f32")" = 8192 ]; echo $?) "--dequantize --type $ty: 4 x 512 f32 back"
+	done
+else
+	for i in 1 2 3 4; do skip "$vec not readable"; done
+fi
+
 # ---------------------------------------------------------------- bad input: exit 1
 expect 1 'cols 48 is not a multiple of 32, which q4_0 needs' "cols 48 for q4_0" \
 	--type q4_0 --rows 8 --cols 48 "$T/m.f32" "$T/x"
@@ -322,8 +342,8 @@ expect 1 'nodir/x: cannot create a temporary file beside it: No such file' "OUT 
 	--type q4_0 --rows 1 --cols 32 "$T/ramp.f32" "$T/nodir/x"
 
 # ---------------------------------------------------------------- bad usage: exit 2
-expect 2 "--type: unknown type 'q4_k'; types are: f32 f16 q8_0 q4_0 q4_0_4x4" "unknown type" \
-	--type q4_k --rows 1 --cols 32 "$T/ramp.f32" "$T/x"
+expect 2 "--type: unknown type 'q5_k'; types are: f32 f16 q8_0 q4_0 q4_0_4x4" "unknown type" \
+	--type q5_k --rows 1 --cols 32 "$T/ramp.f32" "$T/x"
 expect 2 "--from: unknown type 'bogus'" "unknown --from type" \
 	--repack --from bogus --type q4_0 --rows 1 --cols 32 "$T/ramp.q4" "$T/x"
 expect 2 '--type is required' "no --type" --rows 1 --cols 32 "$T/ramp.f32" "$T/x"
