@@ -27,6 +27,8 @@ struct vectors {
 	float *w, *a;
 	uint8_t *q4k, *q6k, *q8k;
 	float *dot;		/* [rows][2] */
+	float *im;		/* [cols] importance */
+	uint8_t *q4k_im, *q6k_im;	/* ggml's bytes with the importance matrix */
 	void *buf;
 };
 
@@ -56,7 +58,7 @@ static int load(struct vectors *v)
 	static char buf[1 << 16];
 	size_t n = fread(buf, 1, sizeof buf, f);
 	fclose(f);
-	if (n < 16 || memcmp(buf, "QGKQV1\0\0", 8) != 0)
+	if (n < 16 || memcmp(buf, "QGKQV2\0\0", 8) != 0)
 		return -1;
 	memcpy(&v->rows, buf + 8, 4);
 	memcpy(&v->cols, buf + 12, 4);
@@ -64,7 +66,8 @@ static int load(struct vectors *v)
 		return -1;
 	size_t nb = v->cols / 256;
 	size_t need = 16 + 4 * (size_t)v->rows * v->cols + 4 * (size_t)v->cols + v->rows * nb * 144 +
-		      v->rows * nb * 210 + nb * 292 + 8 * (size_t)v->rows;
+		      v->rows * nb * 210 + nb * 292 + 8 * (size_t)v->rows + 4 * (size_t)v->cols + v->rows * nb * 144 +
+		      v->rows * nb * 210;
 	if (n != need)
 		return -1;
 	/* copied out so that every field is aligned for its type */
@@ -84,6 +87,12 @@ static int load(struct vectors *v)
 	v->q8k = (uint8_t *)p;	/* 16 + 4*(...) + multiples of 4: 4-aligned */
 	p += nb * 292;
 	v->dot = (float *)p;
+	p += 8 * (size_t)v->rows;
+	v->im = (float *)p;
+	p += 4 * (size_t)v->cols;
+	v->q4k_im = (uint8_t *)p;
+	p += v->rows * nb * 144;
+	v->q6k_im = (uint8_t *)p;
 	return 0;
 }
 
@@ -121,6 +130,16 @@ static void test_bytes(const struct vectors *v)
 	bad = count_diff("q6_K", q, v->q6k, rows * nb, 210);
 	tap_ok(r == (ssize_t)(rows * nb * 210) && bad == 0, "Q6_K: %zu super-blocks equal ggml's byte for byte (%d differ)",
 	       rows * nb, bad);
+
+	r = qg_quantize(QG_TYPE_Q4_K, v->w, q, rows * nb * 144, rows, v->cols, v->im);
+	bad = count_diff("q4_K imatrix", q, v->q4k_im, rows * nb, 144);
+	tap_ok(r == (ssize_t)(rows * nb * 144) && bad == 0 && memcmp(v->q4k_im, v->q4k, rows * nb * 144) != 0,
+	       "Q4_K with an importance matrix: %zu super-blocks equal ggml's quantize_q4_K (%d differ)", rows * nb, bad);
+
+	r = qg_quantize(QG_TYPE_Q6_K, v->w, q, rows * nb * 210, rows, v->cols, v->im);
+	bad = count_diff("q6_K imatrix", q, v->q6k_im, rows * nb, 210);
+	tap_ok(r == (ssize_t)(rows * nb * 210) && bad == 0 && memcmp(v->q6k_im, v->q6k, rows * nb * 210) != 0,
+	       "Q6_K with an importance matrix: %zu super-blocks equal ggml's quantize_q6_K (%d differ)", rows * nb, bad);
 
 	r = qg_quantize(QG_TYPE_Q8_K, v->a, q, nb * 292, 1, v->cols, NULL);
 	bad = count_diff("q8_K", q, v->q8k, nb, 292);

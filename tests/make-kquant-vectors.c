@@ -13,7 +13,7 @@
  *   /tmp/make-kquant-vectors > tests/data/kquant-vectors.bin
  *
  * The file, all little-endian:
- *   char  magic[8]             "QGKQV1\0\0"
+ *   char  magic[8]             "QGKQV2\0\0"
  *   u32   rows, cols           weight matrix shape (cols a multiple of 256)
  *   f32   w[rows][cols]        weights: one kind of input per super-block
  *   f32   a[cols]              one activation row
@@ -23,6 +23,9 @@
  *   f32   dot[rows][2]         the CPU backend's vec_dot of each Q4_K and
  *                              Q6_K row with q8k (its SIMD code on the
  *                              machine that ran this)
+ *   f32   imatrix[cols]        importance weights, one per column
+ *   u8    q4k_im[rows][cols/256 * 144]   ggml_quantize_chunk(GGML_TYPE_Q4_K)
+ *   u8    q6k_im[rows][cols/256 * 210]   and (GGML_TYPE_Q6_K) with imatrix
  *
  * ggml's reference quantizers (ggml-base) are built without -march, so
  * nothing in them is fused on x86-64; these bytes are what ggml writes on
@@ -96,6 +99,8 @@ int main(void)
 	static float w[ROWS * COLS], a[COLS];
 	static uint8_t q4k[ROWS * COLS / 256 * 144], q6k[ROWS * COLS / 256 * 210];
 	static block_q8_K q8k[COLS / 256];
+	static float im[COLS];
+	static uint8_t q4k_im[ROWS * COLS / 256 * 144], q6k_im[ROWS * COLS / 256 * 210];
 	float dot[ROWS][2];
 	const uint32_t rows = ROWS, cols = COLS;
 
@@ -105,8 +110,14 @@ int main(void)
 	for (int i = 0; i < COLS; i++)
 		a[i] = gauss();
 
+	/* importance: mostly around 1, some columns far more, a few not at all */
+	for (int i = 0; i < COLS; i++)
+		im[i] = i % 61 == 0 ? 0.0f : (i % 17 == 0 ? 50.0f : 1.0f) * (0.2f + uniform());
+
 	ggml_quantize_chunk(GGML_TYPE_Q4_K, w, q4k, 0, ROWS, COLS, NULL);
 	ggml_quantize_chunk(GGML_TYPE_Q6_K, w, q6k, 0, ROWS, COLS, NULL);
+	ggml_quantize_chunk(GGML_TYPE_Q4_K, w, q4k_im, 0, ROWS, COLS, im);
+	ggml_quantize_chunk(GGML_TYPE_Q6_K, w, q6k_im, 0, ROWS, COLS, im);
 	memset(q8k, 0, sizeof q8k);
 	quantize_row_q8_K_ref(a, q8k, COLS);
 
@@ -121,7 +132,7 @@ int main(void)
 		t6->vec_dot(COLS, &dot[r][1], 0, q6k + (size_t)r * COLS / 256 * 210, 0, q8k, 0, 1);
 	}
 
-	fwrite("QGKQV1\0\0", 1, 8, stdout);
+	fwrite("QGKQV2\0\0", 1, 8, stdout);
 	fwrite(&rows, 4, 1, stdout);
 	fwrite(&cols, 4, 1, stdout);
 	fwrite(w, sizeof w, 1, stdout);
@@ -130,5 +141,8 @@ int main(void)
 	fwrite(q6k, sizeof q6k, 1, stdout);
 	fwrite(q8k, sizeof q8k, 1, stdout);
 	fwrite(dot, sizeof dot, 1, stdout);
+	fwrite(im, sizeof im, 1, stdout);
+	fwrite(q4k_im, sizeof q4k_im, 1, stdout);
+	fwrite(q6k_im, sizeof q6k_im, 1, stdout);
 	return fflush(stdout) == 0 ? 0 : 1;
 }

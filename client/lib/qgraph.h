@@ -108,21 +108,23 @@ QGRAPH_API ssize_t qgraph_matrix_size(enum qgraph_type type, int64_t rows, int64
 /*
  * Quantize the ROWS x COLS f32 matrix SRC into TYPE at DST (DST_SIZE bytes
  * available).  TYPE is any type above but the result is meant for F32,
- * F16, Q8_0, Q4_0 and the Q4_0 interleaved layouts.  Without IMATRIX the
- * bytes are those ggml's reference quantization writes.
+ * F16, Q8_0, Q4_0, the Q4_0 interleaved layouts, Q4_K and Q6_K.  Without
+ * IMATRIX the bytes are those ggml's reference quantization writes.
  *
  * IMATRIX is NULL or COLS finite, non-negative importance weights, one per
  * column.  Q4_0 and its interleaved layouts then give each block the fp16
  * scale and codes that minimise sum w_j (x_j - d q_j)^2, never a larger
  * weighted error than plain rounding (a block whose weights are all zero
  * gets plain rounding's bytes), and an interleaved layout gets exactly the
- * bytes of Q4_0 followed by qgraph_repack().  The other types check IMATRIX
- * and ignore it.
+ * bytes of Q4_0 followed by qgraph_repack().  Q4_K and Q6_K give the bytes
+ * of ggml's quantize_q4_K / quantize_q6_K with IMATRIX as its quant_weights.
+ * The other types check IMATRIX and ignore it.
  *
  * F32 and F16 convert every value (F16: NaN stays NaN, beyond +-65504 is
  * infinity).  The block types refuse NaN or infinity in SRC (-EDOM) and a
  * block whose fp16 scale would overflow (-ERANGE: Q4_0 magnitudes of
- * 524160 and more, Q8_0 of 127 * 65520 and more); DST is then untouched.
+ * 524160 and more, Q8_0 of 127 * 65520 and more, Q4_K and Q6_K of 2^20 and
+ * more); DST is then untouched.
  *
  * Returns bytes written, or -EINVAL (bad type, NULL pointer, shape that
  * does not suit TYPE, a negative or non-finite weight, SRC or IMATRIX

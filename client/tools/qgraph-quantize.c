@@ -108,7 +108,8 @@ static void usage(FILE *f)
 		"  -c, --cols C         values per row (a multiple of 32 for block types,\n"
 		"                       of 256 for q4_K, q6_K and q8_K)\n"
 		"  -i, --imatrix FILE   importance weights: C little-endian f32, one per\n"
-		"                       column, finite and >= 0 (used by q4_0 and its layouts);\n"
+		"                       column, finite and >= 0 (used by q4_0 and its layouts,\n"
+		"                       q4_K and q6_K);\n"
 		"                       or llama-imatrix's GGUF output (in_sum2 / counts)\n"
 		"  -n, --imatrix-tensor NAME  the tensor of a GGUF imatrix to use (needed when\n"
 		"                       it holds more than one)\n"
@@ -124,7 +125,7 @@ static void usage(FILE *f)
 	for (int t = 0; t < QGRAPH_TYPE_COUNT; t++)
 		fprintf(f, " %s", qgraph_type_name((enum qgraph_type)t));
 	fprintf(f, "\n(q4_0_4x4, q4_0_4x8 and q8_0_4x* interleave 4 rows, q4_0_8x8 8 rows;\n"
-		"q4_K and q6_K are ggml's reference quantization, without an imatrix.)\n"
+		"q4_K and q6_K are ggml's quantization, with or without an imatrix.)\n"
 		"On a terminal, progress goes to standard error.\n"
 		"Exit status: 0 done, 1 bad input, 2 bad usage.  See qgraph-quantize(1).\n"
 		"Report bugs to: " PACKAGE_BUGREPORT "\n");

@@ -48,14 +48,16 @@ static inline int kq_clamp(int v, int lo, int hi)
 /*
  * Codes L (0..15) for the 32 values X with weights W, a scale and a min
  * (value ~ scale * L - *NEG_MIN), chosen to minimise the weighted squared
- * error: start from the full range split in 15 steps, then for 21 trial
- * steps around it take the least-squares scale and min of the codes it
- * gives, and keep the best.  Returns the scale.
+ * error: start from the full range split in 15 steps, then for NSTEP + 1
+ * trial steps (15 + RMIN + RDELTA * i) take the least-squares scale and
+ * min of the codes each gives, and keep the best.  Returns the scale.
+ * ggml's reference searches 21 steps from 14 by 0.1; with an importance
+ * matrix, 37 steps from 14.1 by 0.05.
  */
-static float q4k_fit(const float *x, const float *w, uint8_t *L, float *neg_min)
+static float q4k_fit(const float *x, const float *w, uint8_t *L, float *neg_min, float rmin, float rdelta,
+		     int nstep)
 {
-	enum { N = 32, NMAX = 15, NSTEP = 20 };
-	const float rmin = -1.0f, rdelta = 0.1f;
+	enum { N = 32, NMAX = 15 };
 	uint8_t trial[N];
 	float lo = x[0], hi = x[0];
 	float sum_w = w[0], sum_x = sum_w * x[0];
@@ -70,7 +72,7 @@ static float q4k_fit(const float *x, const float *w, uint8_t *L, float *neg_min)
 	}
 	if (lo > 0)
 		lo = 0;
-	if (hi == lo) {
+	if (!(hi > lo)) {
 		memset(L, 0, N);
 		*neg_min = -lo;
 		return 0.0f;
@@ -85,7 +87,7 @@ static float q4k_fit(const float *x, const float *w, uint8_t *L, float *neg_min)
 		best += w[i] * (diff * diff);
 	}
 
-	for (int is = 0; is <= NSTEP; is++) {
+	for (int is = 0; is <= nstep; is++) {
 		iscale = (rmin + rdelta * is + NMAX) / (hi - lo);
 		float sum_l = 0, sum_l2 = 0, sum_xl = 0;
 		for (int i = 0; i < N; i++) {
@@ -134,6 +136,106 @@ static void q4k_put_scale_min(uint8_t *s, int j, uint8_t sc, uint8_t m)
 	}
 }
 
+/*
+ * The codes of super-block X against its scales and mins as stored in Y
+ * (a sub-block whose scale is 0 keeps the fit's codes in L), packed: 64
+ * values per 32 bytes, low nibbles the first 32 and high the next.
+ */
+static void q4k_codes(const float *x, uint8_t *L, struct qg_block_q4_K *y)
+{
+	for (int j = 0; j < 8; j++) {
+		uint8_t sc, m;
+		qg_q4_K_scale_min(j, y->scales, &sc, &m);
+		const float d = qg_fp16_to_fp32(y->d) * sc;
+		if (!d)
+			continue;
+		const float dm = qg_fp16_to_fp32(y->dmin) * m;
+		for (int l = 0; l < 32; l++)
+			L[32 * j + l] = (uint8_t)kq_clamp(kq_nearest((x[32 * j + l] + dm) / d), 0, 15);
+	}
+	for (int c = 0; c < 4; c++)
+		for (int l = 0; l < 32; l++)
+			y->qs[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+}
+
+/*
+ * 6-bit codes L (0..63) and one scale for the eight non-negative values X
+ * with weights W (ggml's make_qp_quants): the largest maps to 63, eight
+ * trial scales around it are scored by weighted squared error, then codes
+ * are moved one at a time while that raises the weighted correlation, for
+ * at most five passes.  Returns the least-squares scale of the codes.
+ */
+static float kq_fit_positive(const float *x, uint8_t *L, const float *w)
+{
+	enum { N = 8, NMAX = 63 };
+	float max = 0;
+
+	for (int i = 0; i < N; i++)
+		max = max > x[i] ? max : x[i];
+	if (max < KQ_ZERO_EPS) {
+		memset(L, 0, N);
+		return 0.f;
+	}
+	float iscale = NMAX / max;
+	for (int i = 0; i < N; i++)
+		L[i] = (uint8_t)kq_nearest(iscale * x[i]);
+	float scale = 1 / iscale;
+	float best = 0;
+	for (int i = 0; i < N; i++) {
+		float diff = x[i] - scale * L[i];
+		best += w[i] * diff * diff;
+	}
+	for (int is = -4; is <= 4; is++) {
+		if (is == 0)
+			continue;
+		float iscale_is = (0.1f * is + NMAX) / max;
+		float scale_is = 1 / iscale_is;
+		float mse = 0;
+		for (int i = 0; i < N; i++) {
+			int l = kq_nearest(iscale_is * x[i]);
+			l = l < NMAX ? l : NMAX;
+			float diff = x[i] - scale_is * l;
+			mse += w[i] * diff * diff;
+		}
+		if (mse < best) {
+			best = mse;
+			iscale = iscale_is;
+		}
+	}
+	float sumlx = 0, suml2 = 0;
+	for (int i = 0; i < N; i++) {
+		int l = kq_nearest(iscale * x[i]);
+		l = l < NMAX ? l : NMAX;
+		L[i] = (uint8_t)l;
+		sumlx += w[i] * x[i] * l;
+		suml2 += w[i] * l * l;
+	}
+	for (int itry = 0; itry < 5; itry++) {
+		int changed = 0;
+		for (int i = 0; i < N; i++) {
+			float slx = sumlx - w[i] * x[i] * L[i];
+			float sl2 = suml2 - w[i] * L[i] * L[i];
+			if (slx > 0 && sl2 > 0) {
+				int nl = kq_nearest(x[i] * sl2 / slx);
+				nl = nl < NMAX ? nl : NMAX;
+				if (nl != L[i]) {
+					slx += w[i] * x[i] * nl;
+					sl2 += w[i] * nl * nl;
+					if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+						L[i] = (uint8_t)nl;
+						sumlx = slx;
+						suml2 = sl2;
+						changed++;
+					}
+				}
+			}
+		}
+		if (!changed)
+			break;
+	}
+	return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
 void qg_quantize_row_q4_K(const float *x, struct qg_block_q4_K *y, int64_t k)
 {
 	uint8_t L[QG_QK_K];
@@ -151,7 +253,7 @@ void qg_quantize_row_q4_K(const float *x, struct qg_block_q4_K *y, int64_t k)
 			float av_x = sqrtf(sum_x2 / 32);
 			for (int l = 0; l < 32; l++)
 				w[l] = av_x + fabsf(xs[l]);
-			scales[j] = q4k_fit(xs, w, L + 32 * j, &mins[j]);
+			scales[j] = q4k_fit(xs, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
 			if (scales[j] > max_scale)
 				max_scale = scales[j];
 			if (mins[j] > max_min)
@@ -168,23 +270,56 @@ void qg_quantize_row_q4_K(const float *x, struct qg_block_q4_K *y, int64_t k)
 		}
 		y[b].d = qg_fp32_to_fp16(max_scale / 63.f);
 		y[b].dmin = qg_fp32_to_fp16(max_min / 63.f);
+		q4k_codes(x, L, &y[b]);
+	}
+}
 
-		/* codes again, against the scales as stored */
+/*
+ * With an importance matrix (ggml's quantize_row_q4_K_impl): each value
+ * weighted by its importance times sqrt(2 * mean square of the super-block
+ * + its square), a finer search per 32 values, and the eight scales and
+ * eight mins each given their 6-bit codes and super-block scale by a
+ * search of their own, weighted by the groups' total weights.
+ */
+static void quantize_row_q4_K_weighted(const float *x, struct qg_block_q4_K *y, int64_t k, const float *qw);
+
+void qg_quantize_row_q4_K_imatrix(const float *x, struct qg_block_q4_K *y, int64_t k, const float *qw)
+{
+	if (!qw) {
+		qg_quantize_row_q4_K(x, y, k);
+		return;
+	}
+	quantize_row_q4_K_weighted(x, y, k, qw);
+}
+
+static void quantize_row_q4_K_weighted(const float *x, struct qg_block_q4_K *y, int64_t k, const float *qw)
+{
+	uint8_t L[QG_QK_K], Ls[8], Lm[8];
+	float w[32], sw[8], scales[8], mins[8];
+
+	for (int64_t b = 0; b < k / QG_QK_K; b++, x += QG_QK_K, qw += QG_QK_K) {
+		float sum_x2 = 0;
+		for (int l = 0; l < QG_QK_K; l++)
+			sum_x2 += x[l] * x[l];
+		float sigma2 = 2 * sum_x2 / QG_QK_K;
+
 		for (int j = 0; j < 8; j++) {
-			uint8_t sc, m;
-			qg_q4_K_scale_min(j, y[b].scales, &sc, &m);
-			const float d = qg_fp16_to_fp32(y[b].d) * sc;
-			if (!d)
-				continue;	/* keep the fit's codes */
-			const float dm = qg_fp16_to_fp32(y[b].dmin) * m;
+			const float *xs = x + 32 * j;
 			for (int l = 0; l < 32; l++)
-				L[32 * j + l] = (uint8_t)kq_clamp(kq_nearest((x[32 * j + l] + dm) / d), 0, 15);
+				w[l] = qw[32 * j + l] * sqrtf(sigma2 + xs[l] * xs[l]);
+			float sumw = 0;
+			for (int l = 0; l < 32; l++)
+				sumw += w[l];
+			sw[j] = sumw;
+			scales[j] = q4k_fit(xs, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36);
 		}
-
-		/* 64 values per 32 bytes: low nibbles the first 32, high the next */
-		for (int c = 0; c < 4; c++)
-			for (int l = 0; l < 32; l++)
-				y[b].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
+		float d_block = kq_fit_positive(scales, Ls, sw);
+		float m_block = kq_fit_positive(mins, Lm, sw);
+		for (int j = 0; j < 8; j++)
+			q4k_put_scale_min(y[b].scales, j, Ls[j], Lm[j]);
+		y[b].d = qg_fp32_to_fp16(d_block);
+		y[b].dmin = qg_fp32_to_fp16(m_block);
+		q4k_codes(x, L, &y[b]);
 	}
 }
 
@@ -211,11 +346,12 @@ void qg_dequantize_row_q4_K(const struct qg_block_q4_K *x, float *y, int64_t k)
 
 /*
  * A scale for the 16 values X as 6-bit signed codes (L = code + 32 in
- * 0..63), weighting each value by its square: the value of largest
+ * 0..63), weighting each value by QW (its importance), or by its square
+ * when QW is NULL: the value of largest
  * magnitude maps to -32, then 18 trial scales around that are scored by
  * (sum w x l)^2 / sum w l^2 and the best one's least-squares scale kept.
  */
-static float q6k_fit(const float *x, int8_t *L)
+static float q6k_fit(const float *x, int8_t *L, const float *qw)
 {
 	enum { N = 16, NMAX = 32 };
 	float max = 0, amax = 0;
@@ -237,7 +373,7 @@ static float q6k_fit(const float *x, int8_t *L)
 	for (int i = 0; i < N; i++) {
 		int l = kq_clamp(kq_nearest(iscale * x[i]), -NMAX, NMAX - 1);
 		L[i] = (int8_t)(l + NMAX);
-		float w = x[i] * x[i];
+		float w = qw ? qw[i] : x[i] * x[i];
 		sumlx += w * x[i] * l;
 		suml2 += w * l * l;
 	}
@@ -250,7 +386,7 @@ static float q6k_fit(const float *x, int8_t *L)
 		sumlx = suml2 = 0;
 		for (int i = 0; i < N; i++) {
 			int l = kq_clamp(kq_nearest(iscale * x[i]), -NMAX, NMAX - 1);
-			float w = x[i] * x[i];
+			float w = qw ? qw[i] : x[i] * x[i];
 			sumlx += w * x[i] * l;
 			suml2 += w * l * l;
 		}
@@ -266,6 +402,11 @@ static float q6k_fit(const float *x, int8_t *L)
 
 void qg_quantize_row_q6_K(const float *x, struct qg_block_q6_K *y, int64_t k)
 {
+	qg_quantize_row_q6_K_imatrix(x, y, k, NULL);
+}
+
+void qg_quantize_row_q6_K_imatrix(const float *x, struct qg_block_q6_K *y, int64_t k, const float *qw)
+{
 	int8_t L[QG_QK_K];
 	float scales[16];
 
@@ -273,7 +414,7 @@ void qg_quantize_row_q6_K(const float *x, struct qg_block_q6_K *y, int64_t k)
 		float max_scale = 0, max_abs_scale = 0;
 
 		for (int j = 0; j < 16; j++) {
-			scales[j] = q6k_fit(x + 16 * j, L + 16 * j);
+			scales[j] = q6k_fit(x + 16 * j, L + 16 * j, qw ? qw + b * QG_QK_K + 16 * j : NULL);
 			if (fabsf(scales[j]) > max_abs_scale) {
 				max_abs_scale = fabsf(scales[j]);
 				max_scale = scales[j];

@@ -74,6 +74,13 @@ static inline void qg_q4_K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8
 void qg_quantize_row_q4_K(const float *x, struct qg_block_q4_K *y, int64_t k);
 void qg_quantize_row_q6_K(const float *x, struct qg_block_q6_K *y, int64_t k);
 void qg_quantize_row_q8_K(const float *x, struct qg_block_q8_K *y, int64_t k);
+/*
+ * One row of K values with an importance matrix QW (K values, one per
+ * column; NULL: the functions above): ggml's quantize_q4_K / quantize_q6_K
+ * with quant_weights, value for value.
+ */
+void qg_quantize_row_q4_K_imatrix(const float *x, struct qg_block_q4_K *y, int64_t k, const float *qw);
+void qg_quantize_row_q6_K_imatrix(const float *x, struct qg_block_q6_K *y, int64_t k, const float *qw);
 
 /* Code times scale (minus min), as ggml's dequantize_row_* compute it. */
 void qg_dequantize_row_q4_K(const struct qg_block_q4_K *x, float *y, int64_t k);

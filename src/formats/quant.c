@@ -577,10 +577,12 @@ static void q4_block_weighted(const float *x, const float *w, struct rowblock *o
 /* --- whole matrices ------------------------------------------------------ */
 
 /*
- * Quantize (QUANTIZE) or dequantize ROWS x COLS between F and Q for a
- * K-quant BASE, a row at a time.  Returns 0, doing nothing, for other types.
+ * Quantize (QUANTIZE, with IMATRIX if not NULL) or dequantize ROWS x COLS
+ * between F and Q for a K-quant BASE, a row at a time.  Returns 0, doing
+ * nothing, for other types.
  */
-static int kquant_rows(enum qg_type base, int quantize, void *q, float *f, int64_t rows, int64_t cols)
+static int kquant_rows(enum qg_type base, int quantize, void *q, float *f, int64_t rows, int64_t cols,
+		       const float *imatrix)
 {
 	const size_t rb = (size_t)(cols / QG_QK_K) * (size_t)types[base].block_bytes;
 	uint8_t *qb = q;
@@ -589,13 +591,13 @@ static int kquant_rows(enum qg_type base, int quantize, void *q, float *f, int64
 		switch (base) {
 		case QG_TYPE_Q4_K:
 			if (quantize)
-				qg_quantize_row_q4_K(f, (void *)qb, cols);
+				qg_quantize_row_q4_K_imatrix(f, (void *)qb, cols, imatrix);
 			else
 				qg_dequantize_row_q4_K((const void *)qb, f, cols);
 			break;
 		case QG_TYPE_Q6_K:
 			if (quantize)
-				qg_quantize_row_q6_K(f, (void *)qb, cols);
+				qg_quantize_row_q6_K_imatrix(f, (void *)qb, cols, imatrix);
 			else
 				qg_dequantize_row_q6_K((const void *)qb, f, cols);
 			break;
@@ -684,7 +686,7 @@ ssize_t qg_quantize(enum qg_type type, const float *src, void *dst, size_t dst_s
 			store_fp16(out + 2 * i, qg_fp32_to_fp16(src[i]));
 		return size;
 	}
-	if (kquant_rows(base, 1, out, (float *)src, rows, cols))
+	if (kquant_rows(base, 1, out, (float *)src, rows, cols, imatrix))
 		return size;
 
 	int64_t nb = cols / QG_QK;
@@ -743,7 +745,7 @@ ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst
 			dst[i] = qg_fp16_to_fp32(load_fp16(in + 2 * i));
 		return (ssize_t)out_size;
 	}
-	if (kquant_rows(base, 0, (void *)in, dst, rows, cols))
+	if (kquant_rows(base, 0, (void *)in, dst, rows, cols, NULL))
 		return (ssize_t)out_size;
 
 	int64_t nb = cols / QG_QK;

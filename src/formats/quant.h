@@ -94,9 +94,10 @@ ssize_t qg_matrix_size(enum qg_type type, int64_t rows, int64_t cols);
  * never worse than plain rounding (a block whose weights are all zero gets
  * plain rounding's bytes); an interleaved layout gets exactly the bytes of
  * Q4_0 followed by qg_repack().  F32, F16, Q8_0 and the Q8_0 layouts check
- * IMATRIX but do not use it (Q8_0 is ggml's quantize_q8_0, which ignores it);
- * so do Q4_K, Q6_K and Q8_K, whose bytes are always ggml's reference
- * quantization (quantize_row_q4_K_ref, _q6_K_ref, _q8_K_ref).
+ * IMATRIX but do not use it (Q8_0 is ggml's quantize_q8_0, which ignores it;
+ * so does Q8_K).  Q4_K and Q6_K give ggml's bytes either way: its reference
+ * quantization (quantize_row_q4_K_ref, _q6_K_ref) without IMATRIX, and
+ * quantize_q4_K / quantize_q6_K with it as quant_weights.
  *
  * F32 and F16 are conversions: NaN and infinities are kept, and F16 rounds
  * values beyond +-65504 to infinity.  The block types reject a NaN or an
