@@ -20,6 +20,7 @@
 #include "config.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "kquant.h"
@@ -33,6 +34,29 @@ static inline int32_t hsum_epi32(__m256i v)
 	return _mm_cvtsi128_si32(s);
 }
 
+/*
+ * The eight 6-bit scales (SC) and mins (M) of a Q4_K super-block, a word
+ * at a time: bytes 0-3 and 4-7 hold scales and mins 0-3 in their low six
+ * bits and the top two bits of 4-7 in their high two; bytes 8-11 hold the
+ * low nibbles of scales 4-7 and, above them, of mins 4-7.
+ */
+static inline void q4k_unpack(const uint8_t *s, uint8_t sc[8], uint8_t m[8])
+{
+	uint32_t u0, u1, u2, t;
+
+	memcpy(&u0, s, 4);
+	memcpy(&u1, s + 4, 4);
+	memcpy(&u2, s + 8, 4);
+	t = u0 & 0x3f3f3f3fu;
+	memcpy(sc, &t, 4);
+	t = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+	memcpy(sc + 4, &t, 4);
+	t = u1 & 0x3f3f3f3fu;
+	memcpy(m, &t, 4);
+	t = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+	memcpy(m + 4, &t, 4);
+}
+
 static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
 {
 	const struct qg_block_q4_K *w = vw;
@@ -42,8 +66,7 @@ static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
 		uint8_t sc[8], m[8];
-		for (int j = 0; j < 8; j++)
-			qg_q4_K_scale_min(j, w[b].scales, &sc[j], &m[j]);
+		q4k_unpack(w[b].scales, sc, m);
 
 		__m256i isum = _mm256_setzero_si256();
 		for (int c = 0; c < 4; c++) {
@@ -57,11 +80,16 @@ static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 							     _mm256_set1_epi16(sc[2 * c + 1]));
 			isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
 		}
-		int32_t msum = 0;
-		for (int j = 0; j < 8; j++)
-			msum += m[j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+		/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
+		const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+		const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+		const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mins);
+		/* both reductions at once: lanes 0 and 1 end up holding isum and msum */
+		__m256i h = _mm256_hadd_epi32(isum, msum);
+		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+		r = _mm_hadd_epi32(r, r);
 		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, qg_fp16_to_fp32(w[b].dmin) * a[b].d,
-				  hsum_epi32(isum), msum);
+				  _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 1));
 	}
 	return acc;
 }
