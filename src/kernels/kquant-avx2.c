@@ -40,22 +40,42 @@ static inline int32_t hsum_epi32(__m256i v)
  * bits and the top two bits of 4-7 in their high two; bytes 8-11 hold the
  * low nibbles of scales 4-7 and, above them, of mins 4-7.
  */
-static inline void q4k_unpack(const uint8_t *s, uint8_t sc[8], uint8_t m[8])
+static inline void q4k_unpack(const uint8_t *s, __m128i *sc, __m128i *m)
 {
-	uint32_t u0, u1, u2, t;
+	uint32_t u0, u1, u2;
 
 	memcpy(&u0, s, 4);
 	memcpy(&u1, s + 4, 4);
 	memcpy(&u2, s + 8, 4);
-	t = u0 & 0x3f3f3f3fu;
-	memcpy(sc, &t, 4);
-	t = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-	memcpy(sc + 4, &t, 4);
-	t = u1 & 0x3f3f3f3fu;
-	memcpy(m, &t, 4);
-	t = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-	memcpy(m + 4, &t, 4);
+	/* kept in registers: bytes stored and loaded back wider would stall the load */
+	const uint64_t sc8 = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4) << 32;
+	const uint64_t m8 = (u1 & 0x3f3f3f3fu) |
+			    (uint64_t)(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4) << 32;
+	*sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
+	*m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
 }
+
+/* An fp16 scale in float: exact either way, so F16C gives the portable code's value. */
+static inline float h2f(qg_fp16 h)
+{
+	return _cvtsh_ss(h);
+}
+
+/* vpshufb controls: int16 element J of each 128-bit lane, everywhere in it */
+static inline __m256i pick16(int j)
+{
+	return _mm256_set1_epi16((short)(0x0100 + 0x0202 * j));
+}
+
+/* int16 element J of the low lane, and J1 of the high lane, each across its lane */
+static inline __m256i pick16_2(int j, int j1)
+{
+	return _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * j1)),
+				_mm_set1_epi16((short)(0x0100 + 0x0202 * j)));
+}
+
+/* Weights a little ahead of the one being read: the rows are one stream. */
+#define PREFETCH_AHEAD 512
 
 static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
 {
@@ -65,8 +85,11 @@ static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	float acc = 0.0f;
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
-		uint8_t sc[8], m[8];
-		q4k_unpack(w[b].scales, sc, m);
+		__m128i sc, m16;
+		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
+		q4k_unpack(w[b].scales, &sc, &m16);
+		/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
+		const __m256i s16 = _mm256_broadcastsi128_si256(sc);
 
 		__m256i isum = _mm256_setzero_si256();
 		for (int c = 0; c < 4; c++) {
@@ -75,21 +98,21 @@ static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
 			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c));
 			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 32));
-			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_set1_epi16(sc[2 * c]));
+			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0),
+							     _mm256_shuffle_epi8(s16, pick16(2 * c)));
 			const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1),
-							     _mm256_set1_epi16(sc[2 * c + 1]));
+							     _mm256_shuffle_epi8(s16, pick16(2 * c + 1)));
 			isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
 		}
 		/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
-		const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
 		const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
 		const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mins);
 		/* both reductions at once: lanes 0 and 1 end up holding isum and msum */
 		__m256i h = _mm256_hadd_epi32(isum, msum);
 		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 		r = _mm_hadd_epi32(r, r);
-		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, qg_fp16_to_fp32(w[b].dmin) * a[b].d,
-				  _mm_cvtsi128_si32(r), _mm_extract_epi32(r, 1));
+		acc = qg_kq_accum(acc, h2f(w[b].d) * a[b].d, h2f(w[b].dmin) * a[b].d, _mm_cvtsi128_si32(r),
+				  _mm_extract_epi32(r, 1));
 	}
 	return acc;
 }
@@ -104,8 +127,13 @@ static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
 		const int8_t *sc = w[b].scales;
 		__m256i isum = _mm256_setzero_si256();
+		/* the sixteen scales as int16: 0-7 in the low lane, 8-15 in the high */
+		const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
 
+		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
 		for (int h = 0; h < 2; h++) {
+			/* scales 8h .. 8h + 7 in both lanes */
+			const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
 			const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
 			const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
 			const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
@@ -119,15 +147,14 @@ static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 			for (int q = 0; q < 4; q++) {
 				const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
 				const __m256i av = _mm256_loadu_si256((const __m256i *)(a[b].qs + 128 * h + 32 * q));
-				const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[j + 1]), _mm_set1_epi16(sc[j]));
+				const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
 				isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
 			}
 		}
 		/* minus 32 * sum_j scale_j * bsum_j */
 		const __m256i bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
-		const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
 		const int32_t off = hsum_epi32(_mm256_madd_epi16(bs, s16));
-		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, 0.0f, hsum_epi32(isum) - 32 * off, 0);
+		acc = qg_kq_accum(acc, h2f(w[b].d) * a[b].d, 0.0f, hsum_epi32(isum) - 32 * off, 0);
 	}
 	return acc;
 }
