@@ -374,6 +374,19 @@ static void test_kquant(struct qgraph_session *s)
 		r = qgraph_weights_upload(s, types[t], types[t], M, K, wq, &h2, &stored2);
 		tap_ok(r == 0 && stored2 == types[t], "upload %s bytes as they are", tn);
 
+		/* a graph that names them with another width: not whole super-blocks, or not theirs */
+		int refused = 0;
+		for (int64_t c = K / 2 + 32; c >= K / 2; c -= 32) {
+			struct qgraph_graph *gb = qgraph_graph_new();
+			int64_t bne[2] = { c, N };
+			int bw = qgraph_graph_weights(gb, h2, stored2, M, c);
+			int bx = qgraph_graph_input(gb, QGRAPH_TYPE_F32, 2, bne, xo);
+			int bo = bw < 0 || bx < 0 ? -1 : qgraph_graph_op(gb, QGRAPH_OP_MUL_MAT, bw, bx, 0);
+			refused += bo < 0 || qgraph_graph_output(gb, bo, yo) < 0 || submit_wait(s, gb, 0, NULL) != 0;
+			qgraph_graph_free(gb);
+		}
+		tap_ok(refused == 2, "%s: a graph naming the weights %d or %d columns wide is refused", tn, K / 2 + 32,
+		       K / 2);
 		struct qgraph_graph *g = qgraph_graph_new();
 		int64_t xne[2] = { K, N };
 		int wi = qgraph_graph_weights(g, h2, stored2, M, K);

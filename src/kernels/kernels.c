@@ -481,6 +481,11 @@ const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family)
 		t = &qg_kq_avx2;
 		break;
 #endif
+#if defined(__aarch64__) && defined(HAVE_NEON)
+	case QG_KF_NEON:
+		t = &qg_kq_neon;
+		break;
+#endif
 #if defined(__aarch64__) && defined(HAVE_DOTPROD)
 	case QG_KF_DOTPROD:
 		t = &qg_kq_dotprod;

@@ -154,6 +154,7 @@ extern const struct qg_kq_kernel qg_kq_portable;
 extern const struct qg_kq_kernel qg_kq_avx2;
 #endif
 #if defined(__aarch64__)
+extern const struct qg_kq_kernel qg_kq_neon;
 extern const struct qg_kq_kernel qg_kq_dotprod;
 #endif
 extern const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT];
