@@ -322,6 +322,21 @@ static void test_kernels(void)
 			float r4 = qg_vec_dot_q4_K_q8_K(256 * nb, w4, a), k4 = kn->q4_K(256 * nb, w4, a);
 			float r6 = qg_vec_dot_q6_K_q8_K(256 * nb, w6, a), k6 = kn->q6_K(256 * nb, w6, a);
 			cases += 2;
+			/* four activation rows at once: each of Q blocks, row r at a + r * Q */
+			const int q = nb / 4;
+			for (int t = 0; t < 2 && q > 0; t++) {
+				qg_kq_dot4_fn d4 = t ? kn->q6_K_x4 : kn->q4_K_x4;
+				if (!d4)
+					continue;
+				float out[4];
+				d4(256 * q, t ? (const void *)w6 : (const void *)w4, a, q, out);
+				for (int r = 0; r < 4; r++) {
+					float want = t ? qg_vec_dot_q6_K_q8_K(256 * q, w6, a + r * q)
+						       : qg_vec_dot_q4_K_q8_K(256 * q, w4, a + r * q);
+					cases++;
+					bad += memcmp(&want, &out[r], 4) != 0;
+				}
+			}
 			if (memcmp(&r4, &k4, 4) || memcmp(&r6, &k6, 4)) {
 				if (!bad)
 					tap_diag("%s: nb %d: q4_K %.9g vs %.9g, q6_K %.9g vs %.9g", kn->name, nb, k4, r4, k6,

@@ -130,11 +130,21 @@ enum qg_type qg_best_weight_type(void);
  */
 typedef float (*qg_kq_dot_fn)(int64_t k, const void *restrict w, const void *restrict a);
 
+/*
+ * Four activation rows against one weight row: OUT[r] is the one-row
+ * kernel's result for row r (at A + r * NBA block_q8_K) bit for bit, the
+ * weights decoded once for the four.
+ */
+typedef void (*qg_kq_dot4_fn)(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,
+			      float *restrict out);
+
 struct qg_kq_kernel {
 	const char *name;	/* "avx2 k-quants", shown in --info */
 	enum qg_kfamily family;
 	qg_kq_dot_fn q4_K;	/* Q4_K x Q8_K */
 	qg_kq_dot_fn q6_K;	/* Q6_K x Q8_K */
+	qg_kq_dot4_fn q4_K_x4;	/* optional (NULL: four calls of q4_K) */
+	qg_kq_dot4_fn q6_K_x4;	/* optional */
 };
 
 /* FAMILY's K-quant kernels if this build has them and this CPU runs them, else NULL. */

@@ -77,12 +77,18 @@ static inline __m256i pick16_2(int j, int j1)
 /* Weights a little ahead of the one being read: the rows are one stream. */
 #define PREFETCH_AHEAD 512
 
-static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
+/*
+ * R activation rows (R = 1 or 4; row r at A + r * NBA super-blocks)
+ * against one Q4_K weight row: the weights are decoded once per 32 bytes
+ * and met by every row, and each row's sum is formed exactly as the
+ * one-row kernel forms it, so OUT[r] is that kernel's result bit for bit.
+ */
+static inline __attribute__((always_inline)) void rows_q4_K(int64_t k, const struct qg_block_q4_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    float *out)
 {
-	const struct qg_block_q4_K *w = vw;
-	const struct qg_block_q8_K *a = va;
 	const __m256i low4 = _mm256_set1_epi8(0x0f);
-	float acc = 0.0f;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
 		__m128i sc, m16;
@@ -91,30 +97,52 @@ static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 		/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
 		const __m256i s16 = _mm256_broadcastsi128_si256(sc);
 
-		__m256i isum = _mm256_setzero_si256();
+		__m256i isum[4];
+		for (int r = 0; r < R; r++)
+			isum[r] = _mm256_setzero_si256();
 		for (int c = 0; c < 4; c++) {
 			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
 			const __m256i lo = _mm256_and_si256(q, low4);
 			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c));
-			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 32));
-			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0),
-							     _mm256_shuffle_epi8(s16, pick16(2 * c)));
-			const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1),
-							     _mm256_shuffle_epi8(s16, pick16(2 * c + 1)));
-			isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
+			const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
+			const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
+			for (int r = 0; r < R; r++) {
+				const struct qg_block_q8_K *ab = &a[r * nba + b];
+				const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
+				const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
+				const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+				const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+				isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
+			}
 		}
 		/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
 		const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-		const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mins);
-		/* both reductions at once: lanes 0 and 1 end up holding isum and msum */
-		__m256i h = _mm256_hadd_epi32(isum, msum);
-		__m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-		r = _mm_hadd_epi32(r, r);
-		acc = qg_kq_accum(acc, h2f(w[b].d) * a[b].d, h2f(w[b].dmin) * a[b].d, _mm_cvtsi128_si32(r),
-				  _mm_extract_epi32(r, 1));
+		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba + b];
+			const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab->bsums), mins);
+			/* both reductions at once: lanes 0 and 1 end up holding isum and msum */
+			__m256i h = _mm256_hadd_epi32(isum[r], msum);
+			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+			t = _mm_hadd_epi32(t, t);
+			acc[r] = qg_kq_accum(acc[r], wd * ab->d, wm * ab->d, _mm_cvtsi128_si32(t), _mm_extract_epi32(t, 1));
+		}
 	}
-	return acc;
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
+}
+
+static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	float out;
+
+	rows_q4_K(k, vw, va, 0, 1, &out);
+	return out;
+}
+
+static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+{
+	rows_q4_K(k, vw, va, nba, 4, out);
 }
 
 static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
@@ -162,4 +190,5 @@ static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 const struct qg_kq_kernel qg_kq_avx2 = {
 	.name = "avx2 k-quants", .family = QG_KF_AVX2,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
+	.q4_K_x4 = dot4_q4_K,
 };

@@ -270,6 +270,7 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 {
 	const struct qg_kq_kernel *kn = mm->kq_kernel ? mm->kq_kernel : qg_kq_kernel_for();
 	const qg_kq_dot_fn dot = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K : kn->q6_K;
+	const qg_kq_dot4_fn dot4 = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_x4 : kn->q6_K_x4;
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
 	const int64_t tile = tile_rows(row_bytes, 1);
 	const int64_t nbk = mm->k / QG_QK_K;
@@ -277,7 +278,16 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 
 	for (int64_t t0 = row0; t0 < row1; t0 += tile) {
 		const int64_t t1 = row1 - t0 < tile ? row1 : t0 + tile;
-		for (int64_t i = 0; i < mm->n; i++) {
+		int64_t i = 0;
+		for (; dot4 && i + 4 <= mm->n; i += 4) {
+			for (int64_t r = t0; r < t1; r++) {
+				float out[4];
+				dot4(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + i * nbk, nbk, out);
+				for (int j = 0; j < 4; j++)
+					mm->y[(size_t)(i + j) * mm->ldy + (size_t)r] = out[j];
+			}
+		}
+		for (; i < mm->n; i++) {
 			float *y = mm->y + (size_t)i * mm->ldy;
 			for (int64_t r = t0; r < t1; r++)
 				y[r] = dot(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + i * nbk);
