@@ -145,16 +145,19 @@ static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	rows_q4_K(k, vw, va, nba, 4, out);
 }
 
-static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
+/* R activation rows against one Q6_K weight row, as rows_q4_K does for Q4_K. */
+static inline __attribute__((always_inline)) void rows_q6_K(int64_t k, const struct qg_block_q6_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    float *out)
 {
-	const struct qg_block_q6_K *w = vw;
-	const struct qg_block_q8_K *a = va;
 	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
-	float acc = 0.0f;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
 		const int8_t *sc = w[b].scales;
-		__m256i isum = _mm256_setzero_si256();
+		__m256i isum[4];
+		for (int r = 0; r < R; r++)
+			isum[r] = _mm256_setzero_si256();
 		/* the sixteen scales as int16: 0-7 in the low lane, 8-15 in the high */
 		const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
 
@@ -174,21 +177,42 @@ static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 					       _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
 			for (int q = 0; q < 4; q++) {
 				const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
-				const __m256i av = _mm256_loadu_si256((const __m256i *)(a[b].qs + 128 * h + 32 * q));
 				const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
-				isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
+				for (int r = 0; r < R; r++) {
+					const __m256i av = _mm256_loadu_si256(
+						(const __m256i *)(a[r * nba + b].qs + 128 * h + 32 * q));
+					isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
+				}
 			}
 		}
-		/* minus 32 * sum_j scale_j * bsum_j */
-		const __m256i bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
-		const int32_t off = hsum_epi32(_mm256_madd_epi16(bs, s16));
-		acc = qg_kq_accum(acc, h2f(w[b].d) * a[b].d, 0.0f, hsum_epi32(isum) - 32 * off, 0);
+		const float wd = h2f(w[b].d);
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba + b];
+			/* minus 32 * sum_j scale_j * bsum_j */
+			const __m256i bs = _mm256_loadu_si256((const __m256i *)ab->bsums);
+			const int32_t off = hsum_epi32(_mm256_madd_epi16(bs, s16));
+			acc[r] = qg_kq_accum(acc[r], wd * ab->d, 0.0f, hsum_epi32(isum[r]) - 32 * off, 0);
+		}
 	}
-	return acc;
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
+}
+
+static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	float out;
+
+	rows_q6_K(k, vw, va, 0, 1, &out);
+	return out;
+}
+
+static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+{
+	rows_q6_K(k, vw, va, nba, 4, out);
 }
 
 const struct qg_kq_kernel qg_kq_avx2 = {
 	.name = "avx2 k-quants", .family = QG_KF_AVX2,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
-	.q4_K_x4 = dot4_q4_K,
+	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
 };
