@@ -425,6 +425,12 @@ static int preload_tensor(struct qgd_server *srv, struct qgd_model *m, const str
 	case QG_GGML_Q8_0:
 		src = QG_TYPE_Q8_0;
 		break;
+	case QG_GGML_Q4_K:
+		src = QG_TYPE_Q4_K;
+		break;
+	case QG_GGML_Q6_K:
+		src = QG_TYPE_Q6_K;
+		break;
 	default:
 		src = QG_TYPE_Q4_0;
 	}
@@ -507,7 +513,7 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 	for (size_t i = 0; i < qg_gguf_tensor_count(g); i++) {
 		const struct qg_gguf_tensor *t = qg_gguf_tensor_at(g, i);
 		if (t->type != QG_GGML_F32 && t->type != QG_GGML_F16 && t->type != QG_GGML_Q8_0 &&
-		    t->type != QG_GGML_Q4_0) {
+		    t->type != QG_GGML_Q4_0 && t->type != QG_GGML_Q4_K && t->type != QG_GGML_Q6_K) {
 			skipped++;
 			continue;
 		}

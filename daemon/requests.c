@@ -50,9 +50,9 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 		if (s->upload.id)
 			qgd_upload_reset(s);	/* an abandoned upload gives way */
 		if (src < 0 || (src != QG_TYPE_F32 && src != QG_TYPE_F16 && src != QG_TYPE_Q8_0 && src != QG_TYPE_Q4_0 &&
-				qg_layout_of((enum qg_type)src) < 0)) {
+				src != QG_TYPE_Q4_K && src != QG_TYPE_Q6_K && qg_layout_of((enum qg_type)src) < 0)) {
 			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-					 "weights arrive as f32, f16, q8_0, q4_0 or an interleaved q4_0 layout");
+					 "weights arrive as f32, f16, q8_0, q4_0, an interleaved q4_0 layout, q4_K or q6_K");
 			return;
 		}
 		if (dst < 0 || !qg_type_is_weight((enum qg_type)dst)) {

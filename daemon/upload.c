@@ -170,7 +170,7 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 	struct qgd_upload *up = &s->upload;
 	const struct qgd_config *cfg = &s->srv->cfg;
 
-	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0) && dst != src) {
+	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0 || src == QG_TYPE_Q4_K || src == QG_TYPE_Q6_K) && dst != src) {
 		snprintf(msg, len, "%s weights are stored as they are: the target must be %s", qg_type_name(src),
 			 qg_type_name(src));
 		return -EINVAL;
@@ -187,14 +187,18 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 		snprintf(msg, len, "q4_0 weights can only be stored as q4_0 layouts");
 		return -EINVAL;
 	}
+	if ((dst == QG_TYPE_Q4_K || dst == QG_TYPE_Q6_K) && src != dst && src != QG_TYPE_F32) {
+		snprintf(msg, len, "%s weights are quantized from f32 or sent as they are", qg_type_name(dst));
+		return -EINVAL;
+	}
 	if (dst == QG_TYPE_Q4_0)	/* "q4_0": the best layout this CPU and shape allow */
 		dst = qgd_weights_best_layout(rows);
 	ssize_t in = qg_matrix_size(src, rows, cols);
 	ssize_t out = qg_matrix_size(dst, rows, cols);
 	if (in < 0 || out < 0) {
 		snprintf(msg, len,
-			 "%lld x %lld does not fit %s -> %s (columns a multiple of 32; rows a "
-			 "multiple of the layout's 4 or 8)",
+			 "%lld x %lld does not fit %s -> %s (columns a multiple of 32, of 256 for "
+			 "q4_K and q6_K; rows a multiple of the layout's 4 or 8)",
 			 (long long)rows, (long long)cols, qg_type_name(src), qg_type_name(dst));
 		return -EINVAL;
 	}

@@ -84,6 +84,9 @@ static const struct {
 	{ QG_TYPE_Q4_0_8X8, QG_PUBLIC_TYPE_Q4_0_8X8, QGRAPH__TYPE__TYPE_Q4_0_8X8 },
 	{ QG_TYPE_Q8_0_4X4, QG_PUBLIC_TYPE_Q8_0_4X4, NO_WIRE },
 	{ QG_TYPE_Q8_0_4X8, QG_PUBLIC_TYPE_Q8_0_4X8, NO_WIRE },
+	{ QG_TYPE_Q4_K, QG_PUBLIC_TYPE_Q4_K, QGRAPH__TYPE__TYPE_Q4_K },
+	{ QG_TYPE_Q6_K, QG_PUBLIC_TYPE_Q6_K, QGRAPH__TYPE__TYPE_Q6_K },
+	{ QG_TYPE_Q8_K, QG_PUBLIC_TYPE_Q8_K, NO_WIRE },
 	{ QG_TYPE_I32, QG_PUBLIC_TYPE_I32, QGRAPH__TYPE__TYPE_I32 },
 };
 _Static_assert(sizeof type_table / sizeof type_table[0] == QG_TYPE_COUNT + 1, "a row for every engine type and i32");
