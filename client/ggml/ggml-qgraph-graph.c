@@ -46,6 +46,8 @@ struct xlate {
 		int64_t lo, hi;
 	} *fixed;
 	size_t n_fixed;
+	int64_t *staged;		/* arena room of copies (stage), freed once the graphs ran */
+	size_t n_staged;
 	int n_nodes;			/* nodes in the graph so far */
 	char error[256];
 	long long t0;			/* when graph_compute began (QGRAPH_GGML_TRACE) */
@@ -272,21 +274,16 @@ static bool reads_arena(struct xlate *x, const struct ggml_tensor *s)
 }
 
 /*
- * The qgraph tensor for source S of a node: what this graph has for it
- * (source_here), or an input over its arena bytes: S itself if contiguous
- * and aligned, else a view of an input covering the bytes it spans.
+ * An input for S whose bytes, spanning [LO, HI) from an aligned LO, are at
+ * arena offset OFF: S itself if contiguous and aligned, else a view of an
+ * input covering the bytes it spans.  Remembered as S's tensor.
  */
-static int source(struct xlate *x, const struct ggml_tensor *s)
+static int input_at(struct xlate *x, const struct ggml_tensor *s, int64_t off, int64_t lo, int64_t hi)
 {
-	int id = source_here(x, s), type = qtype(s->type);
-	int64_t off, lo, hi;
+	int id, type = qtype(s->type);
 
-	if (id != -ENOENT)
-		return id;
 	if (type < 0)
 		return xlate_fail(x, -EINVAL, "%s is of type %s", s->name, ggml_type_name(s->type));
-	if ((off = arena_offset(s)) < 0 || !tensor_span(s, &lo, &hi))
-		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
 	if (ggml_is_contiguous(s) && off % QGG_ALIGN == 0) {
 		id = g_input(x, type, s->ne, off);
 	} else if (ggml_blck_size(s->type) == 1 && s->nb[0] == ggml_type_size(s->type)) {
@@ -303,6 +300,48 @@ static int source(struct xlate *x, const struct ggml_tensor *s)
 		return id;
 	int err = done_add(x, (struct qgg_done){ .t = s, .id = id, .off = off, .lo = lo, .hi = hi, .input = true });
 	return err ? xlate_fail(x, err, "out of memory") : id;
+}
+
+/* The qgraph tensor for source S of a node: what this graph has for it (source_here), or an input over its bytes. */
+static int source(struct xlate *x, const struct ggml_tensor *s)
+{
+	int id = source_here(x, s);
+	int64_t off, lo, hi;
+
+	if (id != -ENOENT)
+		return id;
+	if ((off = arena_offset(s)) < 0 || !tensor_span(s, &lo, &hi))
+		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
+	return input_at(x, s, off, lo, hi);
+}
+
+/*
+ * Source S of a node that writes over S's own bytes (ggml's allocator
+ * reuses a source's bytes for a result where the op allows it): the
+ * daemon cannot write what it reads, so S's bytes are copied to arena
+ * room of their own (X keeps it until the graph has run) and the input is
+ * made there.  Nothing in the graph writes them before: the caller ran
+ * the graph so far if it did.
+ */
+static int stage(struct xlate *x, const struct ggml_tensor *s)
+{
+	int64_t off = arena_offset(s), lo, hi;
+	size_t arena_bytes;
+	unsigned char *arena = qgraph_arena(qgg.s, &arena_bytes);
+
+	if (off < 0 || !tensor_span(s, &lo, &hi) || !arena)
+		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
+	void *p = realloc(x->staged, (x->n_staged + 1) * sizeof *x->staged);
+	if (!p)
+		return xlate_fail(x, -ENOMEM, "out of memory");
+	x->staged = p;
+	int64_t room = qgraph_arena_alloc(qgg.s, (size_t)(hi - lo));
+	if (room < 0)
+		return xlate_fail(x, (int)room, "no arena room for a copy of %s (%" PRId64 " bytes): raise QGRAPH_GGML_ARENA",
+				  s->name, hi - lo);
+	x->staged[x->n_staged++] = room;
+	memcpy(arena + room, arena + lo, (size_t)(hi - lo));
+	return input_at(x, s, room + (off - lo), room, room + (hi - lo));
 }
 
 /* ------------------------------------------------------------ the ops */
@@ -503,6 +542,15 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 		if ((err = run(x)) || (err = xlate_reset(x)))
 			return err;
 	}
+	/* sources from the arena under the result itself: read from copies */
+	for (int k = 0; k < GGML_MAX_SRC && t->src[k]; k++) {
+		int64_t slo, shi;
+		if ((t->op == GGML_OP_MUL_MAT && k == 0) || !reads_arena(x, t->src[k]) ||
+		    !tensor_span(t->src[k], &slo, &shi) || !overlap(lo, hi, slo, shi))
+			continue;
+		if ((err = stage(x, t->src[k])) < 0)
+			return err;
+	}
 	/* results this one writes over are dead: nothing reads them after this graph */
 	for (size_t i = 0; i < x->n_done; i++)
 		if (!x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi))
@@ -515,7 +563,7 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 				  t->name, ggml_op_desc(t), t->src[0] ? t->src[0]->name : "",
 				  t->src[1] ? ", " : "", t->src[1] ? t->src[1]->name : "", t->ne[0], t->ne[1], t->ne[2],
 				  t->ne[3], strerror(-id));
-	/* an in-place node whose source came from the arena: the daemon cannot write what it reads */
+	/* a source read from the arena under the result (not staged above): the daemon cannot write what it reads */
 	for (size_t i = 0; i < x->n_done; i++)
 		if (x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi))
 			return xlate_fail(x, -EINVAL, "%s (%s) writes over its own source %s", t->name,
@@ -564,6 +612,8 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 	}
 	if (!err && x.n_nodes)
 		err = run(&x);
+	for (size_t i = 0; i < x.n_staged; i++)
+		qgraph_arena_free(qgg.s, x.staged[i]);
 	pthread_mutex_unlock(&qgg.lock);
 	if (err)
 		say("graph_compute failed: %s", x.error[0] ? x.error : strerror(-err));
@@ -571,5 +621,6 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 	free(x.key);
 	free(x.done);
 	free(x.fixed);
+	free(x.staged);
 	return err ? GGML_STATUS_FAILED : GGML_STATUS_SUCCESS;
 }

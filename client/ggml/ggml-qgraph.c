@@ -161,9 +161,7 @@ static float op_param(const struct ggml_tensor *t, int i)
 /*
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
- * result is contiguous (the daemon writes outputs whole) and, but for
- * CPY's, a tensor of its own: an in-place op (its result a view of its
- * source) would write the bytes the daemon reads it from.  The rest, op by
+ * result is contiguous (the daemon writes outputs whole); the rest, op by
  * op:
  *   MUL_MAT   contiguous Q4_0 weights held in this buffer type (or not
  *             placed yet: test-backend-ops asks before it allocates) by
@@ -194,7 +192,7 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 	default:
 		break;
 	}
-	if (!ggml_is_contiguous(op) || (op->view_src && op->op != GGML_OP_CPY))
+	if (!ggml_is_contiguous(op))
 		return false;
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
