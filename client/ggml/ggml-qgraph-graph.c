@@ -48,6 +48,10 @@ struct xlate {
 	size_t n_fixed;
 	int64_t *staged;		/* arena room of copies (stage), freed once the graphs ran */
 	size_t n_staged;
+	struct qgg_write {		/* the bytes each claimed node of the ggml graph writes */
+		int64_t lo, hi;
+	} *writes;
+	int n_writes, cur;		/* ... indexed by node; CUR: the node being translated */
 	int n_nodes;			/* nodes in the graph so far */
 	char error[256];
 	long long t0;			/* when graph_compute began (QGRAPH_GGML_TRACE) */
@@ -302,7 +306,28 @@ static int input_at(struct xlate *x, const struct ggml_tensor *s, int64_t off, i
 	return err ? xlate_fail(x, err, "out of memory") : id;
 }
 
-/* The qgraph tensor for source S of a node: what this graph has for it (source_here), or an input over its bytes. */
+static int stage(struct xlate *x, const struct ggml_tensor *s);
+
+/*
+ * Whether this node or a later one of the ggml graph writes into [LO, HI):
+ * ggml's allocator gives a tensor's bytes to another once nothing reads
+ * them, so a source's bytes may be a later result's.  The daemon takes no
+ * graph whose output shares bytes with an input, and a graph cut there
+ * costs a round trip; a copy of the source costs less.
+ */
+static bool written_from_here(const struct xlate *x, int64_t lo, int64_t hi)
+{
+	for (int i = x->cur; i < x->n_writes; i++)
+		if (overlap(lo, hi, x->writes[i].lo, x->writes[i].hi))
+			return true;
+	return false;
+}
+
+/*
+ * The qgraph tensor for source S of a node: what this graph has for it
+ * (source_here), or an input over its bytes, or over a copy of them where
+ * a node from this one on writes there.
+ */
 static int source(struct xlate *x, const struct ggml_tensor *s)
 {
 	int id = source_here(x, s);
@@ -312,16 +337,18 @@ static int source(struct xlate *x, const struct ggml_tensor *s)
 		return id;
 	if ((off = arena_offset(s)) < 0 || !tensor_span(s, &lo, &hi))
 		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
+	if (written_from_here(x, lo, hi))
+		return stage(x, s);
 	return input_at(x, s, off, lo, hi);
 }
 
 /*
- * Source S of a node that writes over S's own bytes (ggml's allocator
- * reuses a source's bytes for a result where the op allows it): the
- * daemon cannot write what it reads, so S's bytes are copied to arena
- * room of their own (X keeps it until the graph has run) and the input is
- * made there.  Nothing in the graph writes them before: the caller ran
- * the graph so far if it did.
+ * Source S, whose bytes a node from this one on writes (an in-place op,
+ * or ggml's allocator handing S's bytes on): S's bytes are copied to arena
+ * room of their own (X keeps it until the graphs have run) and the input
+ * is made there.  They hold S's values now: a node of the graph so far
+ * that wrote them would have been found (source_here), or made the graph
+ * run first (conflicts).
  */
 static int stage(struct xlate *x, const struct ggml_tensor *s)
 {
@@ -503,9 +530,14 @@ static int xlate_reset(struct xlate *x)
  */
 static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, int64_t hi)
 {
-	for (size_t i = 0; i < x->n_done; i++)
-		if (x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi))
+	for (size_t i = 0; i < x->n_done; i++) {
+		if (x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi)) {
+			if (qgg.trace)
+				say("%s writes over %s, which the graph reads: the graph so far runs first", t->name,
+				    x->done[i].t->name);
 			return true;
+		}
+	}
 	for (size_t i = 0; i < x->n_fixed; i++)
 		if (overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi))
 			return true;
@@ -515,9 +547,14 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 			continue;	/* the weights are in the daemon */
 		if (!reads_arena(x, t->src[k]) || !tensor_span(t->src[k], &slo, &shi))
 			continue;
-		for (size_t i = 0; i < x->n_done; i++)
-			if (!x->done[i].input && !x->done[i].dead && overlap(slo, shi, x->done[i].lo, x->done[i].hi))
+		for (size_t i = 0; i < x->n_done; i++) {
+			if (!x->done[i].input && !x->done[i].dead && overlap(slo, shi, x->done[i].lo, x->done[i].hi)) {
+				if (qgg.trace)
+					say("%s reads %s from bytes %s writes: the graph so far runs first", t->name,
+					    t->src[k]->name, x->done[i].t->name);
 				return true;
+			}
+		}
 		for (size_t i = 0; i < x->n_fixed; i++)
 			if (overlap(slo, shi, x->fixed[i].lo, x->fixed[i].hi))
 				return true;
@@ -540,15 +577,6 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 	lo = off;
 	if (x->n_nodes && conflicts(x, t, lo, hi)) {
 		if ((err = run(x)) || (err = xlate_reset(x)))
-			return err;
-	}
-	/* sources from the arena under the result itself: read from copies */
-	for (int k = 0; k < GGML_MAX_SRC && t->src[k]; k++) {
-		int64_t slo, shi;
-		if ((t->op == GGML_OP_MUL_MAT && k == 0) || !reads_arena(x, t->src[k]) ||
-		    !tensor_span(t->src[k], &slo, &shi) || !overlap(lo, hi, slo, shi))
-			continue;
-		if ((err = stage(x, t->src[k])) < 0)
 			return err;
 	}
 	/* results this one writes over are dead: nothing reads them after this graph */
@@ -581,6 +609,24 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 	return err ? xlate_fail(x, err, "out of memory") : 0;
 }
 
+/*
+ * Whether node T moves no bytes: a view op (its sources' addresses are
+ * read through it), or an empty node (ggml's products of no rows).
+ */
+static bool moves_nothing(const struct ggml_tensor *t)
+{
+	switch (t->op) {
+	case GGML_OP_NONE:
+	case GGML_OP_RESHAPE:
+	case GGML_OP_VIEW:
+	case GGML_OP_PERMUTE:
+	case GGML_OP_TRANSPOSE:
+		return true;
+	default:
+		return ggml_nelements(t) == 0;
+	}
+}
+
 enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *cgraph)
 {
 	struct xlate x = { 0 };
@@ -593,22 +639,22 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 		x.t0 = ts.tv_sec * 1000000000ll + ts.tv_nsec;
 	}
 	pthread_mutex_lock(&qgg.lock);
-	if (!(x.g = qgraph_graph_new()))
+	if (!(x.g = qgraph_graph_new()) ||
+	    !(x.writes = calloc((size_t)ggml_graph_n_nodes(cgraph) + 1, sizeof *x.writes)))
 		err = xlate_fail(&x, -ENOMEM, "out of memory");
 	for (int i = 0; i < ggml_graph_n_nodes(cgraph) && !err; i++) {
 		const struct ggml_tensor *t = ggml_graph_node(cgraph, i);
-		switch (t->op) {
-		case GGML_OP_NONE:
-		case GGML_OP_RESHAPE:
-		case GGML_OP_VIEW:
-		case GGML_OP_PERMUTE:
-		case GGML_OP_TRANSPOSE:
-			break;	/* no bytes move: their sources' addresses are read through them */
-		default:
-			if (ggml_nelements(t) > 0)	/* ggml's empty nodes (no rows wanted) compute nothing */
-				err = add_node(&x, t);
-			break;
-		}
+		struct qgg_write *w = &x.writes[x.n_writes++];
+		if (moves_nothing(t) || !tensor_span(t, &w->lo, &w->hi))
+			w->lo = w->hi = 0;
+		else
+			w->lo = arena_offset(t);	/* a result starts where it is, not aligned down */
+	}
+	for (int i = 0; i < ggml_graph_n_nodes(cgraph) && !err; i++) {
+		const struct ggml_tensor *t = ggml_graph_node(cgraph, i);
+		x.cur = i;
+		if (!moves_nothing(t))
+			err = add_node(&x, t);
 	}
 	if (!err && x.n_nodes)
 		err = run(&x);
@@ -622,5 +668,6 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 	free(x.done);
 	free(x.fixed);
 	free(x.staged);
+	free(x.writes);
 	return err ? GGML_STATUS_FAILED : GGML_STATUS_SUCCESS;
 }
