@@ -11,9 +11,10 @@
  * reuses a tensor's bytes only once nothing reads it any more, so a result
  * overwritten within the graph is needed by no one outside it, and stays
  * inside the daemon.  The daemon takes no graph whose outputs share bytes
- * with another of its arena spans; where ggml's graph needs that (a node
- * reads bytes an earlier one wrote there, or writes bytes an earlier one
- * read), the graph so far runs first and a new one begins.
+ * with another of its arena spans: a source whose bytes a node from this
+ * one on writes is read from a copy, and where a node reads bytes an
+ * earlier one wrote through another tensor, the graph so far runs first
+ * and a new one begins.
  */
 #include "config.h"
 
