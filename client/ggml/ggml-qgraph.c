@@ -159,10 +159,26 @@ static float op_param(const struct ggml_tensor *t, int i)
 }
 
 /*
+ * Whether T is a model weight in this buffer type: in a weights buffer, or
+ * in the zero-size buffer llama.cpp makes to ask where a weight may go.
+ */
+static bool weights_here(const struct ggml_tensor *t)
+{
+	ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
+
+	return b && ggml_backend_buffer_get_type(b) == &qgg_buft &&
+	       (ggml_backend_buffer_get_usage(b) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS ||
+		ggml_backend_buffer_get_size(b) == 0);
+}
+
+/*
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
- * result is contiguous (the daemon writes outputs whole); the rest, op by
- * op:
+ * result is contiguous (the daemon writes outputs whole).  No source but
+ * MUL_MAT's Q4_0 weights may be a model weight in this buffer type: the
+ * daemon holds Q4_0 weights, and any other weight would take arena bytes
+ * for its whole buffer (llama.cpp keeps the norms' weights on the CPU
+ * then, and runs their MULs there).  The rest, op by op:
  *   MUL_MAT   contiguous Q4_0 weights held in this buffer type (or not
  *             placed yet: test-backend-ops asks before it allocates) by
  *             F32 activations.  The weights' buffer is only compared,
@@ -194,6 +210,9 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 	}
 	if (!ggml_is_contiguous(op))
 		return false;
+	for (int k = op->op == GGML_OP_MUL_MAT ? 1 : 0; k < GGML_MAX_SRC; k++)
+		if (op->src[k] && weights_here(op->src[k]))
+			return false;
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
 		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
