@@ -40,7 +40,7 @@ stat() {
 	"$submit" --socket "$T/s.sock" stats 2>/dev/null | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
-echo "1..$((10 + n_ops))"
+echo "1..$((11 + n_ops))"
 
 # 1: the loader's two symbols, nothing else
 nm -D --defined-only "$plugin" | awk '{print $3}' | sort >"$T/exports"
@@ -107,6 +107,18 @@ for oc in $claimed_ops; do
 		"test-backend-ops test -b QGRAPH0 -o $op: ${passed:-?}/${total:-?} passed on QGRAPH0, at least $want (exit $st)"
 	[ "$st" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo-$op" | head -n 20 | sed 's/^/# /'; }
 done
+
+# llama.cpp's question for a weight (the weight in a zero-size buffer of
+# ours): only Q4_0 weights for MUL_MAT are taken; an F32 weight here would
+# bind its whole weights buffer to the arena
+probe=$top/tests/ggml-probe
+"$probe" "$plugin" >"$T/probe" 2>&1
+st=$?
+printf 'MUL by an F32 tensor of no buffer: claimed\nMUL by an F32 weight: refused\nADD of an F32 weight: refused\nMUL_MAT by Q4_0 weights: claimed\n' >"$T/probe.want"
+cmp -s "$T/probe" "$T/probe.want"
+r=$?
+ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "weights: Q4_0 for MUL_MAT claimed in our buffers, F32 weights left to the CPU (exit $st)"
+[ $st -eq 0 ] && [ $r -eq 0 ] || show "$T/probe"
 
 # the daemon did the work: weights uploaded, interleaved kernels ran
 up1=$(stat weights_uploaded)
