@@ -190,8 +190,8 @@ static bool weights_here(const struct ggml_tensor *t)
  *   SOFT_MAX  F32, an F32 mask or none, no ALiBi (max_bias 0), no sinks
  *   GET_ROWS  F32, F16 or Q8_0 rows by I32 indices into F32 (Q4_0 lives
  *             in the daemon in its own layout)
- *   CPY, CONT between F32, F16 and Q8_0: shapes the same, or the source
- *             contiguous
+ *   CPY, CONT from F32, F16 or Q8_0 into F32 or F16: shapes the same,
+ *             or the source contiguous
  */
 static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op)
 {
@@ -247,7 +247,8 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 		       (a->type == GGML_TYPE_Q8_0 ? ggml_is_contiguous(a) : a->nb[0] == ggml_type_size(a->type));
 	case GGML_OP_CPY:
 	case GGML_OP_CONT:
-		return cpy_type(a) && cpy_type(op) && (a->type != GGML_TYPE_Q8_0 || ggml_is_contiguous(a)) &&
+		/* into Q8_0: the engine's rounding is not ggml's to the last bit */
+		return cpy_type(a) && cpy_type(op) && op->type != GGML_TYPE_Q8_0 && (a->type != GGML_TYPE_Q8_0 || ggml_is_contiguous(a)) &&
 		       (a->type == GGML_TYPE_Q8_0 || a->nb[0] == ggml_type_size(a->type)) &&
 		       (ggml_are_same_shape(a, op) || ggml_is_contiguous(a)) &&
 		       (a->type != GGML_TYPE_Q8_0 || ggml_are_same_shape(a, op)) &&
