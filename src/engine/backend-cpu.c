@@ -659,8 +659,8 @@ static int start_worker(struct cpu_backend *cb, int ith)
 	 * Named here, not by the worker: the name (for top -H, gdb and tests)
 	 * then holds when the pool is returned.  Thread 0 is the caller's.
 	 */
-	char name[16];
-	snprintf(name, sizeof name, "qg-cpu%d", ith);
+	char name[16];	/* the kernel's limit; ith < QG_CPU_MAX_THREADS, so 16 bits say it */
+	snprintf(name, sizeof name, "qg-cpu%hu", (unsigned short)ith);
 	pthread_setname_np(cb->tid[ith - 1], name);
 	return 0;
 }
