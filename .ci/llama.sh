@@ -14,7 +14,9 @@
 #                 plugin named by GGML_BACKEND_PATH (x86: explicit AVX2,
 #                 AVX-512 and VNNI, since native is refused with DL)
 # Targets: test-backend-ops, llama-simple, llama-completion, llama-bench,
-# llama-perplexity (not llama-cli, which links the server).  Prints
+# llama-perplexity, and in build-dl llama-server too (without its web UI,
+# which the default build would download).  A tree's .done stamp holds its
+# target list, so a cache built for fewer targets is built again.  Prints
 # "LLAMA_SRC=... LLAMA_STATIC=... LLAMA_DL=..." on its last line.
 set -euo pipefail
 
@@ -33,8 +35,25 @@ print() {
 	echo "LLAMA_SRC=$src LLAMA_STATIC=$top/build-static/bin LLAMA_DL=$top/build-dl/bin"
 }
 
+# DL refuses GGML_NATIVE, and a CPU backend built for instructions this CPU
+# lacks is not loaded at all ("no backends are loaded"): on x86-64 AVX2
+# (ggml's default without native), and AVX-512 with VNNI where this CPU
+# has them.  The stamp holds the choice, so a cache moved to another CPU is
+# built again.
+simd=(-DGGML_NATIVE=OFF)
+if [ "$(uname -m)" = x86_64 ]; then
+	flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+	has() { case " $flags " in *" $1 "*) return 0 ;; esac; return 1; }
+	# OFF said aloud: a tree configured before keeps its cached choice otherwise
+	if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_vnni; then
+		simd+=(-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON)
+	else
+		simd+=(-DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF)
+	fi
+fi
 if [ "${1:-}" = --print ]; then
-	[ -f "$top/build-static/.done" ] && [ -f "$top/build-dl/.done" ] || exit 1
+	[ "$(cat "$top/build-static/.done" 2>/dev/null)" = "${targets[*]}" ] &&
+		[ "$(cat "$top/build-dl/.done" 2>/dev/null)" = "${targets[*]} llama-server ${simd[*]}" ] || exit 1
 	print
 	exit 0
 fi
@@ -54,24 +73,23 @@ fi
 got=$(git -C "$src" rev-parse HEAD)
 [ "$got" = "$commit" ] || die "the bundle holds $got, not $commit"
 
-# build NAME CMAKE-ARGS...: configure and build the targets once
+# build NAME 'TARGET... [-DFLAG...]' CMAKE-ARGS...: configure and build the
+# targets, once for a given target list and flags (the .done stamp holds them)
 build() {
-	local name=$1 dir=$top/$1
-	shift
-	[ -f "$dir/.done" ] && return 0
-	say "building $name (a few minutes)"
-	cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_SERVER=OFF \
+	local name=$1 dir=$top/$1 want=$2
+	shift 2
+	[ "$(cat "$dir/.done" 2>/dev/null)" = "$want" ] && return 0
+	say "building $name: $want (a few minutes)"
+	cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=ON \
 		-DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
 		"$@" >"$dir.log" 2>&1 || { tail -n 30 "$dir.log" >&2; die "cmake $name"; }
-	cmake --build "$dir" "$jobs" --target "${targets[@]}" >>"$dir.log" 2>&1 ||
+	# shellcheck disable=SC2086 # WANT is a list of target names (then the flags that made them)
+	cmake --build "$dir" "$jobs" --target ${want%% -D*} >>"$dir.log" 2>&1 ||
 		{ tail -n 30 "$dir.log" >&2; die "build $name"; }
-	touch "$dir/.done"
+	echo "$want" >"$dir/.done"
 }
 
-build build-static -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF
-case $(uname -m) in
-x86_64) simd=(-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON) ;;
-*) simd=(-DGGML_NATIVE=OFF) ;;
-esac
-build build-dl -DGGML_BACKEND_DL=ON -DBUILD_SHARED_LIBS=ON "${simd[@]}"
+build build-static "${targets[*]}" -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_SERVER=OFF
+build build-dl "${targets[*]} llama-server ${simd[*]}" -DGGML_BACKEND_DL=ON -DBUILD_SHARED_LIBS=ON "${simd[@]}" \
+	-DLLAMA_BUILD_SERVER=ON
 print
