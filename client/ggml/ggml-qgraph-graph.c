@@ -664,6 +664,16 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 	pthread_mutex_unlock(&qgg.lock);
 	if (err)
 		say("graph_compute failed: %s", x.error[0] ? x.error : strerror(-err));
+	/*
+	 * The daemon gone (or going) took this process's weights with it:
+	 * no later graph can run, and a server that only failed this request
+	 * would answer every next one with an error for good.  End the
+	 * process, as ggml does when it cannot go on; its supervisor restarts
+	 * it on the next daemon.
+	 */
+	if (err == -ENOTCONN || err == -ESHUTDOWN)
+		GGML_ABORT("qgraph: qgraphd went away with this process's weights (%s); it cannot go on",
+			   x.error[0] ? x.error : strerror(-err));
 	qgraph_graph_free(x.g);
 	free(x.key);
 	free(x.done);

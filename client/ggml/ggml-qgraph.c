@@ -30,7 +30,9 @@
  * Without a daemon the backend registers no device and says why once on
  * stderr: the program goes on on its other backends.  Once weights are in
  * the daemon there is nothing to fall back to: an error marks the buffer,
- * and graph_compute then fails with GGML_STATUS_FAILED and the reason.
+ * and graph_compute then fails with GGML_STATUS_FAILED and the reason;
+ * when the daemon is gone it ends the process (GGML_ABORT): its weights
+ * went with the daemon.
  *
  * Threads: ggml calls a backend from one thread at a time per backend; a
  * mutex guards the state all backends and buffers share.
