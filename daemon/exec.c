@@ -123,7 +123,7 @@ static void *executor(void *arg)
 			break;	/* stopping, and nothing left to run */
 
 		j->err = compute(j);
-		j->t_done = qgd_now_ns();
+		j->t_done = qg_stamp_ns();
 
 		/* release: the job's outcome is seen by the loop's acquire that takes it */
 		struct qgd_job *top = atomic_load_explicit(&x->done, memory_order_relaxed);
@@ -311,7 +311,7 @@ static void job_answer(struct qgd_job *j)
 	g->runs++;
 	if (!j->on_stack && !err)
 		g->last_compute_ns = j->t_done - j->t_placed;
-	qgd_session_record_events(s, j->rec, j->n_rec, err);
+	qgd_reply_record_events(s, j->rec, j->n_rec, err);
 	a.decode_ns = j->t_decoded - s->req_started_ns;
 	a.alloc_ns = j->t_placed - j->t_decoded;
 	a.compute_ns = j->t_done - j->t_placed;
@@ -337,7 +337,7 @@ static void job_answer(struct qgd_job *j)
 		a.error = msg;
 	}
 	if (s->state == QGD_READY)
-		qgd_session_answer_run(s, &a);
+		qgd_reply_answer_run(s, &a);
 	if (s->job == j)
 		s->job = NULL;
 	job_free(j);
@@ -363,7 +363,7 @@ void qgd_exec_run(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, bool
 		sj.run.start_ns = t_placed;	/* read just now: the backend need not read it again */
 		s->job = &sj;
 		sj.err = compute(&sj);
-		sj.t_done = qgd_now_ns();
+		sj.t_done = qg_stamp_ns();
 		job_answer(&sj);
 		return;
 	}
@@ -374,8 +374,8 @@ void qgd_exec_run(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, bool
 		free(j);
 		if (!registered)
 			qgd_graph_free(g);
-		qgd_session_record_events(s, rec, n_rec, -ENOMEM);
-		qgd_session_refuse(s, rid, -ENOMEM, "no memory");
+		qgd_reply_record_events(s, rec, n_rec, -ENOMEM);
+		qgd_reply_refuse(s, rid, -ENOMEM, "no memory");
 		return;
 	}
 	if (n_rec)
@@ -452,7 +452,7 @@ static int wait_deadline_ms(const struct qgd_server *srv, int longest)
 		if (!s->wait_until_ns)
 			continue;
 		if (!now)
-			now = qgd_now_ns();
+			now = qg_stamp_ns();
 		uint64_t ms = s->wait_until_ns > now ? (s->wait_until_ns - now + 999999u) / 1000000u : 0;
 		if (ms < (uint64_t)longest)
 			longest = (int)ms;
@@ -467,7 +467,7 @@ int qgd_exec_sleep_ms(const struct qgd_server *srv, int longest)
 	longest = wait_deadline_ms(srv, longest);
 	if (!x || !x->may_poll || !x->in_flight || !x->expect_end_ns || x->expect_ns > EXPECT_POLL_MAX_NS)
 		return longest;
-	uint64_t now = qgd_now_ns(), margin = EXPECT_MARGIN_NS + x->expect_ns / 16;
+	uint64_t now = qg_stamp_ns(), margin = EXPECT_MARGIN_NS + x->expect_ns / 16;
 	if (now + margin >= x->expect_end_ns) {
 		uint64_t late = margin > x->expect_ns / 2 ? margin : x->expect_ns / 2;
 		return now > x->expect_end_ns + late ? longest : 0;	/* overdue: the estimate was wrong */

@@ -83,7 +83,7 @@ static void refuse_msg(struct qgd_session *s, Qgraph__Status st, const char *msg
 		send_refusal(s->sock, st, msg);
 	if (st == QGRAPH__STATUS__STATUS_QUOTA)
 		qgd_count_quota(s->srv, msg);
-	qgd_session_drop(s, msg);
+	qgd_reply_drop(s, msg);
 }
 
 /* As refuse_msg, with the message FMT. */
@@ -131,7 +131,7 @@ void qgd_handshake(struct qgd_session *s)
 	if (n == -EAGAIN)
 		return;
 	if (n <= 0) {
-		qgd_session_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
+		qgd_reply_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
 		return;
 	}
 	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
@@ -244,14 +244,14 @@ void qgd_handshake(struct qgd_session *s)
 	qgraph__welcome__pack(&w, out);
 	int fds[2] = { s->memfd, s->bell };
 	if ((err = qg_sock_send(s->sock, out, len, fds, 2))) {
-		qgd_session_drop(s, "could not send the welcome");
+		qgd_reply_drop(s, "could not send the welcome");
 		return;
 	}
 	/* the client has its own references now */
 	close(s->memfd);
 	s->memfd = -1;
 	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch))) {
-		qgd_session_drop(s, "cannot watch the doorbell");
+		qgd_reply_drop(s, "cannot watch the doorbell");
 		return;
 	}
 	s->state = QGD_READY;

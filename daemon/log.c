@@ -162,15 +162,10 @@ void qgd_log(enum qgd_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
-static uint64_t now_ms(void)
-{
-	return qg_stamp_ns() / 1000000u;
-}
-
 void qgd_log_limited(struct qgd_ratelimit *rl, enum qgd_log_level level, const char *fmt, ...)
 {
 	va_list ap;
-	uint64_t now = now_ms();
+	uint64_t now = qg_stamp_ms();
 
 	if (level > log_level)
 		return;
@@ -248,7 +243,7 @@ int qgd_log_uid(uint32_t uid, enum qgd_log_level level, const char *fmt, ...)
 
 	if (level > log_level)
 		return 1;
-	uint64_t now = now_ms();
+	uint64_t now = qg_stamp_ms();
 	struct uid_bucket *b = bucket_for(uid, now);
 	bucket_refill(b, now);
 	if (b->milli_tokens < 1000) {
@@ -264,7 +259,7 @@ int qgd_log_uid(uint32_t uid, enum qgd_log_level level, const char *fmt, ...)
 
 void qgd_log_uid_flush(void)
 {
-	uint64_t now = now_ms();
+	uint64_t now = qg_stamp_ms();
 
 	for (int i = 0; i < UID_BUCKETS; i++)
 		if (uid_buckets[i].used && uid_buckets[i].dropped)

@@ -18,6 +18,7 @@
 #include "hints.h"
 #include "hotpath.h"
 #include "loop.h"
+#include "loopcpu.h"
 #include "reply.h"
 #include "server.h"
 #include "session.h"
@@ -80,10 +81,10 @@ static void beside_client(struct qgd_server *srv, const struct qgd_session *s)
 	if (++srv->beside < 16)
 		return;
 	srv->beside = 0;
-	qgd_server_ask_move(srv);
+	qgd_loopcpu_ask_move(srv);
 }
 
-void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
+void qgd_reply_complete(struct qgd_session *s, Qgraph__Completion *c)
 {
 	uint8_t buf[QGD_MAX_COMPLETION];
 
@@ -108,7 +109,7 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 	/* room was checked before the request was taken (qgd_session_step) */
 	int err = qg_ring_push(&s->rg.complete, buf, (uint32_t)len);
 	if (err) {
-		qgd_session_drop(s, err == -EPROTO ? "completion ring corrupt" : "completion ring full");
+		qgd_reply_drop(s, err == -EPROTO ? "completion ring corrupt" : "completion ring full");
 		return;
 	}
 	/* the count, and the client woken if it sleeps on it (doorbell.h says why no wake-up is lost) */
@@ -121,7 +122,7 @@ void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)
 		s->srv->beside = 0;
 }
 
-void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
+void qgd_reply_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
 {
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	char msg[512];
@@ -137,10 +138,10 @@ void qgd_session_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status
 		qgd_count_quota(s->srv, msg);
 	qgd_log_limited(&s->rl, QGD_LOG_INFO, "session %llu (%s): request %llu refused: %s",
 			(unsigned long long)s->id, s->name, (unsigned long long)request_id, msg);
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }
 
-void qgd_session_refuse(struct qgd_session *s, uint64_t request_id, int err, const char *fmt, ...)
+void qgd_reply_refuse(struct qgd_session *s, uint64_t request_id, int err, const char *fmt, ...)
 {
 	Qgraph__Status st = err == -EDQUOT   ? QGRAPH__STATUS__STATUS_QUOTA
 			    : err == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
@@ -154,10 +155,10 @@ void qgd_session_refuse(struct qgd_session *s, uint64_t request_id, int err, con
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	qgd_session_fail(s, request_id, st, "%s", msg);
+	qgd_reply_fail(s, request_id, st, "%s", msg);
 }
 
-void qgd_session_record_events(struct qgd_session *s, const struct qgd_event_ref *ev, size_t n, int32_t status)
+void qgd_reply_record_events(struct qgd_session *s, const struct qgd_event_ref *ev, size_t n, int32_t status)
 {
 	for (size_t i = 0; i < n; i++) {
 		uint32_t idx = ev[i].index;
@@ -168,7 +169,7 @@ void qgd_session_record_events(struct qgd_session *s, const struct qgd_event_ref
 	}
 }
 
-void qgd_session_answer_run(struct qgd_session *s, const struct qgd_run_answer *a)
+void qgd_reply_answer_run(struct qgd_session *s, const struct qgd_run_answer *a)
 {
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	Qgraph__Timings tm = QGRAPH__TIMINGS__INIT;
@@ -188,7 +189,7 @@ void qgd_session_answer_run(struct qgd_session *s, const struct qgd_run_answer *
 		c.status = QGRAPH__STATUS__STATUS_INVALID;
 	if (a->error)
 		c.error = (char *)a->error;
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }
 
 /* End S, logged with WHY; DROPPED: the daemon ends it (counted when S was served). */
@@ -217,12 +218,12 @@ static void session_end(struct qgd_session *s, const char *why, bool dropped)
 	s->sock_watch = s->bell_watch = NULL;
 }
 
-void qgd_session_drop(struct qgd_session *s, const char *why)
+void qgd_reply_drop(struct qgd_session *s, const char *why)
 {
 	session_end(s, why, true);
 }
 
-void qgd_session_hung_up(struct qgd_session *s, const char *why)
+void qgd_reply_hung_up(struct qgd_session *s, const char *why)
 {
 	session_end(s, why, false);
 }

@@ -75,7 +75,7 @@ static void stats_counters(const struct qgd_server *srv, Qgraph__Stats *st, Qgra
 	const struct qgd_counters *n = &srv->counters;
 
 	st->version = PACKAGE_VERSION;
-	st->uptime_ms = (qgd_now_ns() - n->started_ns) / 1000000u;
+	st->uptime_ms = (qg_stamp_ns() - n->started_ns) / 1000000u;
 	/* every status and quota, those at 0 too: a monitor sees the same series from the start */
 	for (size_t k = 0; k < 16; k++) {
 		st->requests += n->by_status[k];
@@ -214,5 +214,5 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 			st.next_model = first_model + (uint32_t)k;
 		}
 	}
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }

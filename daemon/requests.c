@@ -51,22 +51,22 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 			qgd_upload_reset(s);	/* an abandoned upload gives way */
 		if (src < 0 || (src != QG_TYPE_F32 && src != QG_TYPE_F16 && src != QG_TYPE_Q8_0 && src != QG_TYPE_Q4_0 &&
 				src != QG_TYPE_Q4_K && src != QG_TYPE_Q6_K && qg_layout_of((enum qg_type)src) < 0)) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+			qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 					 "weights arrive as f32, f16, q8_0, q4_0, an interleaved q4_0 layout, q4_K or q6_K");
 			return;
 		}
 		if (dst < 0 || !qg_type_is_weight((enum qg_type)dst)) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "target type %d is not a weight type",
+			qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "target type %d is not a weight type",
 					 (int)u->target_type);
 			return;
 		}
 		if ((e = qgd_upload_begin(s, (enum qg_type)src, (enum qg_type)dst, u->rows, u->cols, u->name, u->model,
 					  msg, sizeof msg))) {
-			qgd_session_refuse(s, rid, e, "%s", msg);
+			qgd_reply_refuse(s, rid, e, "%s", msg);
 			return;
 		}
 	} else if (u->upload_id != s->upload.id) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no upload %llu in progress",
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no upload %llu in progress",
 				 (unsigned long long)u->upload_id);
 		return;
 	}
@@ -74,7 +74,7 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	const Qgraph__Span *d = u->data;
 	e = qgd_upload_chunk(s, u->chunk_offset, d ? d->offset : 0, d ? d->bytes : 0, u->last, &done, msg, sizeof msg);
 	if (e < 0) {
-		qgd_session_refuse(s, rid, e, "%s", msg);
+		qgd_reply_refuse(s, rid, e, "%s", msg);
 		return;
 	}
 	if (e == 2) {
@@ -85,14 +85,14 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	c.request_id = rid;
 	if (e == 0) {	/* more chunks to come */
 		c.handle = s->upload.id;
-		qgd_session_complete(s, &c);
+		qgd_reply_complete(s, &c);
 		return;
 	}
 	c.handle = done.handle;
 	c.stored_type = (Qgraph__Type)qg_wire_type_of(done.type);	/* stored weights always have a wire type */
 	c.rows = done.rows;
 	c.cols = done.cols;
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }
 
 /*
@@ -126,7 +126,7 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 	if (ow->digest.len) {
 		int type = qg_wire_type(ow->digest_type);
 		if (ow->digest.len != 32 || type < 0 || ow->rows < 1 || ow->cols < 1) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+			qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"open weights by digest: a SHA-256 (32 bytes), a type and a shape");
 			return;
 		}
@@ -137,7 +137,7 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 			c.request_id = rid;
 			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
 			c.error = "no weights with that digest, type and shape that this client may use";
-			qgd_session_complete(s, &c);
+			qgd_reply_complete(s, &c);
 			return;
 		}
 		name = "";
@@ -146,16 +146,16 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 	}
 
 	if (e == -EINVAL) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "open weights: no name given");
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "open weights: no name given");
 		return;
 	}
 	if (e == -ENOENT) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND,
 					"no weights named \"%.64s\" that this client may use", name);
 		return;
 	}
 	if (e) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 		return;
 	}
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
@@ -164,7 +164,7 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 	c.stored_type = (Qgraph__Type)qg_wire_type_of(w->type);	/* stored weights always have a wire type */
 	c.rows = w->rows;
 	c.cols = w->cols;
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }
 
 static void serve_free_weights(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
@@ -175,7 +175,7 @@ static void serve_free_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 		if (s->weights[i].handle != handle)
 			continue;
 		if (qgd_graphs_use_weights(s, s->weights[i].data)) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
+			qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
 						"weights %llu are used by a registered graph: free the graph first",
 						(unsigned long long)handle);
 			return;
@@ -183,10 +183,10 @@ static void serve_free_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 		qgd_weights_release(s, &s->weights[i]);
 		Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 		c.request_id = rid;
-		qgd_session_complete(s, &c);
+		qgd_reply_complete(s, &c);
 		return;
 	}
-	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no weights %llu", (unsigned long long)handle);
+	qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no weights %llu", (unsigned long long)handle);
 }
 
 /* At most this many events a run records are handed to the executor from the stack; more from the heap. */
@@ -206,9 +206,9 @@ static void run_graph(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, 
 			qgd_graph_free(g);
 		for (size_t i = 0; i < n; i++) {
 			struct qgd_event_ref one = { .index = rec[i]->index, .value = rec[i]->value };
-			qgd_session_record_events(s, &one, 1, -ENOMEM);
+			qgd_reply_record_events(s, &one, 1, -ENOMEM);
 		}
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -230,13 +230,13 @@ static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	int r;
 
 	if (!g) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 		return;
 	}
 	r = qg_wire_graph_build(sg, &env, &g->wg, err, sizeof err);
 	if (r) {
 		qgd_graph_free(g);
-		qgd_session_fail(s, rid,
+		qgd_reply_fail(s, rid,
 				 r == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
 				 : r == -E2BIG ? QGRAPH__STATUS__STATUS_QUOTA
 				 : r == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
@@ -244,18 +244,18 @@ static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 				 "%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
 		return;
 	}
-	uint64_t t_decoded = qgd_now_ns();
+	uint64_t t_decoded = qg_stamp_ns();
 	qgd_exec_backends(s->srv, &small, &large);
 	if ((r = qgd_graph_place(s, g, sg->keep, small, large, err, sizeof err))) {
 		qgd_graph_free(g);
-		qgd_session_fail(s, rid, r == -EDQUOT ? QGRAPH__STATUS__STATUS_QUOTA : QGRAPH__STATUS__STATUS_NO_MEMORY,
+		qgd_reply_fail(s, rid, r == -EDQUOT ? QGRAPH__STATUS__STATUS_QUOTA : QGRAPH__STATUS__STATUS_NO_MEMORY,
 				 "%s", err);
 		return;
 	}
-	uint64_t t_placed = qgd_now_ns();
+	uint64_t t_placed = qg_stamp_ns();
 	if (sg->keep && qgd_graph_register(s, g)) {
 		qgd_graph_free(g);
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NO_MEMORY, "no memory");
 		return;
 	}
 	run_graph(s, rid, g, sg->keep, t_decoded, t_placed, sg->timeout_ms, sg->record, sg->n_record);
@@ -268,7 +268,7 @@ static void serve_run(struct qgd_session *s, uint64_t rid, const Qgraph__Request
 	struct qgd_graph *g = qgd_graph_find(s, run->graph);
 
 	if (!g) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
 				 (unsigned long long)run->graph);
 		return;
 	}
@@ -283,13 +283,13 @@ static void serve_free_graph(struct qgd_session *s, uint64_t rid, const Qgraph__
 	uint64_t handle = r->free_graph->graph;
 
 	if (qgd_graph_forget(s, handle)) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_NOT_FOUND, "no registered graph %llu",
 				 (unsigned long long)handle);
 		return;
 	}
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	c.request_id = rid;
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }
 
 /* Event references must name slots of this session's table. */
@@ -297,7 +297,7 @@ static bool events_ok(struct qgd_session *s, uint64_t rid, Qgraph__EventRef **ev
 {
 	for (size_t i = 0; i < n; i++) {
 		if (ev[i]->index >= s->rg.layout.event_count) {
-			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "event %u: the table has %u",
+			qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "event %u: the table has %u",
 					 ev[i]->index, s->rg.layout.event_count);
 			return false;
 		}
@@ -351,16 +351,16 @@ static bool wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeou
 		ms = cfg->max_wait_ms;
 	if (s->srv->stopping) {
 		s->wait_until_ns = 0;
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_SHUTTING_DOWN,
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_SHUTTING_DOWN,
 				 "the daemon is stopping: the events this request waits for were not recorded");
 		return false;
 	}
 	if (!s->wait_until_ns)
 		s->wait_until_ns = s->req_started_ns + ms * 1000000u;
-	if (qgd_now_ns() < s->wait_until_ns)
+	if (qg_stamp_ns() < s->wait_until_ns)
 		return true;
 	s->wait_until_ns = 0;
-	qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT,
+	qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_TIMED_OUT,
 			 "the events this request waits for were not recorded within %llu ms%s", (unsigned long long)ms,
 			 capped ? " (max-wait-ms: the longest a request may wait)" : "");
 	return false;
@@ -370,14 +370,14 @@ bool qgd_request_take(struct qgd_session *s, size_t n)
 {
 	if ((uint64_t)n > s->srv->cfg.max_message) {
 		/* refused before it is decoded: max-message bounds the decoder's work and memory */
-		qgd_session_fail(s, qg_hot_request_id(s->rec, n), QGRAPH__STATUS__STATUS_QUOTA,
+		qgd_reply_fail(s, qg_hot_request_id(s->rec, n), QGRAPH__STATUS__STATUS_QUOTA,
 				 "quota max-message: a %zu-byte request, at most %llu (not decoded)", n,
 				 (unsigned long long)s->srv->cfg.max_message);
 		return false;
 	}
 	s->req = qg_wire_decode_request(&s->decode, s->rec, n);
 	if (!s->req) {
-		qgd_session_fail(s, 0, QGRAPH__STATUS__STATUS_INVALID,
+		qgd_reply_fail(s, 0, QGRAPH__STATUS__STATUS_INVALID,
 				 "a %zu-byte record that is not a request (or too large to decode)", n);
 		return false;
 	}
@@ -385,7 +385,7 @@ bool qgd_request_take(struct qgd_session *s, size_t n)
 		s->last_run = s->req->run->graph;
 		qgd_graph_prefetch(s, s->last_run);
 	}
-	s->req_started_ns = qgd_now_ns();
+	s->req_started_ns = qg_stamp_ns();
 	return true;
 }
 
@@ -418,7 +418,7 @@ bool qgd_request_waiting(struct qgd_session *s)
 	request_events(s->req, &e);
 	if (events_reached(s, e.wait, e.n_wait))
 		return false;
-	return qgd_now_ns() < s->wait_until_ns;
+	return qg_stamp_ns() < s->wait_until_ns;
 }
 
 /*
@@ -436,7 +436,7 @@ static void serve_cancel(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 		c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
 		c.error = "nothing to cancel: the request has completed";
 	}
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }
 
 static void serve_stats(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
@@ -463,16 +463,16 @@ static void serve_model(struct qgd_session *s, uint64_t rid, const Qgraph__Reque
 		e = qgd_model_unload(s, name, msg, sizeof msg);
 		break;
 	default:
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model request %d is not known", (int)mr->op);
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "model request %d is not known", (int)mr->op);
 		return;
 	}
 	if (e) {
-		qgd_session_refuse(s, rid, e, "%s", msg);
+		qgd_reply_refuse(s, rid, e, "%s", msg);
 		return;
 	}
 	Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
 	c.request_id = rid;
-	qgd_session_complete(s, &c);
+	qgd_reply_complete(s, &c);
 }
 
 /* What a request kind may do beyond being served in its turn. */
@@ -513,7 +513,7 @@ void qgd_request_serve(struct qgd_session *s)
 	if (s->job && !(k && (k->flags & REQ_WHILE_BUSY)))
 		return;	/* a graph of this session runs: only a Cancel goes past it */
 	if (!k) {
-		qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a request without a body");
+		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID, "a request without a body");
 	} else if (k->flags & REQ_EVENTS) {
 		int ready = events_ready(s, rid, r);
 		if (ready == 0)
@@ -530,7 +530,7 @@ void qgd_request_serve(struct qgd_session *s)
 	s->req = NULL;	/* answered, or handed to the executor, which answers it */
 }
 
-void qgd_session_release_all(struct qgd_session *s)
+void qgd_request_release_all(struct qgd_session *s)
 {
 	qgd_graphs_release(s);
 	qgd_weights_release_all(s);

@@ -35,6 +35,6 @@ void qgd_request_serve(struct qgd_session *s);
  */
 bool qgd_request_waiting(struct qgd_session *s);
 /* Free everything S holds: its graphs, weight handles, upload and models being loaded. */
-void qgd_session_release_all(struct qgd_session *s);
+void qgd_request_release_all(struct qgd_session *s);
 
 #endif /* QGD_REQUESTS_H */

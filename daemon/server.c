@@ -40,6 +40,7 @@
 #include "handshake.h"
 #include "hints.h"
 #include "loop.h"
+#include "loopcpu.h"
 #include "priv.h"
 #include "reply.h"
 #include "requests.h"
@@ -63,7 +64,7 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 		uint8_t b[64];
 		for (int i = 0; i < 4 && qg_sock_recv(s->sock, b, sizeof b, NULL, 0, NULL) != -EAGAIN; i++)
 			;
-		qgd_session_drop(s, s->refused);
+		qgd_reply_drop(s, s->refused);
 		return;
 	}
 	if (s->state == QGD_HANDSHAKE && (events & POLLIN)) {
@@ -71,7 +72,7 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 		return;
 	}
 	if (events & (POLLHUP | POLLERR)) {
-		qgd_session_hung_up(s, "the client hung up");
+		qgd_reply_hung_up(s, "the client hung up");
 		return;
 	}
 	if (events & POLLIN) {
@@ -83,9 +84,9 @@ static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *ar
 		if (n == -EAGAIN)
 			return;
 		if (n == 0)
-			qgd_session_hung_up(s, "the client hung up");
+			qgd_reply_hung_up(s, "the client hung up");
 		else
-			qgd_session_drop(s, "a message on the socket after the handshake");
+			qgd_reply_drop(s, "a message on the socket after the handshake");
 	}
 }
 
@@ -174,7 +175,7 @@ static void admit(struct qgd_server *srv, int fd)
 		       "max-handshakes: %u connections have not sent a Hello; the oldest is dropped",
 		       c.shaking + 1);
 	if (qg_loop_watch(srv->loop, fd, POLLIN, on_client_sock, s, &s->sock_watch)) {
-		qgd_session_drop(s, "cannot watch its socket");
+		qgd_reply_drop(s, "cannot watch its socket");
 		return;
 	}
 	if (qgd_priv_check_peer(&cfg->priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why)) {
@@ -217,14 +218,14 @@ static void shed(struct qgd_server *srv, int err)
 	if ((c < 0 && c != -EAGAIN) || srv->reserve_fd < 0) {
 		qg_loop_unwatch(srv->loop, srv->listen_watch);
 		srv->listen_watch = NULL;
-		srv->accept_paused_ms = qgd_now_ms();
+		srv->accept_paused_ms = qg_stamp_ms();
 	}
 }
 
 /* Accepting stopped for want of descriptors (shed): start again after a while. */
 static void resume_accept(struct qgd_server *srv)
 {
-	if (qgd_now_ms() - srv->accept_paused_ms < 100 || srv->stopping)
+	if (qg_stamp_ms() - srv->accept_paused_ms < 100 || srv->stopping)
 		return;
 	if (srv->reserve_fd < 0)
 		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -273,7 +274,7 @@ static void on_signal(struct qg_watch *w, int fd, uint32_t events, void *arg)
 		if (!srv->stopping) {
 			qgd_info("%s: finishing what is queued, then exiting", strsignal((int)si.ssi_signo));
 			srv->stopping = 1;
-			srv->stop_deadline_ms = qgd_now_ms() + 5000;
+			srv->stop_deadline_ms = qg_stamp_ms() + 5000;
 			if (srv->listen_watch)
 				qg_loop_unwatch(srv->loop, srv->listen_watch);
 			srv->listen_watch = NULL;
@@ -295,7 +296,7 @@ void qgd_server_recheck(struct qgd_server *srv)
 		    !qgd_priv_check_peer(&srv->cfg.priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
 			continue;
 		if (s->state == QGD_READY)
-			qgd_session_drop(s, "dropped at a reload: no longer among the users and groups served "
+			qgd_reply_drop(s, "dropped at a reload: no longer among the users and groups served "
 				      "(allow-users, allow-groups)");
 		else
 			qgd_refuse(s, -EACCES, "%s", why);
@@ -310,9 +311,9 @@ static void reap(struct qgd_server *srv)
 	for (struct qgd_session **p = &srv->sessions; *p;) {
 		struct qgd_session *s = *p;
 		if (s->state == QGD_HANDSHAKE && !now)
-			now = qgd_now_ms();	/* the clock only when someone is shaking hands */
+			now = qg_stamp_ms();	/* the clock only when someone is shaking hands */
 		if (s->state == QGD_HANDSHAKE && now - s->started_ms > srv->cfg.handshake_ms)
-			qgd_session_drop(s, s->refused ? s->refused : "the handshake took too long");
+			qgd_reply_drop(s, s->refused ? s->refused : "the handshake took too long");
 		if (s->state != QGD_DEAD) {
 			p = &s->next;
 			continue;
@@ -461,7 +462,7 @@ int qgd_server_start(struct qgd_server *srv)
 		return r;
 	}
 	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
-	srv->counters.started_ns = qgd_now_ns();	/* uptime: since the daemon began to serve */
+	srv->counters.started_ns = qg_stamp_ns();	/* uptime: since the daemon began to serve */
 	/* only now, with the memory ready and the loop about to run, may clients queue */
 	if (!srv->activated && listen(srv->listen_fd, 128) < 0) {
 		int r = -errno;
@@ -478,70 +479,26 @@ int qgd_server_start(struct qgd_server *srv)
 	return 0;
 }
 
-/* Look where the loop runs now, and tell every session if that changed (region.h: loop_cpu). */
-static void note_cpu(struct qgd_server *srv)
-{
-	int c = sched_getcpu();
-
-	if (c == srv->loop_cpu)
-		return;
-	srv->loop_cpu = c;
-	for (struct qgd_session *s = srv->sessions; s; s = s->next)
-		if (s->state == QGD_READY)
-			qg_hint_loop_cpu(s->rg.hdr, c);
-}
-
-/*
- * Move the loop away from the CPU it shares with a client that spins for
- * its answers there (reply.c asks, after 16 in a row to one client): at
- * most ten times a second, and only off that CPU, then free again, so the
- * scheduler keeps it where it went until it has a reason not to.
- */
-static void move_loop(struct qgd_server *srv)
-{
-	cpu_set_t all, others;
-
-	srv->move_asked = false;
-	uint64_t now = qgd_now_ms();
-	if (now - srv->moved_ms < 100)
-		return;	/* at most ten moves a second */
-	srv->moved_ms = now;
-	if (sched_getaffinity(0, sizeof all, &all) || CPU_COUNT(&all) < 2)
-		return;
-	others = all;
-	CPU_CLR(srv->loop_cpu, &others);
-	if (CPU_COUNT(&others) && sched_setaffinity(0, sizeof others, &others) == 0) {
-		sched_setaffinity(0, sizeof all, &all);
-		note_cpu(srv);
-	}
-}
-
-void qgd_server_ask_move(struct qgd_server *srv)
-{
-	srv->move_asked = true;
-}
-
 int qgd_server_run(struct qgd_server *srv)
 {
 	srv->loop_cpu = -2;	/* nothing yet: the first look tells */
-	note_cpu(srv);
-	uint64_t idle_since = qgd_now_ns();
+	qgd_loopcpu_note(srv);
+	uint64_t idle_since = qg_stamp_ns();
 	unsigned polls = 0;
 	bool awaiting_exec = false;	/* polling for the end of a graph on the executor */
 
 	for (;;) {
 		int did = qgd_exec_reap(srv);
 		did |= scan(srv);
-		if (srv->move_asked)
-			move_loop(srv);
+		qgd_loopcpu_move_if_asked(srv);
 		reap(srv);
 		if (srv->accept_paused_ms)
 			resume_accept(srv);
-		if (srv->stopping && (!did || qgd_now_ms() > srv->stop_deadline_ms)) {
+		if (srv->stopping && (!did || qg_stamp_ms() > srv->stop_deadline_ms)) {
 			if (!qgd_exec_in_flight(srv))
 				break;
 			/* graphs still run: past the deadline they are cancelled; wait for their answers */
-			if (qgd_now_ms() > srv->stop_deadline_ms)
+			if (qg_stamp_ms() > srv->stop_deadline_ms)
 				for (struct qgd_session *s = srv->sessions; s; s = s->next)
 					qgd_exec_cancel(s, 0, NULL);
 		}
@@ -569,12 +526,12 @@ int qgd_server_run(struct qgd_server *srv)
 		 */
 		if (polls % 64 == 63) {
 			sched_yield();
-			note_cpu(srv);	/* a yield is where the scheduler may have moved us */
+			qgd_loopcpu_note(srv);	/* a yield is where the scheduler may have moved us */
 		}
 		/* poll on; read the clock only now and then, it is not free in a VM */
 		if (polls++ == 0)
-			idle_since = qgd_now_ns();
-		if (polls % 32 || qgd_now_ns() - idle_since < (uint64_t)srv->cfg.poll_us * 1000u) {
+			idle_since = qg_stamp_ns();
+		if (polls % 32 || qg_stamp_ns() - idle_since < (uint64_t)srv->cfg.poll_us * 1000u) {
 			qg_loop_run_once(srv->loop, 0);
 			continue;
 		}
@@ -594,11 +551,11 @@ int qgd_server_run(struct qgd_server *srv)
 		if (!any_pending(srv) && !qgd_exec_reap(srv))
 			qg_loop_run_once(srv->loop, sleep_ms);	/* wakes for timers (handshakes) too */
 		set_sleeping(srv, 0);
-		note_cpu(srv);
+		qgd_loopcpu_note(srv);
 	}
 	/* tell every client: their sockets close, their waits end with an error */
 	for (struct qgd_session *s = srv->sessions; s; s = s->next)
-		qgd_session_hung_up(s, "the daemon is exiting");	/* not counted: no one reads the count now */
+		qgd_reply_hung_up(s, "the daemon is exiting");	/* not counted: no one reads the count now */
 	reap(srv);
 	return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * server.h - the daemon's state (struct qgd_server: its settings, loop,
  * sessions, pool and counters) and the calls that set up and run its
- * loop (server.c), and the daemon's clock.
+ * loop (server.c).  The daemon's clock is src/ipc/stamp.h's (qg_stamp_ns,
+ * qg_stamp_ms).
  */
 #ifndef QGD_SERVER_H
 #define QGD_SERVER_H
@@ -33,7 +34,7 @@ struct qgd_counters {
 	uint64_t started_ns;
 	uint64_t by_status[16];		/* completions by Qgraph__Status */
 	uint64_t quota[QGD_QUOTA_COUNT];	/* refusals by the quota they name */
-	uint64_t sessions_dropped;	/* served sessions the daemon ended (qgd_session_drop) */
+	uint64_t sessions_dropped;	/* served sessions the daemon ended (qgd_reply_drop) */
 	uint64_t latency[QGD_LATENCY_BOUNDS + 1];	/* graphs by total time */
 	uint64_t latency_sum_ns;
 };
@@ -51,11 +52,11 @@ struct qgd_server {
 	struct qgd_session *sessions;
 	struct qgd_session *rr;		/* where the fair scan starts next */
 	uint32_t n_sessions;
-	int loop_cpu;			/* the CPU the loop last found itself on (-1: not known); told to every session */
+	int loop_cpu;			/* the CPU the loop last found itself on (-1: not known; loopcpu.c's) */
 	/* reply.c's own: answers in a row to BESIDE_SESSION's client, on the loop's CPU */
 	unsigned beside;
 	const struct qgd_session *beside_session;
-	/* server.c's own: qgd_server_ask_move was called; when the loop last moved */
+	/* loopcpu.c's own: a move was asked; when the loop last moved */
 	bool move_asked;
 	uint64_t moved_ms;
 	uint64_t next_session_id;
@@ -101,23 +102,6 @@ void qgd_server_recheck(struct qgd_server *srv);
 int qgd_server_start(struct qgd_server *srv);
 /* Serve until a signal stops the daemon and what was queued is answered (or cancelled).  0. */
 int qgd_server_run(struct qgd_server *srv);
-/*
- * Ask the loop to leave the CPU it shares with a client that spins there
- * for its answers: done after the current scan, at most ten times a
- * second (server.c's move_loop).
- */
-void qgd_server_ask_move(struct qgd_server *srv);
 
-/* The daemon's clock: CLOCK_MONOTONIC, from the CPU's counter where it can be (stamp.h). */
-static inline uint64_t qgd_now_ns(void)
-{
-	return qg_stamp_ns();
-}
-
-/* The same clock in milliseconds. */
-static inline uint64_t qgd_now_ms(void)
-{
-	return qg_stamp_ns() / 1000000u;
-}
 
 #endif /* QGD_SERVER_H */

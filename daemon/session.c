@@ -38,7 +38,7 @@ struct qgd_session *qgd_session_new(struct qgd_server *srv, int fd)
 	s->memfd = -1;
 	s->bell = -1;
 	s->id = ++srv->next_session_id;
-	s->started_ms = qgd_now_ms();
+	s->started_ms = qg_stamp_ms();
 	s->next_handle = 1;
 	if (qg_sock_peercred(fd, &s->pid, &s->uid, &s->gid) < 0 || !(s->acct = qgd_account_hold(srv, s->uid))) {
 		free(s);
@@ -78,7 +78,7 @@ int qgd_session_step(struct qgd_session *s)
 		qg_ring_warm(&s->rg.submit);
 		int pending = qg_ring_pending(&s->rg.submit);
 		if (pending < 0) {
-			qgd_session_drop(s, "submit ring corrupt");
+			qgd_reply_drop(s, "submit ring corrupt");
 			return 1;
 		}
 		if (pending == 0)
@@ -86,7 +86,7 @@ int qgd_session_step(struct qgd_session *s)
 		/* never take a request whose completion could not be posted */
 		int room = qg_ring_can_push(&s->rg.complete, room_needed(s));
 		if (room < 0) {
-			qgd_session_drop(s, "completion ring corrupt");
+			qgd_reply_drop(s, "completion ring corrupt");
 			return 1;
 		}
 		if (room == 0)
@@ -97,11 +97,11 @@ int qgd_session_step(struct qgd_session *s)
 		if (n == -EAGAIN)
 			return 0;
 		if (n == -EPROTO) {
-			qgd_session_drop(s, "submit ring corrupt");
+			qgd_reply_drop(s, "submit ring corrupt");
 			return 1;
 		}
 		if (n == -EMSGSIZE) {
-			qgd_session_refuse(s, 0, -EINVAL, "record too long");
+			qgd_reply_refuse(s, 0, -EINVAL, "record too long");
 			return 1;
 		}
 		if (!qgd_request_take(s, (size_t)n))
@@ -115,7 +115,7 @@ void qgd_session_free(struct qgd_session *s)
 {
 	if (!s)
 		return;
-	qgd_session_release_all(s);
+	qgd_request_release_all(s);
 	qgd_account_drop(s->srv, s->acct);	/* after its weights and graphs let go of it */
 	if (s->ev) {
 		/* waiters on this session's events see an error, not a hang: half the number space on, every wait is reached */

@@ -27,6 +27,12 @@
 /* CLOCK_MONOTONIC in nanoseconds, to within a microsecond or so. */
 uint64_t qg_stamp_ns(void);
 
+/* The same clock in milliseconds. */
+static inline uint64_t qg_stamp_ms(void)
+{
+	return qg_stamp_ns() / 1000000u;
+}
+
 /*
  * The same clock at the kernel's tick (CLOCK_MONOTONIC_COARSE: up to a few
  * milliseconds behind), for decisions on a hot path that need no more,
