@@ -400,7 +400,7 @@ static const char *shape_text(char buf[SHAPE_TEXT], const struct qg_tensor *t)
 
 	while (n > 2 && t->ne[n - 1] == 1)
 		n--;
-	at = snprintf(buf, SHAPE_TEXT, "%s [", qg_type_name(t->type) ? qg_type_name(t->type) : "?");
+	at = snprintf(buf, SHAPE_TEXT, "%s [", qg_type_name_any(t->type));
 	for (int d = 0; d < n && at > 0 && at < SHAPE_TEXT; d++)
 		at += snprintf(buf + at, (size_t)(SHAPE_TEXT - at), d ? " %lld" : "%lld", (long long)t->ne[d]);
 	if (at > 0 && at < SHAPE_TEXT)
@@ -416,8 +416,10 @@ static struct qg_tensor *checked(struct qg_ctx *ctx, struct qg_tensor *t, const 
 	if (!t)
 		return NULL;
 	if (check_shapes(t) < 0) {
+		const bool general = t->op >= QG_OP_ROPE;
 		t->op = QG_OP_NONE;	/* a dead struct: never reached from a graph */
-		return qg_ctx_fail(ctx, -EINVAL, "%s: sources of the wrong type or shape: %s%s%s", what,
+		return qg_ctx_fail(ctx, -EINVAL, "%s: sources of the wrong type or shape%s: %s%s%s", what,
+				   general ? ", or op_params out of range" : "",
 				   t->src[0] ? shape_text(a, t->src[0]) : "none", t->src[1] ? " and " : "",
 				   t->src[1] ? shape_text(b, t->src[1]) : "");
 	}
