@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "kernels.h"
 #include "mulmat.h"
 #include "ops.h"
 
@@ -521,16 +522,6 @@ static int compute_set_rows(const struct qg_tensor *t, int ith, int nth, void *s
 
 /* --- FLASH_ATTN_EXT ------------------------------------------------------ */
 
-/* The dot product of N halves at K with N halves at Q, summed in F32. */
-static float dot_f16(const qg_fp16 *k, const qg_fp16 *q, int64_t n)
-{
-	float sum = 0.0f;
-
-	for (int64_t i = 0; i < n; i++)
-		sum += qg_fp16_to_fp32(k[i]) * qg_fp16_to_fp32(q[i]);
-	return sum;
-}
-
 /* Bytes of one thread's FLASH_ATTN_EXT scratch: q as halves, the V accumulator. */
 static size_t fa_slot(const struct qg_tensor *t)
 {
@@ -543,6 +534,8 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 	const int64_t dk = q->ne[0], dv = v->ne[0], n_kv = k->ne[1];
 	const int64_t rk2 = q->ne[2] / k->ne[2], rv2 = q->ne[2] / v->ne[2];
 	const float scale = qg_op_param_f32(t, 0);
+	const qg_dot_f16_fn dot = qg_dot_f16_for();
+	const qg_mad_f16_fn mad = qg_mad_f16_for();
 	qg_fp16 *qh = (qg_fp16 *)((char *)scratch + (size_t)ith * fa_slot(t));
 	float *acc = (float *)((char *)qh + align_up((size_t)dk * sizeof(qg_fp16)));
 	int64_t r0, r1;
@@ -568,7 +561,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 					continue;
 			}
 			const qg_fp16 *kr = (const qg_fp16 *)row_at(k, c, i2 / rk2, i3);
-			const float s = dot_f16(kr, qh, dk) * scale + mv;
+			const float s = dot(kr, qh, dk) * scale + mv;
 			/* online softmax: a new maximum rescales what was summed so far */
 			float ms = 1.0f, vs = 1.0f;
 			if (s > mx) {
@@ -579,9 +572,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 			} else {
 				vs = expf(s - mx);
 			}
-			const qg_fp16 *vr = (const qg_fp16 *)row_at(v, c, i2 / rv2, i3);
-			for (int64_t d = 0; d < dv; d++)
-				acc[d] += qg_fp16_to_fp32(vr[d]) * vs;
+			mad(acc, (const qg_fp16 *)row_at(v, c, i2 / rv2, i3), vs, dv);
 			sum = sum * ms + vs;
 		}
 		float *y = (float *)row_at(t, i2, i1, i3);

@@ -354,6 +354,12 @@ uint64_t qg_op_work(const struct qg_tensor *t)
 {
 	uint64_t n = (uint64_t)qg_tensor_nelements(t), k = t->op == QG_OP_MUL_MAT ? (uint64_t)t->src[0]->ne[0] : 1;
 
+	/* attention: each result row reads every key and value once, a dot product and a sum each */
+	if (t->op == QG_OP_FLASH_ATTN_EXT) {
+		n = (uint64_t)qg_tensor_nrows(t);
+		k = (uint64_t)t->src[1]->ne[1] * (uint64_t)(t->src[0]->ne[0] + t->src[2]->ne[0]);
+	}
+
 	return k && n > UINT64_MAX / k ? UINT64_MAX : n * k;
 }
 

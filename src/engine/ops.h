@@ -151,7 +151,7 @@ bool qg_op_can_inplace(enum qg_op op);
  */
 bool qg_op_cpy_is_unpack(const struct qg_tensor *t);
 
-/* T's work: multiply-accumulates for MUL_MAT (result elements times K), result elements for the rest. */
+/* T's work: multiply-accumulates for MUL_MAT and FLASH_ATTN_EXT, result elements for the rest. */
 uint64_t qg_op_work(const struct qg_tensor *t);
 
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
