@@ -271,6 +271,42 @@ static void test_ggml_ops(struct qgraph_session *s)
 	       qgraph_session_error(s));
 	qgraph_graph_free(g);
 
+	/*
+	 * As llama.cpp does it: the cache write is run for its effect, and
+	 * attention reads the cache through a view of it, not through the
+	 * write's result.  Made after the write, it sees the rows written.
+	 */
+	idx[1] = 1;
+	memset(kc, 0, D * KV * 2);
+	memset(fy, 0, D * H * 4);
+	g = qgraph_graph_new();
+	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 3, (const int64_t[]){ D, H, T }, xo);
+	pi = qgraph_graph_input(g, QGRAPH_TYPE_I32, 1, (const int64_t[]){ T }, po);
+	ki = qgraph_graph_input(g, QGRAPH_TYPE_F16, 2, (const int64_t[]){ D, KV }, ko);
+	ii = qgraph_graph_input(g, QGRAPH_TYPE_I64, 1, (const int64_t[]){ T }, io);
+	mi = qgraph_graph_input(g, QGRAPH_TYPE_F16, 2, (const int64_t[]){ KV, 1 }, mo);
+	int cache = qgraph_graph_view(g, ki, 2, (const int64_t[]){ D, KV }, (const uint64_t[]){ D * 2 }, 0);
+	rp[2] = 2;
+	ropei = qgraph_graph_op_ex(g, QGRAPH_OP_ROPE, 2, (const int[]){ xi, pi }, 16, rp);
+	kv = qgraph_graph_view(g, ropei, 2, (const int64_t[]){ D, T }, (const uint64_t[]){ D * H * 4 }, 0);
+	seti = qgraph_graph_effect(g, qgraph_graph_op_ex(g, QGRAPH_OP_SET_ROWS, 3, (const int[]){ kv, ii, ki }, 0, NULL));
+	qi = qgraph_graph_view(g, xi, 3, (const int64_t[]){ D, 1, H }, (const uint64_t[]){ D * 4, D * 4 }, 0);
+	int fa = qgraph_graph_op_ex(g, QGRAPH_OP_FLASH_ATTN_EXT, 4, (const int[]){ qi, cache, cache, mi }, 1, fp);
+	qgraph_graph_output(g, fa, yf);
+	r = submit_wait(s, g, 0, NULL);
+	ef = max_rel(fy, fref, D * H);
+	int written = 1;
+	for (int c = 0; c < KV; c++)
+		for (int j = 0; j < D; j++)
+			written &= qg_fp16_to_fp32(kc[c * D + j]) == kref[c * D + j];
+	tap_ok(r == 0 && written && ef < 1e-4,
+	       "set_rows run for its effect writes the cache; attention through a view of it sees it (err %.1e)%s%s",
+	       ef, r ? ": " : "", r ? qgraph_session_error(s) : "");
+	/* the write's result is the cache's bytes: no output; and a rope writes into nothing */
+	tap_ok(qgraph_graph_output(g, seti, yk) == -EINVAL && qgraph_graph_effect(g, ropei) == -EINVAL,
+	       "a write's result is no output, and a rope runs for no effect");
+	qgraph_graph_free(g);
+
 	/* what the builder refuses is refused before anything is sent */
 	g = qgraph_graph_new();
 	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 3, (const int64_t[]){ D, H, T }, xo);

@@ -385,6 +385,8 @@ static void test_ggml_ops(struct raw *r)
 		{ "seven sources", "at most 6" }, { "floats where ggml's words go", "nothing else" },
 		{ "a source that is not earlier", "not an earlier" }, { "a position source of f32", "rope" },
 		{ "a set_rows result as an output", "computed tensor" },
+		{ "a rope flagged to run for its effect", "for its effect" },
+		{ "an input flagged to run for its effect", "for its effect" },
 	};
 	for (size_t b = 0; b < sizeof bends / sizeof bends[0]; b++) {
 		size_t n = 3;
@@ -420,6 +422,8 @@ static void test_ggml_ops(struct raw *r)
 			sp[2].bytes = 8 * 6 * 4;
 			n = 4;
 			break;
+		case 7: t[2].flags = 4 | 2; break;
+		case 8: t[0].flags = 4 | 1; break;
 		}
 		raw_push(r, buf, pack_submit(tp, n, buf));
 		st = raw_answer(r, err, sizeof err);

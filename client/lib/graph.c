@@ -385,12 +385,25 @@ QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int i, int64_t offset
 		return -EINVAL;
 	if (i < 0)
 		return graph_fail(g, i);
-	if ((size_t)i >= g->n || g->t[i]->op == QG_OP_NONE || qg_op_is_view(g->t[i]->op) || offset < 0 ||
-	    offset % 64)
+	/* views, and ops whose result is the bytes of a source they write (CPY into a tensor, SET_ROWS), are no outputs */
+	if ((size_t)i >= g->n || g->t[i]->op == QG_OP_NONE || g->t[i]->view_src || offset < 0 || offset % 64 ||
+	    (g->info[i].flags & QG_WIRE_EFFECT))
 		return graph_fail(g, -EINVAL);
 	g->info[i].offset = offset;
 	g->info[i].flags |= QG_WIRE_OUTPUT;
 	g->t[i]->flags |= QG_TENSOR_OUTPUT;
+	return i;
+}
+
+QGRAPH_API int qgraph_graph_effect(struct qgraph_graph *g, int i)
+{
+	if (!g)
+		return -EINVAL;
+	if (i < 0)
+		return graph_fail(g, i);
+	if ((size_t)i >= g->n || g->t[i]->op == QG_OP_NONE || qg_op_is_view(g->t[i]->op) || !g->t[i]->view_src)
+		return graph_fail(g, -EINVAL);
+	g->info[i].flags |= QG_WIRE_EFFECT;
 	return i;
 }
 

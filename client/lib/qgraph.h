@@ -415,6 +415,14 @@ QGRAPH_API int qgraph_graph_op_ex(struct qgraph_graph *g, enum qgraph_op op, int
 				  const int32_t *params);
 QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset);
 /*
+ * effect:  run node T, an op that writes into a source (CPY into a tensor,
+ *          SET_ROWS: a KV-cache write), though no output reads it; a node
+ *          made after T runs after it, so it reads what T wrote through
+ *          any view of those bytes.  Returns T or -errno (-EINVAL for any
+ *          other tensor).  Such a node is never an output itself.
+ */
+QGRAPH_API int qgraph_graph_effect(struct qgraph_graph *g, int t);
+/*
  * Views: tensors with no bytes of their own, read through A's.  An op
  * takes them as sources like any tensor; to put a view's values in the
  * arena, make an op of it the output (SCALE by 1, or an ADD).  These

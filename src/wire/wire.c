@@ -384,6 +384,7 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 			struct qg_wire_graph *out, char *err, size_t errlen)
 {
 	struct build b = { .sg = sg, .env = env, .g = out, .err = err, .errlen = errlen };
+	size_t n_effects = 0;
 	int r = 0;
 
 	if (err && errlen)
@@ -428,7 +429,7 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 				goto out;
 			}
 		}
-		if (wt->flags & ~3u) {
+		if (wt->flags & ~(QG_WIRE_INPUT | QG_WIRE_OUTPUT | QG_WIRE_EFFECT)) {
 			r = fail(&b, -EINVAL, i, "unknown flags %#x", wt->flags);
 			goto out;
 		}
@@ -470,9 +471,18 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 			r = fail(&b, -EINVAL, i, "only leafs and outputs live in the arena");
 			goto out;
 		}
+		if (wt->flags & QG_WIRE_EFFECT) {
+			/* what nothing reads runs only for what it writes: an op writing into a source, no view */
+			if (wt->op == QGRAPH__OP__OP_NONE || qg_op_is_view(t->op) || !t->view_src ||
+			    (wt->flags & QG_WIRE_OUTPUT)) {
+				r = fail(&b, -EINVAL, i, "only a node that writes into a source (cpy, set_rows) runs for its effect");
+				goto out;
+			}
+			n_effects++;
+		}
 		out->tensors[i] = t;
 	}
-	if (out->n_outputs == 0) {
+	if (out->n_outputs == 0 && n_effects == 0) {
 		r = fail(&b, -EINVAL, SIZE_MAX, "a graph without outputs");
 		goto out;
 	}
@@ -499,8 +509,9 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 		if (q->output && (!far_out || q->end > far_out->end))
 			far_out = q;
 	}
+	/* in the order of the list: a node run for its effect comes before the later nodes that read its bytes */
 	for (size_t i = 0; i < sg->n_tensors; i++) {
-		if (!(sg->tensors[i]->flags & 2))
+		if (!(sg->tensors[i]->flags & (QG_WIRE_OUTPUT | QG_WIRE_EFFECT)))
 			continue;
 		if ((r = qg_graph_build(out->graph, out->tensors[i]))) {
 			r = fail(&b, r, i, "cannot be added to the graph (%s)", strerror(-r));
@@ -578,7 +589,7 @@ static int encode_tensor(struct qg_wire_record *r, size_t i, const struct qg_ten
 	wt->ne = &r->nes[QG_MAX_DIMS * i];
 	memcpy(wt->ne, t->ne, sizeof t->ne);
 	wt->weights = info->weights;
-	wt->flags = info->flags & (t->op == QG_OP_NONE ? QG_WIRE_INPUT : QG_WIRE_OUTPUT);
+	wt->flags = info->flags & (t->op == QG_OP_NONE ? QG_WIRE_INPUT : QG_WIRE_OUTPUT | QG_WIRE_EFFECT);
 	/* the first ops take two sources at most; ggml's, up to QG_MAX_SRC, none missing before the last */
 	const size_t max_src = t->op >= QG_OP_ROPE ? QG_MAX_SRC : 2;
 	size_t n_src = 0;
