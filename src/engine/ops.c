@@ -604,7 +604,8 @@ static struct qg_tensor *new_ggml_op(struct qg_ctx *ctx, enum qg_op op, struct q
 		return NULL;
 	for (int i = 2; i < n_src; i++)
 		t->src[i] = src[i];
-	memcpy(t->op_params, params, (size_t)n_params * sizeof *params);
+	if (n_params)	/* PARAMS may be NULL when there are none */
+		memcpy(t->op_params, params, (size_t)n_params * sizeof *params);
 	return checked(ctx, t, qg_op_name(op));
 }
 
