@@ -1,6 +1,6 @@
 /*
  * ggml-ops-test.c - the ops of ggml's general form (ROPE, GLU, SET_ROWS,
- * FLASH_ATTN_EXT) built with qg_op_ex from ggml's op_params, each against
+ * FLASH_ATTN_EXT, NORM) built with qg_op_ex from ggml's op_params, each against
  * a plain reference written here in double precision from ggml's
  * definitions, on 1 to 3 pretend threads; and the builder refusing what
  * the ops cannot do (bad modes, shapes, types, parameters it does not
@@ -391,6 +391,35 @@ static void test_flash_attn(int nth, bool masked, int64_t hk, float prec)
 	qg_ctx_free(ctx);
 }
 
+/* --- NORM ---------------------------------------------------------------- */
+
+static void test_norm(int nth)
+{
+	struct qg_ctx *ctx = qg_ctx_new(8);
+	const int64_t n0 = 40, rows = 3, n2 = 2;
+	struct qg_tensor *a = qg_tensor_new_3d(ctx, QG_TYPE_F32, n0, rows, n2);
+	int32_t p[1];
+	double ref[40 * 3 * 2];
+
+	set_f(p, 0, 1e-5f);
+	fill(a, -3, 5);	/* a mean away from 0, so that subtracting it matters */
+	for (int64_t r = 0; r < rows * n2; r++) {
+		const float *x = (const float *)a->data + r * n0;
+		double mean = 0, var = 0;
+		for (int64_t i = 0; i < n0; i++)
+			mean += x[i] / (double)n0;
+		for (int64_t i = 0; i < n0; i++)
+			var += (x[i] - mean) * (x[i] - mean) / (double)n0;
+		for (int64_t i = 0; i < n0; i++)
+			ref[r * n0 + i] = (x[i] - mean) / sqrt(var + 1e-5);
+	}
+	struct qg_tensor *y = qg_op_ex(ctx, QG_OP_NORM, (struct qg_tensor *[]){ a }, 1, p, 1);
+	int rr = y ? run(y, nth) : -1;
+	double e = y ? nmse(y, ref) : INFINITY;
+	tap_ok(rr == 0 && e < 1e-12, "norm on %d threads: nmse %.3g", nth, e);
+	qg_ctx_free(ctx);
+}
+
 /* --- the builder refuses ------------------------------------------------ */
 
 static void test_refusals(void)
@@ -501,6 +530,13 @@ static void test_refusals(void)
 	set_f(sp, 1, 0.5f);
 	REFUSED(QG_OP_SCALE, 1, sp, 2, "scale with a bias (ggml's second word)", a);
 	REFUSED(QG_OP_ADD, 1, NULL, 0, "add of one source", a);
+	int32_t np[2] = { 0, 0 };
+	set_f(np, 0, -1.0f);
+	REFUSED(QG_OP_NORM, 1, np, 1, "norm with eps < 0", a);
+	set_f(np, 0, 1e-5f);
+	np[1] = 1;
+	REFUSED(QG_OP_NORM, 1, np, 2, "norm with a second word", a);
+	REFUSED(QG_OP_NORM, 1, np, 1, "norm of f16", kv);
 	REFUSED(QG_OP_VIEW, 1, NULL, 0, "a view through the general form", a);
 	REFUSED(QG_OP_ROPE, 7, rp, 16, "seven sources", a, pos, a, a, a, a, a);
 	REFUSED(QG_OP_ROPE, 2, rp, 17, "seventeen words", a, pos);
@@ -529,6 +565,7 @@ int main(void)
 		test_flash_attn(nth, true, 2, 0);
 		test_flash_attn(nth, false, 4, 10);
 		test_flash_attn(nth, true, 1, 10);
+		test_norm(nth);
 	}
 	test_refusals();
 	gr_free_all(&mem);

@@ -72,11 +72,11 @@ static void ops(void)
 		QGRAPH_OP_MUL_MAT, QGRAPH_OP_ADD, QGRAPH_OP_MUL, QGRAPH_OP_SCALE, QGRAPH_OP_SILU,
 		QGRAPH_OP_GELU, QGRAPH_OP_RMS_NORM, QGRAPH_OP_SOFT_MAX, QGRAPH_OP_CPY, QGRAPH_OP_GET_ROWS,
 		QGRAPH_OP_RESHAPE, QGRAPH_OP_VIEW, QGRAPH_OP_TRANSPOSE, QGRAPH_OP_PERMUTE, QGRAPH_OP_ROPE,
-		QGRAPH_OP_GLU, QGRAPH_OP_SET_ROWS, QGRAPH_OP_FLASH_ATTN_EXT,
+		QGRAPH_OP_GLU, QGRAPH_OP_SET_ROWS, QGRAPH_OP_FLASH_ATTN_EXT, QGRAPH_OP_NORM,
 	};
 	static const char *public_names[] = {
 		"mul_mat", "add", "mul", "scale", "silu", "gelu", "rms_norm", "soft_max", "cpy", "get_rows",
-		"reshape", "view", "transpose", "permute", "rope", "glu", "set_rows", "flash_attn_ext",
+		"reshape", "view", "transpose", "permute", "rope", "glu", "set_rows", "flash_attn_ext", "norm",
 	};
 	char want[32];
 	int bad = 0;

@@ -48,6 +48,7 @@ SAME_PUBLIC(op, OP, ROPE);
 SAME_PUBLIC(op, OP, GLU);
 SAME_PUBLIC(op, OP, SET_ROWS);
 SAME_PUBLIC(op, OP, FLASH_ATTN_EXT);
+SAME_PUBLIC(op, OP, NORM);
 
 #define SAME_TYPE(pub, eng) \
 	_Static_assert((int)QGRAPH_TYPE_##pub == (int)QG_TYPE_##eng, "qgraph_type " #pub " matches qg_type")

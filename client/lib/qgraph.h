@@ -342,6 +342,7 @@ enum qgraph_op {
 	QGRAPH_OP_GLU = 16,
 	QGRAPH_OP_SET_ROWS = 17,
 	QGRAPH_OP_FLASH_ATTN_EXT = 18,
+	QGRAPH_OP_NORM = 19,
 };
 
 #define QGRAPH_TYPE_I32 ((enum qgraph_type)32)	/* int32 indices and positions, in graphs only */
@@ -408,6 +409,8 @@ QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a,
  *   FLASH_ATTN_EXT(q, k, v[, mask]): q F32, k and v F16, mask F16; word 0
  *          the scale (max_bias and logit_softcap 0); the result F32
  *          [v's head dim, heads, tokens, ...]
+ *   NORM(a): F32, word 0 eps (a float): each row less its mean, over
+ *          the square root of its variance plus eps
  *          Indices out of range are found when the graph runs: the run
  *          fails, its status says so.
  */

@@ -458,6 +458,33 @@ static int compute_rope(const struct qg_tensor *t, int ith, int nth, void *scrat
 	return 0;
 }
 
+/* --- NORM ---------------------------------------------------------------- */
+
+static int compute_norm(const struct qg_tensor *t, int ith, int nth)
+{
+	const struct qg_tensor *a = t->src[0];
+	const float eps = qg_op_param_f32(t, 0);
+	const int64_t n = t->ne[0];
+
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		char *y = row_at(t, it.i1, it.i2, it.i3);
+		const char *x = row_at(a, it.i1, it.i2, it.i3);
+		double sum = 0.0, var = 0.0;
+		for (int64_t i0 = 0; i0 < n; i0++)
+			sum += F32_AT(x, a, i0);
+		const float mean = (float)(sum / (double)n);
+		/* the row is read whole (twice) before it is written: in place is right */
+		for (int64_t i0 = 0; i0 < n; i0++) {
+			const float v = F32_AT(x, a, i0) - mean;
+			var += (double)v * v;
+		}
+		const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
+		for (int64_t i0 = 0; i0 < n; i0++)
+			F32_AT(y, t, i0) = (F32_AT(x, a, i0) - mean) * scale;
+	}
+	return 0;
+}
+
 /* --- GLU ----------------------------------------------------------------- */
 
 static int compute_glu(const struct qg_tensor *t, int ith, int nth)
@@ -644,6 +671,8 @@ int qg_op_compute(const struct qg_tensor *t, int phase, int ith, int nth, void *
 		return compute_rope(t, ith, nth, scratch);
 	case QG_OP_GLU:
 		return compute_glu(t, ith, nth);
+	case QG_OP_NORM:
+		return compute_norm(t, ith, nth);
 	case QG_OP_SET_ROWS:
 		return compute_set_rows(t, ith, nth, scratch);
 	case QG_OP_FLASH_ATTN_EXT:

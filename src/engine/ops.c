@@ -323,6 +323,11 @@ static int check_shapes(const struct qg_tensor *t)
 		return check_set_rows(t);
 	case QG_OP_FLASH_ATTN_EXT:
 		return check_flash_attn(t);
+	case QG_OP_NORM:	/* [0] eps >= 0, as RMS_NORM's */
+		if (!a || !no_src_from(t, 1) || a->type != QG_TYPE_F32 || t->type != QG_TYPE_F32 ||
+		    !qg_tensor_same_shape(t, a) || !(qg_op_param_f32(t, 0) >= 0.0f) || !params_zero_from(t, 1))
+			return -EINVAL;
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -344,6 +349,7 @@ bool qg_op_can_inplace(enum qg_op op)
 	case QG_OP_RMS_NORM:
 	case QG_OP_SOFT_MAX:
 	case QG_OP_ROPE:	/* each pair is read before it is written */
+	case QG_OP_NORM:	/* the row is read whole before it is written */
 		return true;
 	default:
 		return false;
@@ -566,6 +572,7 @@ static struct qg_tensor *new_ggml_op(struct qg_ctx *ctx, enum qg_op op, struct q
 	memcpy(ne, a->ne, sizeof ne);
 	switch (op) {
 	case QG_OP_ROPE:
+	case QG_OP_NORM:
 		t = qg_tensor_new_op(ctx, op, QG_TYPE_F32, ne, a, n_src > 1 ? src[1] : NULL);
 		break;
 	case QG_OP_GLU:
@@ -661,6 +668,7 @@ struct qg_tensor *qg_op_ex(struct qg_ctx *ctx, enum qg_op op, struct qg_tensor *
 	case QG_OP_GLU:
 	case QG_OP_SET_ROWS:
 	case QG_OP_FLASH_ATTN_EXT:
+	case QG_OP_NORM:
 		return new_ggml_op(ctx, op, src, n_src, params, n_params);
 	default:
 		return refuse_ex(ctx, op, "not an op of the general form (views have builders of their own)");

@@ -80,6 +80,8 @@
  *                     scale * (q . k) + mask, times v; q is rounded to F16
  *                     before its dot products, as ggml does.  A row whose
  *                     mask is -inf everywhere gives zeros.
+ *   NORM(a)           Params: [0] eps (a float, >= 0).  Per row: y = (a -
+ *                     mean a) / sqrt(mean((a - mean a)^2) + eps).
  *
  * Builders return NULL (and record the error in CTX) on bad types or
  * shapes, never abort, and pass a NULL source on as a NULL result.

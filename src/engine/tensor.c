@@ -310,6 +310,7 @@ static const char *const op_names[QG_OP_COUNT] = {
 	[QG_OP_GLU] = "glu",
 	[QG_OP_SET_ROWS] = "set_rows",
 	[QG_OP_FLASH_ATTN_EXT] = "flash_attn_ext",
+	[QG_OP_NORM] = "norm",
 };
 
 const char *qg_op_name(enum qg_op op)

@@ -55,6 +55,7 @@ enum qg_op {
 	QG_OP_GLU,
 	QG_OP_SET_ROWS,
 	QG_OP_FLASH_ATTN_EXT,
+	QG_OP_NORM,
 	QG_OP_COUNT
 };
 

@@ -42,6 +42,7 @@ enum qg_public_op {
 	QG_PUBLIC_OP_GLU = 16,
 	QG_PUBLIC_OP_SET_ROWS = 17,
 	QG_PUBLIC_OP_FLASH_ATTN_EXT = 18,
+	QG_PUBLIC_OP_NORM = 19,
 };
 
 #endif /* QG_WIRE_NUMBERS_H */

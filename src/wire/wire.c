@@ -113,6 +113,7 @@ static const struct {
 	{ QG_OP_GLU, QG_PUBLIC_OP_GLU, QGRAPH__OP__OP_GLU },
 	{ QG_OP_SET_ROWS, QG_PUBLIC_OP_SET_ROWS, QGRAPH__OP__OP_SET_ROWS },
 	{ QG_OP_FLASH_ATTN_EXT, QG_PUBLIC_OP_FLASH_ATTN_EXT, QGRAPH__OP__OP_FLASH_ATTN_EXT },
+	{ QG_OP_NORM, QG_PUBLIC_OP_NORM, QGRAPH__OP__OP_NORM },
 };
 _Static_assert(sizeof op_table / sizeof op_table[0] == QG_OP_COUNT, "a row for every engine op");
 
