@@ -60,6 +60,9 @@ struct qgd_config {
 	uint64_t total_arena_bytes;	/* all sessions' arenas together */
 	uint64_t client_weights;	/* weight bytes a session holds; 0: the pool's size */
 	uint64_t client_memory;		/* pool bytes a session's graphs hold; 0: the pool's size */
+	uint64_t user_weights;		/* pool bytes all of one user's sessions' weights reach; 0: no bound */
+	uint64_t user_models;		/* pool bytes of the models one user loaded; 0: half the pool */
+	uint64_t user_graph_metadata;	/* heap all of one user's registered graphs hold; 0: the pool's size */
 	uint32_t max_graphs;		/* registered graphs per session */
 	uint64_t max_message;		/* bytes of one request record */
 	uint32_t max_wait_ms;		/* the longest a request may wait for its events */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accounts.h"
 #include "backend.h"
 #include "galloc.h"
 #include "graphs.h"
@@ -148,7 +149,8 @@ int qgd_graph_place(struct qgd_session *s, struct qgd_graph *g, bool keep, struc
 			 (unsigned long long)budget);
 		return -EDQUOT;
 	}
-	return 0;
+	/* and the metadata of all its user's sessions together */
+	return qgd_account_check_graphs(s->srv, s->acct, g->meta_bytes, msg, len);
 }
 
 int qgd_graph_register(struct qgd_session *s, struct qgd_graph *g)
@@ -161,6 +163,7 @@ int qgd_graph_register(struct qgd_session *s, struct qgd_graph *g)
 	g->handle = s->next_handle++;
 	s->graphs[s->n_graphs++] = g;
 	s->graph_bytes += g->meta_bytes;
+	s->acct->graph_bytes += g->meta_bytes;
 	return 0;
 }
 
@@ -196,6 +199,7 @@ int qgd_graph_forget(struct qgd_session *s, uint64_t handle)
 		if (s->graphs[i]->handle != handle)
 			continue;
 		s->graph_bytes -= s->graphs[i]->meta_bytes;
+		s->acct->graph_bytes -= s->graphs[i]->meta_bytes;
 		qgd_graph_free(s->graphs[i]);
 		s->graphs[i] = s->graphs[--s->n_graphs];
 		return 0;
@@ -221,6 +225,7 @@ void qgd_graphs_release(struct qgd_session *s)
 	free(s->graphs);
 	s->graphs = NULL;
 	s->n_graphs = 0;
+	s->acct->graph_bytes -= s->graph_bytes;
 	s->graph_bytes = 0;
 	if (s->buft) {
 		qg_buft_hugepool_free(s->buft);

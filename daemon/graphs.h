@@ -30,7 +30,7 @@ struct qgd_graph {
 	uint32_t mm_interleaved;	/* its MUL_MATs on weights in an interleaved layout (stats) */
 	uint64_t runs;
 	uint64_t last_compute_ns;	/* its last whole run on the executor: what the next is expected to take */
-	size_t meta_bytes;		/* the heap it holds (graph_meta_bytes), counted in client-memory */
+	size_t meta_bytes;		/* the heap it holds (graph_meta_bytes), counted in client-memory and user-graph-metadata */
 };
 
 /* True if G is small (QGD_INLINE_WORK): it runs on the loop's thread, where handing it over would cost more. */
@@ -46,7 +46,8 @@ void qgd_graph_free(struct qgd_graph *g);
 /*
  * Make G, built, ready to run for S: max-graphs checked first if it is to
  * be kept (KEEP), its intermediates placed in S's pieces of the pool, its
- * plan made on SMALL or LARGE by its work, and client-memory checked.
+ * plan made on SMALL or LARGE by its work, and client-memory and
+ * user-graph-metadata (its user's sessions together) checked.
  * 0, or -EDQUOT (a quota) or -ENOMEM with the refusal, naming its quota,
  * in MSG (LEN bytes).  G stays the caller's either way.
  */

@@ -66,6 +66,11 @@ static void usage(FILE *f)
 		"      --total-arena SIZE all sessions' arenas together (default 16G)\n"
 		"      --client-weights SIZE  weight bytes one session may hold (default: pool size)\n"
 		"      --client-memory SIZE   pool bytes one session's graphs may hold (default: pool size)\n"
+		"      --user-weights SIZE    weight bytes all of one user's sessions may hold\n"
+		"                         (default: no bound)\n"
+		"      --user-models SIZE     pool bytes of the models one user loaded, until\n"
+		"                         unloaded (default: half the pool size)\n"
+		"      --user-graph-metadata SIZE  heap one user's graphs may hold (default: pool size)\n"
 		"      --max-graphs N     registered graphs per session (default 1024)\n"
 		"      --max-message SIZE the largest request record (default 1M)\n"
 		"      --graph-timeout MS a graph that runs longer is cancelled (default 60000)\n"
@@ -106,6 +111,7 @@ static void print_info(void)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		printf("%-9s %-22s %s\n", qg_type_name(qg_layout_type((enum qg_layout)l)),
 		       qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
+	printf("%-9s %-22s %s\n", "q4_K q6_K", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
 }
 
@@ -380,6 +386,7 @@ int main(int argc, char **argv)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		qgd_info("kernel for %s: %s (%s)", qg_type_name(qg_layout_type((enum qg_layout)l)),
 			 qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
+	qgd_info("kernel for q4_K and q6_K: %s (%s)", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
 
 	/* a preloaded model: read as the daemon's own user, before any client is served */
 	if (cfg->preload[0] && qgd_models_preload(&srv, cfg->preload, NULL))

@@ -25,7 +25,7 @@
 const char *const qgd_quota_names[QGD_QUOTA_COUNT] = {
 	"max-arena", "max-sessions", "max-sessions-per-user", "total-arena", "max-handshakes",
 	"handshakes-per-user", "max-message", "max-nodes", "max-graphs", "client-weights",
-	"client-memory", "pool-size", "other",
+	"client-memory", "pool-size", "user-models", "user-graph-metadata", "user-weights", "other",
 };
 
 /* Powers of ten and their halves and quarters, 10 us to 10 s: Prometheus' habit, in ns. */
@@ -80,7 +80,7 @@ static void beside_client(struct qgd_server *srv, const struct qgd_session *s)
 	if (++srv->beside < 16)
 		return;
 	srv->beside = 0;
-	srv->move_loop = true;
+	qgd_server_ask_move(srv);
 }
 
 void qgd_session_complete(struct qgd_session *s, Qgraph__Completion *c)

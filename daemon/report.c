@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "accounts.h"
 #include "exec.h"
 #include "graphs.h"
 #include "hugepool.h"
@@ -35,6 +36,14 @@ size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__Kern
 	return QG_LAYOUT_COUNT;
 }
 
+/* Whether S's client sees the whole daemon in stats: root and members of stats-group do. */
+static bool privileged(const struct qgd_session *s)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
+
+	return s->uid == 0 || (cfg->has_stats_group && qgd_weights_in_group(s, cfg->stats_gid));
+}
+
 /*
  * Whether S's client may see session T in stats (its pid, uid and name,
  * which may hold a command line): its own user's sessions, and every
@@ -42,9 +51,7 @@ size_t qgd_kernel_choices(Qgraph__KernelChoice kc[QG_LAYOUT_COUNT], Qgraph__Kern
  */
 static bool may_see(const struct qgd_session *s, const struct qgd_session *t)
 {
-	const struct qgd_config *cfg = &s->srv->cfg;
-
-	return t->uid == s->uid || s->uid == 0 || (cfg->has_stats_group && qgd_weights_in_group(s, cfg->stats_gid));
+	return t->uid == s->uid || privileged(s);
 }
 
 /* Sessions and models one stats page lists at most (the completion's size bounds it first, mostly). */
@@ -128,11 +135,22 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
 	st.loop = (char *)qg_loop_kind_name(srv->loop);
 	st.threads = (uint32_t)qgd_exec_threads(srv);
-	st.weights_stored = srv->n_stored;
-	st.weights_referenced_bytes = srv->weights_referenced;
+	if (privileged(s)) {
+		st.weights_stored = srv->n_stored;
+		st.weights_referenced_bytes = srv->weights_referenced;
+	} else {
+		/* what this user holds: the whole daemon's would tell when another user's upload was deduplicated */
+		st.weights_stored = qgd_weights_held_by(srv, s->uid);
+		for (const struct qgd_session *t = srv->sessions; t; t = t->next)
+			for (size_t i = 0; t->uid == s->uid && i < t->n_weights; i++)
+				st.weights_referenced_bytes += t->weights[i].bytes;	/* bytes, as the daemon's figure */
+	}
 	st.n_kernels = qgd_kernel_choices(kc, kcp);
 	st.kernels = kcp;
 	stats_counters(srv, &st, sc, scp, qc, qcp, latency);
+	st.account_model_bytes = s->acct->model_bytes;	/* the caller's own account */
+	st.account_weight_bytes = s->acct->weight_bytes;
+	st.account_graph_bytes = s->acct->graph_bytes;
 	c.request_id = rid;
 	c.stats = &st;
 	/* what the page holds before its lists, with the paging fields at their largest */
@@ -173,7 +191,7 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.session = ssp;
 	if (!st.more) {
 		struct qgd_model_info mi[STATS_PAGE + 1];
-		size_t m = qgd_models_list(srv, first_model, mi, STATS_PAGE + 1), k;
+		size_t m = qgd_models_list(s, privileged(s), first_model, mi, STATS_PAGE + 1), k;
 		for (k = 0; k < m; k++) {
 			qgraph__model_stats__init(&ms[k]);
 			ms[k].name = (char *)mi[k].name;

@@ -50,9 +50,9 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 		if (s->upload.id)
 			qgd_upload_reset(s);	/* an abandoned upload gives way */
 		if (src < 0 || (src != QG_TYPE_F32 && src != QG_TYPE_F16 && src != QG_TYPE_Q8_0 && src != QG_TYPE_Q4_0 &&
-				qg_layout_of((enum qg_type)src) < 0)) {
+				src != QG_TYPE_Q4_K && src != QG_TYPE_Q6_K && qg_layout_of((enum qg_type)src) < 0)) {
 			qgd_session_fail(s, rid, QGRAPH__STATUS__STATUS_INVALID,
-					 "weights arrive as f32, f16, q8_0, q4_0 or an interleaved q4_0 layout");
+					 "weights arrive as f32, f16, q8_0, q4_0, an interleaved q4_0 layout, q4_K or q6_K");
 			return;
 		}
 		if (dst < 0 || !qg_type_is_weight((enum qg_type)dst)) {
@@ -95,6 +95,27 @@ static void serve_upload(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	qgd_session_complete(s, &c);
 }
 
+/*
+ * A new handle of S to the weights NAME means for S's user, looked up in
+ * this order: the user's own uploads, its own models, the public models,
+ * then what its share groups uploaded and loaded.  A user's own names come
+ * first so that nobody else's model or upload can stand in for them.
+ * 0, -EINVAL (no name), -ENOENT or -ENOMEM.
+ */
+static int open_by_name(struct qgd_session *s, const char *name, struct qgd_weights **out)
+{
+	int e;
+
+	if (!name || !*name)
+		return -EINVAL;
+	if ((e = qgd_weights_open(s, name, false, out)) != -ENOENT ||
+	    (e = qgd_model_open(s, name, QGD_MODEL_OWN, out)) != -ENOENT ||
+	    (e = qgd_model_open(s, name, QGD_MODEL_PUBLIC, out)) != -ENOENT ||
+	    (e = qgd_model_open(s, name, QGD_MODEL_GROUP, out)) != -ENOENT)
+		return e;
+	return qgd_weights_open(s, name, true, out);
+}
+
 static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph__Request *r)
 {
 	const Qgraph__OpenWeights *ow = r->open_weights;
@@ -121,9 +142,7 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 		}
 		name = "";
 	} else {
-		e = name && *name ? qgd_model_open(s, name, &w) : -EINVAL;
-		if (e == -ENOENT)	/* not a model's: weights a session uploaded under that name */
-			e = qgd_weights_open(s, name, &w);
+		e = open_by_name(s, name, &w);
 	}
 
 	if (e == -EINVAL) {

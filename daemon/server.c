@@ -501,7 +501,7 @@ static void move_loop(struct qgd_server *srv)
 {
 	cpu_set_t all, others;
 
-	srv->move_loop = false;
+	srv->move_asked = false;
 	uint64_t now = qgd_now_ms();
 	if (now - srv->moved_ms < 100)
 		return;	/* at most ten moves a second */
@@ -516,6 +516,11 @@ static void move_loop(struct qgd_server *srv)
 	}
 }
 
+void qgd_server_ask_move(struct qgd_server *srv)
+{
+	srv->move_asked = true;
+}
+
 int qgd_server_run(struct qgd_server *srv)
 {
 	srv->loop_cpu = -2;	/* nothing yet: the first look tells */
@@ -527,7 +532,7 @@ int qgd_server_run(struct qgd_server *srv)
 	for (;;) {
 		int did = qgd_exec_reap(srv);
 		did |= scan(srv);
-		if (srv->move_loop)
+		if (srv->move_asked)
 			move_loop(srv);
 		reap(srv);
 		if (srv->accept_paused_ms)

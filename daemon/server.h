@@ -16,13 +16,15 @@
 struct qg_hugepool;
 struct qg_loop;
 struct qg_watch;
+struct qgd_account;
 struct qgd_exec;
 struct qgd_model;
 struct qgd_session;
 struct qgd_stored;
+struct qgd_weights_index;
 
 /* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
-#define QGD_QUOTA_COUNT 13
+#define QGD_QUOTA_COUNT 16
 /* The bounds of the latency histogram (reply.c's qgd_latency_le_ns); one more bucket counts what passes them. */
 #define QGD_LATENCY_BOUNDS 19
 
@@ -50,10 +52,12 @@ struct qgd_server {
 	struct qgd_session *rr;		/* where the fair scan starts next */
 	uint32_t n_sessions;
 	int loop_cpu;			/* the CPU the loop last found itself on (-1: not known); told to every session */
-	unsigned beside;		/* answers in a row to BESIDE_SESSION's client, on the loop's CPU */
+	/* reply.c's own: answers in a row to BESIDE_SESSION's client, on the loop's CPU */
+	unsigned beside;
 	const struct qgd_session *beside_session;
-	bool move_loop;			/* reply.c asks the loop to leave the CPU it shares with BESIDE_SESSION's client */
-	uint64_t moved_ms;		/* when the loop last moved away from a client */
+	/* server.c's own: qgd_server_ask_move was called; when the loop last moved */
+	bool move_asked;
+	uint64_t moved_ms;
 	uint64_t next_session_id;
 	int stopping;
 	uint64_t stop_deadline_ms;
@@ -64,7 +68,9 @@ struct qgd_server {
 	uint64_t pinned_bytes;
 	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
 	struct qgd_stored *stored;	/* every matrix in pinned memory */
+	struct qgd_weights_index *weights_index;	/* them by hash, their names by name (weights.c) */
 	struct qgd_model *models;	/* models held, and being loaded (models.c) */
+	struct qgd_account *accounts;	/* one per user with a session or a model (accounts.c) */
 	uint32_t n_stored;
 	uint64_t weights_referenced;	/* bytes of every handle of every session */
 	struct qgd_exec *exec;
@@ -95,6 +101,12 @@ void qgd_server_recheck(struct qgd_server *srv);
 int qgd_server_start(struct qgd_server *srv);
 /* Serve until a signal stops the daemon and what was queued is answered (or cancelled).  0. */
 int qgd_server_run(struct qgd_server *srv);
+/*
+ * Ask the loop to leave the CPU it shares with a client that spins there
+ * for its answers: done after the current scan, at most ten times a
+ * second (server.c's move_loop).
+ */
+void qgd_server_ask_move(struct qgd_server *srv);
 
 /* The daemon's clock: CLOCK_MONOTONIC, from the CPU's counter where it can be (stamp.h). */
 static inline uint64_t qgd_now_ns(void)

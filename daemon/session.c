@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accounts.h"
 #include "graphs.h"
 #include "hotpath.h"
 #include "reply.h"
@@ -39,7 +40,7 @@ struct qgd_session *qgd_session_new(struct qgd_server *srv, int fd)
 	s->id = ++srv->next_session_id;
 	s->started_ms = qgd_now_ms();
 	s->next_handle = 1;
-	if (qg_sock_peercred(fd, &s->pid, &s->uid, &s->gid) < 0) {
+	if (qg_sock_peercred(fd, &s->pid, &s->uid, &s->gid) < 0 || !(s->acct = qgd_account_hold(srv, s->uid))) {
 		free(s);
 		return NULL;
 	}
@@ -115,6 +116,7 @@ void qgd_session_free(struct qgd_session *s)
 	if (!s)
 		return;
 	qgd_session_release_all(s);
+	qgd_account_drop(s->srv, s->acct);	/* after its weights and graphs let go of it */
 	if (s->ev) {
 		/* waiters on this session's events see an error, not a hang: half the number space on, every wait is reached */
 		for (uint32_t i = 0; i < s->rg.layout.event_count; i++)

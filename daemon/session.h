@@ -22,6 +22,7 @@ struct qg_buft;
 struct qg_event;
 struct qg_event_slot;
 struct qg_watch;
+struct qgd_account;
 struct qgd_graph;
 struct qgd_job;
 struct qgd_server;
@@ -39,6 +40,7 @@ struct qgd_session {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
+	struct qgd_account *acct;	/* its user's, held while the session is (accounts.c) */
 	gid_t *groups;			/* supplementary groups, where the kernel told them */
 	size_t n_groups;
 	char name[64];
@@ -64,7 +66,7 @@ struct qgd_session {
 	struct qgd_upload upload;
 	uint64_t next_handle;
 	uint64_t completed, failed;
-	uint64_t weight_bytes;
+	uint64_t weight_bytes;		/* pool pieces its weight handles reach (client-weights) */
 	struct qgd_ratelimit rl;	/* for its refusals */
 	int announced;			/* its start was logged: its end will be too */
 	const char *refused;		/* refused when it connected, and told: why, for the log (handshake.c) */

@@ -15,6 +15,7 @@
 
 #include <nettle/sha2.h>
 
+#include "accounts.h"
 #include "hugepool.h"
 #include "kernels.h"
 #include "log.h"
@@ -169,7 +170,7 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 	struct qgd_upload *up = &s->upload;
 	const struct qgd_config *cfg = &s->srv->cfg;
 
-	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0) && dst != src) {
+	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0 || src == QG_TYPE_Q4_K || src == QG_TYPE_Q6_K) && dst != src) {
 		snprintf(msg, len, "%s weights are stored as they are: the target must be %s", qg_type_name(src),
 			 qg_type_name(src));
 		return -EINVAL;
@@ -186,14 +187,18 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 		snprintf(msg, len, "q4_0 weights can only be stored as q4_0 layouts");
 		return -EINVAL;
 	}
+	if ((dst == QG_TYPE_Q4_K || dst == QG_TYPE_Q6_K) && src != dst && src != QG_TYPE_F32) {
+		snprintf(msg, len, "%s weights are quantized from f32 or sent as they are", qg_type_name(dst));
+		return -EINVAL;
+	}
 	if (dst == QG_TYPE_Q4_0)	/* "q4_0": the best layout this CPU and shape allow */
 		dst = qgd_weights_best_layout(rows);
 	ssize_t in = qg_matrix_size(src, rows, cols);
 	ssize_t out = qg_matrix_size(dst, rows, cols);
 	if (in < 0 || out < 0) {
 		snprintf(msg, len,
-			 "%lld x %lld does not fit %s -> %s (columns a multiple of 32; rows a "
-			 "multiple of the layout's 4 or 8)",
+			 "%lld x %lld does not fit %s -> %s (columns a multiple of 32, of 256 for "
+			 "q4_K and q6_K; rows a multiple of the layout's 4 or 8)",
 			 (long long)rows, (long long)cols, qg_type_name(src), qg_type_name(dst));
 		return -EINVAL;
 	}
@@ -201,14 +206,21 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 		snprintf(msg, len, "a weights name is at most %zu bytes", sizeof up->name - 1);
 		return -EINVAL;
 	}
+	/* quotas count what the pool hands out: whole pieces */
 	uint64_t limit = cfg->client_weights ? cfg->client_weights : cfg->pool_bytes;
-	if (s->weight_bytes + (uint64_t)out > limit) {
+	uint64_t pieces = qgd_account_pieces(s->srv, (uint64_t)out);
+	if (s->weight_bytes > limit || pieces > limit - s->weight_bytes) {
 		snprintf(msg, len,
-			 "quota client-weights: this session holds %llu bytes of weights, %lld more "
-			 "would pass %llu", (unsigned long long)s->weight_bytes, (long long)out,
+			 "quota client-weights: this session holds %llu bytes of weights (in pool pieces), %llu more "
+			 "would pass %llu", (unsigned long long)s->weight_bytes, (unsigned long long)pieces,
 			 (unsigned long long)limit);
 		return -EDQUOT;
 	}
+	int q = qgd_account_check_weights(s->srv, s->acct, pieces, msg, len);
+	if (!q && model)
+		q = qgd_account_check_models(s->srv, s->acct, pieces, msg, len);
+	if (q)
+		return q;
 	/* the stored matrix's pinned memory now: the pool counts it while the chunks arrive */
 	up->dst = qgd_weights_alloc(s->srv, (size_t)out);
 	if (!up->dst) {
@@ -315,6 +327,12 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 	*done = (struct qgd_upload_done){ .handle = w->handle, .type = w->type, .rows = w->rows, .cols = w->cols };
 	if (up->model) {
 		done->handle = 0;	/* the model holds them, not the session */
+		/* again: the user's other sessions may have loaded meanwhile */
+		if ((e = qgd_account_check_models(s->srv, s->acct, qgd_account_pieces(s->srv, out), msg, mlen))) {
+			qgd_weights_release(s, w);
+			qgd_upload_reset(s);
+			return e;
+		}
 		e = qgd_model_adopt(s, up->name, w);
 		if (e) {
 			qgd_upload_reset(s);

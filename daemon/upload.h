@@ -79,7 +79,7 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
  * taken and more chunks are to come; 1 when the last has come and the
  * matrix is stored (*DONE says how); or -EINVAL (out of order, outside the
  * arena or the matrix, a failed conversion, a name taken), -ENOENT (its
- * model's load ended) or -ENOMEM with the refusal in MSG (MLEN bytes), the
+ * model's load ended), -EDQUOT (its model would pass user-models) or -ENOMEM with the refusal in MSG (MLEN bytes), the
  * upload abandoned.
  */
 int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off, uint64_t len, bool last,

@@ -20,14 +20,23 @@
  * tensor, say) hashes them and opens the matrix by digest without sending
  * it (qgd_weights_open_digest).
  *
- * Names: an upload may name its weights; another session that may share
- * them opens them by that name without sending the bytes.  Names are
- * scoped like sharing: a client sees only the names its sharing rule lets
- * it see, and two owners may use the same name for different weights.
+ * Names: an upload may name its weights; another session of the same
+ * user (or of a user in a share group the namer was in) opens them by
+ * that name without sending the bytes.  A name belongs to the user who
+ * gave it, never to the shared bytes: each matrix keeps one name record a
+ * user, so a dedup shares bytes and never names, and two users may give
+ * the same name to different weights.  A user's names on a matrix go when
+ * that user lets go of it.
  *
- * Models (models.c) hold their matrices with a pin: a pinned matrix is
- * the daemon's, seen and shared by every client it serves, and stays until
- * the last model and the last session let go of it.
+ * Holders: a matrix counts, per user, the handles of its sessions and the
+ * pins of its models.  Who may share a matrix follows its holders (a user
+ * holding it, or one in a share group with a holder), never whoever
+ * uploaded it first: when a user lets go, the matrix is no longer theirs.
+ *
+ * Models (models.c) hold their matrices with a pin: a public model's pin
+ * (root's, or a preloaded one) makes the matrix every client's to share;
+ * another user's model pins it for that user (and its share groups).  A
+ * matrix stays until the last model and the last session let go of it.
  */
 #include "config.h"
 
@@ -40,6 +49,7 @@
 
 #include <nettle/sha2.h>
 
+#include "accounts.h"
 #include "grow.h"
 #include "hugepool.h"
 #include "kernels.h"
@@ -93,28 +103,290 @@ bool qgd_weights_in_group(const struct qgd_session *s, gid_t g)
 	return false;
 }
 
-/* True if session S may use stored matrix E: same user, or a shared group both are in. */
-static bool may_share(const struct qgd_session *s, const struct qgd_stored *e)
+uint64_t qgd_weights_share_bits(const struct qgd_session *s)
 {
 	const struct qgd_config *cfg = &s->srv->cfg;
+	uint64_t bits = 0;
 
-	if (e->owner == s->uid || e->model_refs)
-		return true;
-	for (size_t i = 0; i < cfg->n_share_gids; i++) {
-		gid_t g = cfg->share_gids[i];
-		if (i < 64 && qgd_weights_in_group(s, g) && (e->owner_in_share_group >> i & 1))
-			return true;
+	for (size_t i = 0; i < cfg->n_share_gids && i < 64; i++)
+		if (qgd_weights_in_group(s, cfg->share_gids[i]))
+			bits |= 1ull << i;
+	return bits;
+}
+
+static struct qgd_holder *holder_of(const struct qgd_stored *e, uid_t uid)
+{
+	for (size_t i = 0; i < e->n_holders; i++)
+		if (e->holders[i].uid == uid)
+			return &e->holders[i];
+	return NULL;
+}
+
+/* UID's name record on E, or NULL. */
+static struct qgd_name *name_of(const struct qgd_stored *e, uid_t uid)
+{
+	for (struct qgd_name *n = e->names; n; n = n->next)
+		if (n->uid == uid)
+			return n;
+	return NULL;
+}
+
+/*
+ * The index: stored matrices chained by candidate hash, names by the hash
+ * of the name, in power-of-two bucket arrays that double as they fill, so
+ * that neither a dedup nor an open by name walks every matrix.  It exists
+ * while a matrix does (a daemon without weights holds none).
+ */
+struct qgd_weights_index {
+	struct qgd_stored **by_hash;
+	struct qgd_name **by_name;
+	size_t hash_buckets, name_buckets;	/* powers of two */
+	size_t n_names;
+};
+
+enum { INDEX_FIRST_BUCKETS = 256 };
+
+/* The server's index, made if there is none; NULL without memory. */
+static struct qgd_weights_index *index_of(struct qgd_server *srv)
+{
+	struct qgd_weights_index *ix = srv->weights_index;
+
+	if (ix)
+		return ix;
+	ix = calloc(1, sizeof *ix);
+	if (!ix)
+		return NULL;
+	ix->by_hash = calloc(INDEX_FIRST_BUCKETS, sizeof *ix->by_hash);
+	ix->by_name = calloc(INDEX_FIRST_BUCKETS, sizeof *ix->by_name);
+	if (!ix->by_hash || !ix->by_name) {
+		free(ix->by_hash);
+		free(ix->by_name);
+		free(ix);
+		return NULL;
 	}
+	ix->hash_buckets = ix->name_buckets = INDEX_FIRST_BUCKETS;
+	srv->weights_index = ix;
+	return ix;
+}
+
+/* The index's bucket for 64-bit hash H among N (a power of two): the high bits, which a multiply mixes best. */
+static size_t bucket(uint64_t h, size_t n)
+{
+	return (size_t)((h * 0x9e3779b97f4a7c15ull) >> 32) & (n - 1);
+}
+
+/* A 64-bit FNV-1a hash of the string NAME. */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h;
+}
+
+/* Twice the buckets for the matrices, when there is memory for them (else the chains grow longer). */
+static void grow_hash(struct qgd_weights_index *ix)
+{
+	size_t n = ix->hash_buckets * 2;
+	struct qgd_stored **b = calloc(n, sizeof *b);
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < ix->hash_buckets; i++)
+		for (struct qgd_stored *e = ix->by_hash[i], *next; e; e = next) {
+			next = e->chain;
+			size_t k = bucket(e->hash, n);
+			e->chain = b[k];
+			b[k] = e;
+		}
+	free(ix->by_hash);
+	ix->by_hash = b;
+	ix->hash_buckets = n;
+}
+
+static void grow_names(struct qgd_weights_index *ix)
+{
+	size_t n = ix->name_buckets * 2;
+	struct qgd_name **b = calloc(n, sizeof *b);
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < ix->name_buckets; i++)
+		for (struct qgd_name *m = ix->by_name[i], *next; m; m = next) {
+			next = m->chain;
+			size_t k = bucket(m->key, n);
+			m->chain = b[k];
+			b[k] = m;
+		}
+	free(ix->by_name);
+	ix->by_name = b;
+	ix->name_buckets = n;
+}
+
+/* List E (new) among the server's matrices and in the index.  0 or -ENOMEM (E is then not listed). */
+static int link_stored(struct qgd_server *srv, struct qgd_stored *e)
+{
+	struct qgd_weights_index *ix = index_of(srv);
+
+	if (!ix)
+		return -ENOMEM;
+	e->prev = NULL;
+	e->next = srv->stored;
+	if (e->next)
+		e->next->prev = e;
+	srv->stored = e;
+	srv->n_stored++;
+	if (srv->n_stored > 2 * ix->hash_buckets)
+		grow_hash(ix);
+	size_t k = bucket(e->hash, ix->hash_buckets);
+	e->chain = ix->by_hash[k];
+	ix->by_hash[k] = e;
+	return 0;
+}
+
+/* Take E off the server's list and out of the index, which goes with the last matrix. */
+static void unlink_stored(struct qgd_server *srv, struct qgd_stored *e)
+{
+	struct qgd_weights_index *ix = srv->weights_index;
+
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		srv->stored = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	srv->n_stored--;
+	for (struct qgd_stored **p = &ix->by_hash[bucket(e->hash, ix->hash_buckets)]; *p; p = &(*p)->chain)
+		if (*p == e) {
+			*p = e->chain;
+			break;
+		}
+	if (!srv->stored) {
+		free(ix->by_hash);
+		free(ix->by_name);
+		free(ix);
+		srv->weights_index = NULL;
+	}
+}
+
+/* The first of the matrices whose candidate hash is H (the rest follow through chain), or NULL. */
+static struct qgd_stored *first_with_hash(const struct qgd_server *srv, uint64_t h)
+{
+	const struct qgd_weights_index *ix = srv->weights_index;
+
+	return ix ? ix->by_hash[bucket(h, ix->hash_buckets)] : NULL;
+}
+
+/* Name E as NAME for UID (in share GROUPS).  0 or -ENOMEM. */
+static int add_name(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, uint64_t groups, const char *name)
+{
+	struct qgd_weights_index *ix = srv->weights_index;	/* E is listed: the index exists */
+	struct qgd_name *n = calloc(1, sizeof *n);
+
+	if (!n)
+		return -ENOMEM;
+	*n = (struct qgd_name){ .uid = uid, .groups = groups, .key = name_hash(name), .stored = e, .next = e->names };
+	snprintf(n->name, sizeof n->name, "%s", name);
+	e->names = n;
+	if (++ix->n_names > 2 * ix->name_buckets)
+		grow_names(ix);
+	size_t k = bucket(n->key, ix->name_buckets);
+	n->chain = ix->by_name[k];
+	ix->by_name[k] = n;
+	return 0;
+}
+
+/* Take name N off its matrix and out of the index, and free it. */
+static void drop_name(struct qgd_server *srv, struct qgd_name *n)
+{
+	struct qgd_weights_index *ix = srv->weights_index;
+	struct qgd_stored *e = n->stored;
+
+	for (struct qgd_name **p = &e->names; *p; p = &(*p)->next)
+		if (*p == n) {
+			*p = n->next;
+			break;
+		}
+	for (struct qgd_name **p = &ix->by_name[bucket(n->key, ix->name_buckets)]; *p; p = &(*p)->chain)
+		if (*p == n) {
+			*p = n->chain;
+			break;
+		}
+	ix->n_names--;
+	free(n);
+}
+
+/* True if session S may use stored matrix E: a public model's, held by its user, or by a share group's. */
+static bool may_share(const struct qgd_session *s, const struct qgd_stored *e)
+{
+	if (e->public_refs || holder_of(e, s->uid))
+		return true;
+	uint64_t bits = qgd_weights_share_bits(s);
+	for (size_t i = 0; bits && i < e->n_holders; i++)
+		if (e->holders[i].groups & bits)
+			return true;
 	return false;
 }
 
-/* The stored matrix named NAME that S may use, or NULL. */
-static struct qgd_stored *find_named(const struct qgd_session *s, const char *name)
+/* One more hold of UID (in share groups GROUPS) on E.  0 or -ENOMEM. */
+static int hold(struct qgd_stored *e, uid_t uid, uint64_t groups)
 {
-	for (struct qgd_stored *e = s->srv->stored; e; e = e->next)
-		if (e->name[0] && strcmp(e->name, name) == 0 && may_share(s, e))
-			return e;
+	struct qgd_holder *h = holder_of(e, uid);
+
+	if (!h) {
+		void *p = qg_grow(e->holders, &e->cap_holders, e->n_holders, sizeof *e->holders, 2);
+		if (!p)
+			return -ENOMEM;
+		e->holders = p;
+		h = &e->holders[e->n_holders++];
+		*h = (struct qgd_holder){ .uid = uid };
+		if (e->n_holders == 1)
+			e->owner = uid;
+	}
+	h->refs++;
+	h->groups |= groups;
+	return 0;
+}
+
+/* One hold of UID on E less: with its last, UID's name on E goes and E is no longer UID's. */
+static void let_go(struct qgd_server *srv, struct qgd_stored *e, uid_t uid)
+{
+	struct qgd_holder *h = holder_of(e, uid);
+	struct qgd_name *n;
+
+	if (!h || --h->refs)
+		return;
+	*h = e->holders[--e->n_holders];
+	if ((n = name_of(e, uid)))
+		drop_name(srv, n);
+	e->owner = e->n_holders ? e->holders[0].uid : getuid();
+}
+
+/* The stored matrix S's own user named NAME (or with GROUP, a share group's user), or NULL. */
+static struct qgd_stored *find_named(const struct qgd_session *s, const char *name, bool group)
+{
+	const struct qgd_weights_index *ix = s->srv->weights_index;
+	uint64_t bits = group ? qgd_weights_share_bits(s) : 0, key = name_hash(name);
+
+	if (!ix || (group && !bits))
+		return NULL;
+	for (const struct qgd_name *n = ix->by_name[bucket(key, ix->name_buckets)]; n; n = n->chain) {
+		if (n->key != key || strcmp(n->name, name) != 0)
+			continue;
+		if (group ? n->uid != s->uid && (n->groups & bits) : n->uid == s->uid)
+			return n->stored;
+	}
 	return NULL;
+}
+
+uint32_t qgd_weights_held_by(const struct qgd_server *srv, uid_t uid)
+{
+	uint32_t n = 0;
+
+	for (const struct qgd_stored *e = srv->stored; e; e = e->next)
+		n += holder_of(e, uid) != NULL;
+	return n;
 }
 
 /*
@@ -191,14 +463,14 @@ static uint64_t candidate_hash(const struct qgd_server *srv, const unsigned char
 
 /* A new stored matrix, with DIGEST (may be NULL) and candidate hash H; NULL without memory. */
 static struct qgd_stored *stored_new(enum qg_type type, int64_t rows, int64_t cols, void *data, size_t bytes,
-				     const unsigned char *digest, uint64_t h, uid_t owner)
+				     const unsigned char *digest, uint64_t h)
 {
 	struct qgd_stored *e = calloc(1, sizeof *e);
 
 	if (!e)
 		return NULL;
 	*e = (struct qgd_stored){ .hash = h, .type = type, .rows = rows, .cols = cols, .data = data, .bytes = bytes,
-				  .owner = owner };
+				  .owner = getuid() };
 	if (digest) {
 		memcpy(e->digest, digest, sizeof e->digest);
 		e->digest_type = qg_layout_of(type) >= 0 ? QG_TYPE_Q4_0 : type;
@@ -211,28 +483,37 @@ static void unref(struct qgd_server *srv, struct qgd_stored *e)
 {
 	if (--e->refs)
 		return;
-	for (struct qgd_stored **p = &srv->stored; *p; p = &(*p)->next) {
-		if (*p == e) {
-			*p = e->next;
-			break;
-		}
-	}
-	srv->n_stored--;
+	while (e->names)	/* none left: a name goes with its user's last hold */
+		drop_name(srv, e->names);
+	unlink_stored(srv, e);
 	pinned_free(srv, e->data, e->bytes);
+	free(e->holders);
 	free(e);
 }
 
-/* A new handle in S's table for E (whose reference the caller passes on).  0 or -ENOMEM. */
-static int add_handle(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out)
+/*
+ * A new handle in S's table for E (whose reference the caller passes on),
+ * held for S's user, and named NAME for that user when NAME is set.
+ * 0 or -ENOMEM.
+ */
+static int add_handle(struct qgd_session *s, struct qgd_stored *e, const char *name, struct qgd_weights **out)
 {
+	uint64_t groups = qgd_weights_share_bits(s);
 	void *p = qg_grow(s->weights, &s->cap_weights, s->n_weights, sizeof *s->weights, 8);
 	if (!p)
 		return -ENOMEM;
 	s->weights = p;
+	if (hold(e, s->uid, groups))
+		return -ENOMEM;
+	if (name && *name && !name_of(e, s->uid) && add_name(s->srv, e, s->uid, groups, name)) {
+		let_go(s->srv, e, s->uid);
+		return -ENOMEM;
+	}
 	struct qgd_weights *w = &s->weights[s->n_weights++];
 	*w = (struct qgd_weights){ .handle = s->next_handle++, .stored = e, .type = e->type, .rows = e->rows,
 				   .cols = e->cols, .data = e->data, .bytes = e->bytes };
-	s->weight_bytes += e->bytes;
+	s->weight_bytes += qgd_account_pieces(s->srv, e->bytes);	/* what it takes of the pool */
+	s->acct->weight_bytes += qgd_account_pieces(s->srv, e->bytes);
 	s->srv->weights_referenced += e->bytes;
 	*out = w;
 	return 0;
@@ -250,18 +531,20 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 	struct qgd_stored *e;
 
 	*why = NULL;
-	for (e = srv->stored; e; e = e->next)
+	for (e = first_with_hash(srv, h); e; e = e->chain)
 		if (e->hash == h && e->type == type && e->rows == rows && e->cols == cols && e->bytes == bytes &&
 		    may_share(s, e) && memcmp(e->data, data, bytes) == 0)
 			break;
 	if (name && *name) {
-		struct qgd_stored *n = find_named(s, name);
+		/* only the names this user gave: another's name for the same bytes is theirs */
+		struct qgd_stored *n = find_named(s, name, false);
+		const struct qgd_name *mine = e ? name_of(e, s->uid) : NULL;
 		if (n && n != e) {
 			*why = "that name already names other weights";
 			pinned_free(srv, data, bytes);
 			return -EEXIST;
 		}
-		if (e && e->name[0] && strcmp(e->name, name) != 0) {
+		if (mine && strcmp(mine->name, name) != 0) {
 			*why = "the same weights are stored under another name";
 			pinned_free(srv, data, bytes);
 			return -EEXIST;
@@ -271,22 +554,19 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 		pinned_free(srv, data, bytes);	/* the same bytes are stored already */
 		e->refs++;
 	} else {
-		e = stored_new(type, rows, cols, data, bytes, digest, h, s->uid);
+		e = stored_new(type, rows, cols, data, bytes, digest, h);
 		if (!e) {
 			pinned_free(srv, data, bytes);
 			return -ENOMEM;
 		}
 		e->refs = 1;
-		for (size_t i = 0; i < srv->cfg.n_share_gids && i < 64; i++)
-			if (qgd_weights_in_group(s, srv->cfg.share_gids[i]))
-				e->owner_in_share_group |= 1ull << i;
-		e->next = srv->stored;
-		srv->stored = e;
-		srv->n_stored++;
+		if (link_stored(srv, e)) {
+			pinned_free(srv, data, bytes);
+			free(e);
+			return -ENOMEM;
+		}
 	}
-	if (name && *name && !e->name[0])
-		snprintf(e->name, sizeof e->name, "%s", name);
-	int r = add_handle(s, e, out);
+	int r = add_handle(s, e, name, out);
 	if (r)
 		unref(srv, e);
 	return r;
@@ -303,14 +583,21 @@ enum qg_type qgd_weights_best_layout(int64_t rows)
 	return QG_TYPE_Q4_0;
 }
 
-void qgd_weights_pin(struct qgd_stored *e)
+int qgd_weights_pin(struct qgd_stored *e, uid_t uid, uint64_t groups, bool public)
 {
+	if (!public && hold(e, uid, groups))
+		return -ENOMEM;
 	e->refs++;
 	e->model_refs++;
+	e->public_refs += public;
+	return 0;
 }
 
-void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e)
+void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, bool public)
 {
+	if (!public)
+		let_go(srv, e, uid);
+	e->public_refs -= public;
 	e->model_refs--;
 	unref(srv, e);
 }
@@ -323,23 +610,25 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 	uint64_t h = candidate_hash(srv, digest, data, bytes);
 	struct qgd_stored *e;
 
-	for (e = srv->stored; e; e = e->next)
-		if (e->model_refs && e->hash == h && e->type == type && e->rows == rows && e->cols == cols &&
+	for (e = first_with_hash(srv, h); e; e = e->chain)
+		if (e->public_refs && e->hash == h && e->type == type && e->rows == rows && e->cols == cols &&
 		    e->bytes == bytes && memcmp(e->data, data, bytes) == 0)
-			break;	/* only what models hold is everyone's to share */
+			break;	/* only what public models hold is everyone's to share */
 	if (e) {
 		pinned_free(srv, data, bytes);
 	} else {
-		e = stored_new(type, rows, cols, data, bytes, digest, h, getuid());
+		e = stored_new(type, rows, cols, data, bytes, digest, h);
 		if (!e) {
 			pinned_free(srv, data, bytes);
 			return -ENOMEM;
 		}
-		e->next = srv->stored;
-		srv->stored = e;
-		srv->n_stored++;
+		if (link_stored(srv, e)) {
+			pinned_free(srv, data, bytes);
+			free(e);
+			return -ENOMEM;
+		}
 	}
-	qgd_weights_pin(e);
+	qgd_weights_pin(e, getuid(), 0, true);	/* public: no holder to record, nothing to fail */
 	*out = e;
 	return 0;
 }
@@ -347,23 +636,17 @@ int qgd_weights_store_pinned(struct qgd_server *srv, enum qg_type type, int64_t 
 int qgd_weights_open_stored(struct qgd_session *s, struct qgd_stored *e, struct qgd_weights **out)
 {
 	e->refs++;
-	int r = add_handle(s, e, out);
+	int r = add_handle(s, e, NULL, out);
 	if (r)
 		unref(s->srv, e);
 	return r;
 }
 
-int qgd_weights_open(struct qgd_session *s, const char *name, struct qgd_weights **out)
+int qgd_weights_open(struct qgd_session *s, const char *name, bool group, struct qgd_weights **out)
 {
-	struct qgd_stored *e = find_named(s, name);
+	struct qgd_stored *e = find_named(s, name, group);
 
-	if (!e)
-		return -ENOENT;
-	e->refs++;
-	int r = add_handle(s, e, out);
-	if (r)
-		unref(s->srv, e);
-	return r;
+	return e ? qgd_weights_open_stored(s, e, out) : -ENOENT;
 }
 
 int qgd_weights_open_digest(struct qgd_session *s, enum qg_type type, int64_t rows, int64_t cols,
@@ -371,7 +654,7 @@ int qgd_weights_open_digest(struct qgd_session *s, enum qg_type type, int64_t ro
 {
 	struct qgd_stored *e;
 
-	for (e = s->srv->stored; e; e = e->next)
+	for (e = first_with_hash(s->srv, candidate_hash(s->srv, digest, NULL, 0)); e; e = e->chain)
 		if (e->has_digest && e->digest_type == type && e->rows == rows && e->cols == cols &&
 		    memcmp(e->digest, digest, sizeof e->digest) == 0 && may_share(s, e))
 			break;
@@ -388,8 +671,10 @@ struct qgd_weights *qgd_weights_find(struct qgd_session *s, uint64_t handle)
 
 void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w)
 {
-	s->weight_bytes -= w->bytes;
+	s->weight_bytes -= qgd_account_pieces(s->srv, w->bytes);
+	s->acct->weight_bytes -= qgd_account_pieces(s->srv, w->bytes);
 	s->srv->weights_referenced -= w->bytes;
+	let_go(s->srv, w->stored, s->uid);
 	unref(s->srv, w->stored);
 	*w = s->weights[--s->n_weights];
 }

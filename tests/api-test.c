@@ -27,6 +27,7 @@ static void test_names(void)
 {
 	static const char *const names[] = {
 		"f32", "f16", "q8_0", "q4_0", "q4_0_4x4", "q4_0_4x8", "q4_0_8x8", "q8_0_4x4", "q8_0_4x8",
+		"q4_K", "q6_K", "q8_K",
 	};
 	int ok = 1;
 
@@ -37,8 +38,9 @@ static void test_names(void)
 	tap_ok(ok, "every type's name is ggml's and maps back");
 	tap_ok(qgraph_type_name(QGRAPH_TYPE_COUNT) == NULL && qgraph_type_name((enum qgraph_type)-3) == NULL,
 	       "no name for a bad type");
-	tap_ok(qgraph_type_from_name("Q4_0_8_8") == QGRAPH_TYPE_Q4_0_8X8 && qgraph_type_from_name("q4_k") == -EINVAL &&
-	       qgraph_type_from_name(NULL) == -EINVAL, "type from name: old spelling, unknown, NULL");
+	tap_ok(qgraph_type_from_name("Q4_0_8_8") == QGRAPH_TYPE_Q4_0_8X8 && qgraph_type_from_name("q4_k") == QGRAPH_TYPE_Q4_K &&
+	       qgraph_type_from_name("q5_K") == -EINVAL &&
+	       qgraph_type_from_name(NULL) == -EINVAL, "type from name: old spelling, any case, unknown, NULL");
 	tap_ok(qgraph_type_row_group(QGRAPH_TYPE_Q4_0_4X8) == 4 && qgraph_type_row_group(QGRAPH_TYPE_Q4_0_8X8) == 8 &&
 	       qgraph_type_row_group(QGRAPH_TYPE_F16) == 1 && qgraph_type_row_group(QGRAPH_TYPE_COUNT) == -EINVAL,
 	       "row groups");

@@ -50,7 +50,10 @@ static const char good[] =
 	"user = root\n"
 	"group = 0\n"
 	"allow-users = root, 1234 5678\n"
-	"allow-groups = 0,4321\n";
+	"allow-groups = 0,4321\n"
+	"user-weights = 128M\n"
+	"user-models = 256M\n"
+	"user-graph-metadata = 64M\n";
 
 static void test_good(void)
 {
@@ -69,6 +72,10 @@ static void test_good(void)
 	tap_ok(c.priv.n_allow_users == 3 && c.priv.allow_users[0] == 0 && c.priv.allow_users[1] == 1234 &&
 	       c.priv.allow_users[2] == 5678, "allow-users: names and numbers, commas and blanks");
 	tap_ok(c.priv.n_allow_groups == 2 && c.priv.allow_groups[1] == 4321, "allow-groups");
+	tap_ok(c.user_weights == 128ull << 20 && c.user_models == 256ull << 20 && c.user_graph_metadata == 64ull << 20 &&
+		       qgd_conf_restart_key("user-weights") == 0 && qgd_conf_restart_key("user-models") == 0 &&
+		       qgd_conf_restart_key("user-graph-metadata") == 0,
+	       "the per-user quotas, which a reload applies");
 	tap_ok(qgd_conf_finish(&c, err, sizeof err) == 0, "and it is consistent");
 
 	tap_ok(parse(&c, "", 0) == 0 && c.pool_bytes == 1ull << 30 && c.priv.socket_mode == 0660,
@@ -105,6 +112,8 @@ static const struct {
 	{ "pool-size = 1GG\n", "invalid value" },
 	{ "pool-size = 1023K\n", "at least 1048576" },
 	{ "arena-size = 4095\n", "invalid value for 'arena-size'" },
+	{ "user-models = 4095\n", "invalid value for 'user-models'" },
+	{ "user-graph-metadata = 1T\n", "invalid value for 'user-graph-metadata'" },
 	{ "pool-size = G\n", "invalid value" },
 	{ "epoll = maybe\n", "expected yes or no" },
 	{ "log-level = loud\n", "invalid value for 'log-level'" },

@@ -495,6 +495,89 @@ static void test_mul_mat(struct qgraph_session *s)
 	qgraph_arena_free(s, yo);
 }
 
+/*
+ * Q4_K and Q6_K weights: quantized by the daemon from f32 or sent as ggml's
+ * bytes, stored as they are, found again by their digest, multiplied as the
+ * in-process engine does; what they cannot hold is refused.
+ */
+static void test_kquant(struct qgraph_session *s)
+{
+	enum { M = 48, K = 512, N = 5 };
+	static const enum qgraph_type types[] = { QGRAPH_TYPE_Q4_K, QGRAPH_TYPE_Q6_K };
+	struct tap_rng rng = { 7 };
+	static float w[M * K], ref[N * M];
+	static unsigned char wq[M * K / 256 * 210];
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, N * K * 4), yo = qgraph_arena_alloc(s, N * M * 4);
+	float *x = (float *)(arena + xo), *y = (float *)(arena + yo);
+
+	fill(w, M * K, &rng);
+	fill(x, N * K, &rng);
+	for (size_t t = 0; t < 2; t++) {
+		const char *tn = qgraph_type_name(types[t]);
+		uint64_t h, h2;
+		enum qgraph_type stored = QGRAPH_TYPE_F32, stored2 = QGRAPH_TYPE_F32;
+		int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, types[t], M, K, w, &h, &stored);
+		if (!tap_ok(r == 0 && stored == types[t], "upload f32 as %s weights (stored as %s)", tn,
+			    r ? "-" : qgraph_type_name(stored))) {
+			tap_diag("%s", qgraph_session_error(s));
+			continue;
+		}
+		/* ggml's bytes of the same values: the digest finds what the daemon quantized */
+		qgraph_quantize(types[t], w, wq, sizeof wq, M, K, NULL);
+		unsigned char dg[32];
+		uint64_t hd = 0;
+		tap_ok(qgraph_weights_digest(types[t], M, K, wq, dg) == 0 &&
+		       qgraph_weights_open_digest(s, types[t], M, K, dg, &hd, &stored2) == 0 && stored2 == types[t],
+		       "%s: the digest of ggml's bytes finds the weights the daemon quantized", tn);
+		if (hd)
+			qgraph_weights_free(s, hd);
+		r = qgraph_weights_upload(s, types[t], types[t], M, K, wq, &h2, &stored2);
+		tap_ok(r == 0 && stored2 == types[t], "upload %s bytes as they are", tn);
+
+		/* a graph that names them with another width: not whole super-blocks, or not theirs */
+		int refused = 0;
+		for (int64_t c = K / 2 + 32; c >= K / 2; c -= 32) {
+			struct qgraph_graph *gb = qgraph_graph_new();
+			int64_t bne[2] = { c, N };
+			int bw = qgraph_graph_weights(gb, h2, stored2, M, c);
+			int bx = qgraph_graph_input(gb, QGRAPH_TYPE_F32, 2, bne, xo);
+			int bo = bw < 0 || bx < 0 ? -1 : qgraph_graph_op(gb, QGRAPH_OP_MUL_MAT, bw, bx, 0);
+			refused += bo < 0 || qgraph_graph_output(gb, bo, yo) < 0 || submit_wait(s, gb, 0, NULL) != 0;
+			qgraph_graph_free(gb);
+		}
+		tap_ok(refused == 2, "%s: a graph naming the weights %d or %d columns wide is refused", tn, K / 2 + 32,
+		       K / 2);
+		struct qgraph_graph *g = qgraph_graph_new();
+		int64_t xne[2] = { K, N };
+		int wi = qgraph_graph_weights(g, h2, stored2, M, K);
+		int xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, xne, xo);
+		qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo);
+		r = submit_wait(s, g, 0, NULL);
+		struct qg_mm mm = { .wtype = (enum qg_type)qg_wire_engine_type_of_public(types[t]), .w = wq, .m = M,
+				    .k = K, .x = x, .ldx = K, .n = N, .y = ref, .ldy = M };
+		void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
+		qg_mul_mat(&mm, scratch);
+		/* the same kernels on the same bytes: every K-quant kernel gives the reference's bits */
+		tap_ok(r == 0 && memcmp(y, ref, sizeof ref) == 0, "mul_mat %s through the daemon equals the engine bit for bit",
+		       tn);
+		free(scratch);
+		qgraph_graph_free(g);
+		tap_ok(qgraph_weights_free(s, h2) == 0 && qgraph_weights_free(s, h) == 0, "free %s weights", tn);
+	}
+	uint64_t h;
+	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_K, M, 128, w, &h, NULL) == -EINVAL &&
+	       strstr(qgraph_session_error(s), "256"), "128 columns into q4_K is refused: %s", qgraph_session_error(s));
+	qgraph_quantize(QGRAPH_TYPE_Q4_0, w, wq, sizeof wq, M, K, NULL);
+	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_K, M, K, wq, &h, NULL) == -EINVAL,
+	       "q4_0 into q4_K is refused: %s", qgraph_session_error(s));
+	qgraph_quantize(QGRAPH_TYPE_Q6_K, w, wq, sizeof wq, M, K, NULL);
+	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_Q6_K, QGRAPH_TYPE_Q4_0, M, K, wq, &h, NULL) == -EINVAL,
+	       "q6_K stored as anything but q6_K is refused: %s", qgraph_session_error(s));
+	qgraph_arena_free(s, xo);
+	qgraph_arena_free(s, yo);
+}
+
 /* A registered graph runs again on new inputs; events record its runs. */
 static void test_registered(struct qgraph_session *s)
 {
@@ -977,6 +1060,7 @@ int main(void)
 	test_ggml_ops(s);
 	test_views(s);
 	test_mul_mat(s);
+	test_kquant(s);
 	test_registered(s);
 	test_registered_large(s);
 	test_cancel(s);

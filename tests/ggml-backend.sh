@@ -3,9 +3,11 @@
 # exports the loader wants and nothing else; without a daemon, no device
 # and one line saying why; with one, ggml's conformance suite
 # (test-backend-ops -o MUL_MAT against the CPU backend) runs every Q4_0 x F32
-# case with contiguous weights on QGRAPH0 and passes, and the daemon's
-# statistics show the weights uploaded and the interleaved kernels used;
-# then the daemon stops cleanly.  Needs ./configure --with-ggml=DIR; skipped otherwise.  Prints TAP.
+# case with contiguous weights on QGRAPH0 and passes; for every other op the
+# backend claims, the suite passes every case it runs there, and runs at
+# least as many as the backend took when this was written (a claim lost
+# fails); the daemon's statistics show the weights uploaded and the
+# interleaved kernels used; then the daemon stops cleanly.  Needs ./configure --with-ggml=DIR; skipped otherwise.  Prints TAP.
 set -u
 . "$(dirname "$0")/tap.sh"
 
@@ -24,6 +26,13 @@ submit=$top/client/tools/qgraph-submit
 # the pinned llama.cpp (80fb11ac); the Q8_0 ones are not offered here.
 want_cases=${QG_GGML_MUL_MAT_CASES:-38}
 
+# The other ops the backend claims, each with the number of its cases that
+# ran on QGRAPH0 at the pinned llama.cpp (counted off test-backend-ops'
+# "N/N tests passed"): a smaller count means a claim was lost.
+claimed_ops="ADD:42 MUL:34 SCALE:1 SILU:4 GELU:4 RMS_NORM:51 SOFT_MAX:42 CPY:117 CONT:24 GET_ROWS:16"
+n_ops=0
+for oc in $claimed_ops; do n_ops=$((n_ops + 1)); done
+
 tap_tmpdir ggml
 
 # stat KEY: the daemon's statistic KEY (text form), or nothing
@@ -31,7 +40,7 @@ stat() {
 	"$submit" --socket "$T/s.sock" stats 2>/dev/null | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
-echo "1..10"
+echo "1..$((11 + n_ops))"
 
 # 1: the loader's two symbols, nothing else
 nm -D --defined-only "$plugin" | awk '{print $3}' | sort >"$T/exports"
@@ -55,7 +64,7 @@ else
 	skip "llama-completion not built"
 fi
 
-daemon_start s --pool-size 256M || bail "qgraphd did not start" "$T/s.log"
+daemon_start s --pool-size 1G || bail "qgraphd did not start" "$T/s.log"
 export QGRAPH_SOCKET="$T/s.sock"
 
 # 4: the device is there
@@ -85,7 +94,33 @@ ok $([ "${total:-0}" -eq "$want_cases" ] && [ "$ran" -eq "$want_cases" ]; echo $
 other=$(grep -E 'MUL_MAT\(type_a=[a-z0-9_]+,.*OK' "$T/tbo" | grep -vc 'type_a=q4_0,type_b=f32')
 ok $([ "$other" -eq 0 ]; echo $?) "no other MUL_MAT case was taken by QGRAPH0 ($other)"
 
-# 8-9: the daemon did the work: weights uploaded, interleaved kernels ran
+# 8..: every other claimed op, its cases on QGRAPH0 all passed, as many as were counted
+for oc in $claimed_ops; do
+	op=${oc%%:*}
+	want=${oc#*:}
+	"$tbo" test -b QGRAPH0 -o "$op" >"$T/tbo-$op" 2>&1
+	st=$?
+	line=$(grep -E '^ *[0-9]+/[0-9]+ tests passed' "$T/tbo-$op" | head -n 1)
+	passed=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\1#')
+	total=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\2#')
+	ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ] && [ "$total" -ge "$want" ]; echo $?) \
+		"test-backend-ops test -b QGRAPH0 -o $op: ${passed:-?}/${total:-?} passed on QGRAPH0, at least $want (exit $st)"
+	[ "$st" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo-$op" | head -n 20 | sed 's/^/# /'; }
+done
+
+# llama.cpp's question for a weight (the weight in a zero-size buffer of
+# ours): only Q4_0 weights for MUL_MAT are taken; an F32 weight here would
+# bind its whole weights buffer to the arena
+probe=$top/tests/ggml-probe
+"$probe" "$plugin" >"$T/probe" 2>&1
+st=$?
+printf 'MUL by an F32 tensor of no buffer: claimed\nMUL by an F32 weight: refused\nADD of an F32 weight: refused\nMUL_MAT by Q4_0 weights: claimed\n' >"$T/probe.want"
+cmp -s "$T/probe" "$T/probe.want"
+r=$?
+ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "weights: Q4_0 for MUL_MAT claimed in our buffers, F32 weights left to the CPU (exit $st)"
+[ $st -eq 0 ] && [ $r -eq 0 ] || show "$T/probe"
+
+# the daemon did the work: weights uploaded, interleaved kernels ran
 up1=$(stat weights_uploaded)
 il1=$(stat mul_mat_interleaved)
 ok $([ -n "$up1" ] && [ "$up1" -ge $((${up0:-0} + want_cases)) ]; echo $?) \
@@ -93,6 +128,6 @@ ok $([ -n "$up1" ] && [ "$up1" -ge $((${up0:-0} + want_cases)) ]; echo $?) \
 ok $([ -n "$il1" ] && [ "$il1" -gt "${il0:-0}" ]; echo $?) \
 	"the daemon's stats: MUL_MATs on interleaved weights ${il0:-?} -> ${il1:-?}"
 
-# 10: the daemon outlived all that and stops cleanly
+# last: the daemon outlived all that and stops cleanly
 daemon_stop s
 [ "$failed" -eq 0 ]

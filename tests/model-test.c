@@ -38,15 +38,19 @@
 enum { Q4_ROWS = 64, Q8_ROWS = 16, COLS = 256 };
 
 static unsigned char q4[Q4_ROWS * COLS / 32 * 18], q8[Q8_ROWS * COLS / 32 * 34];
+static unsigned char q6k[2 * COLS / 256 * 210], q4k[4 * COLS / 256 * 144];
 static uint16_t f16[8 * 64];
 static float norm[COLS], x[COLS];
 
-/* The model: a 3-D Q4_0 tensor (2 slices of 32 rows), a Q8_0 one, an F16 one, an F32 norm and a Q6_K one skipped. */
+/*
+ * The model: a 3-D Q4_0 tensor (2 slices of 32 rows), a Q8_0 one, an F16
+ * one, an F32 norm, a Q6_K output and a Q4_K one, and a Q5_K one skipped.
+ */
 static int write_model(const char *path)
 {
 	struct tap_rng rng = { 0x6d6f64656cULL };
 	float w[Q4_ROWS * COLS];
-	static unsigned char q6k[2 * 210];
+	static unsigned char q5k[176];
 	struct qg_gguf_writer *wr = qg_gguf_writer_new(0);
 	void *buf = NULL;
 	size_t len;
@@ -56,6 +60,8 @@ static int write_model(const char *path)
 		w[i] = tap_randf(&rng, -1, 1);
 	qg_quantize(QG_TYPE_Q4_0, w, q4, sizeof q4, Q4_ROWS, COLS, NULL);
 	qg_quantize(QG_TYPE_Q8_0, w, q8, sizeof q8, Q8_ROWS, COLS, NULL);
+	qg_quantize(QG_TYPE_Q6_K, w + 8 * COLS, q6k, sizeof q6k, 2, COLS, NULL);
+	qg_quantize(QG_TYPE_Q4_K, w + 16 * COLS, q4k, sizeof q4k, 4, COLS, NULL);
 	for (int i = 0; i < 8 * 64; i++)
 		f16[i] = qg_fp32_to_fp16(tap_randf(&rng, -1, 1));
 	for (int i = 0; i < COLS; i++) {
@@ -68,7 +74,9 @@ static int write_model(const char *path)
 	r |= qg_gguf_writer_tensor(wr, "blk.0.attn_q.weight", QG_GGML_Q8_0, 2, (int64_t[]){ COLS, Q8_ROWS }, q8);
 	r |= qg_gguf_writer_tensor(wr, "blk.0.attn_k.weight", QG_GGML_F16, 2, (int64_t[]){ 64, 8 }, f16);
 	r |= qg_gguf_writer_tensor(wr, "blk.0.attn_norm.weight", QG_GGML_F32, 1, (int64_t[]){ COLS }, norm);
-	r |= qg_gguf_writer_tensor(wr, "output.weight", 14, 2, (int64_t[]){ 256, 2 }, q6k);
+	r |= qg_gguf_writer_tensor(wr, "output.weight", QG_GGML_Q6_K, 2, (int64_t[]){ COLS, 2 }, q6k);
+	r |= qg_gguf_writer_tensor(wr, "blk.0.ffn_down.weight", QG_GGML_Q4_K, 2, (int64_t[]){ COLS, 4 }, q4k);
+	r |= qg_gguf_writer_tensor(wr, "blk.0.attn_v.weight", 13, 2, (int64_t[]){ COLS, 1 }, q5k);
 	if (!r)
 		r = qg_gguf_writer_finish(wr, &buf, &len);
 	qg_gguf_writer_free(wr);
@@ -255,13 +263,13 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 	long long p0 = daemon_stat(s, "pinned_bytes"), w0 = daemon_stat(s, "weights_stored");
 	int r = qgraph_model_load(s, path, "tiny", on_progress, &p);
 	tap_ok(r == 0, "load the writer's model as \"tiny\" (%s)", r ? qgraph_session_error(s) : "ok");
-	uint64_t want_bytes = sizeof q4 + sizeof q8 + sizeof f16 + sizeof norm;
-	tap_ok(p.calls == 4 && p.done == 4 && p.total == 4 && p.bytes_done == want_bytes && p.bytes_total == want_bytes,
-	       "progress after each of the 4 computable tensors (%d calls, %zu/%zu, %llu/%llu bytes); q6_K skipped",
+	uint64_t want_bytes = sizeof q4 + sizeof q8 + sizeof f16 + sizeof norm + sizeof q6k + sizeof q4k;
+	tap_ok(p.calls == 6 && p.done == 6 && p.total == 6 && p.bytes_done == want_bytes && p.bytes_total == want_bytes,
+	       "progress after each of the 6 computable tensors (%d calls, %zu/%zu, %llu/%llu bytes); q5_K skipped",
 	       p.calls, p.done, p.total, (unsigned long long)p.bytes_done, (unsigned long long)p.bytes_total);
 	r = model_listed(s, "tiny", &tensors, &bytes);
-	tap_ok(r == 0 && tensors == 4 && bytes == want_bytes, "stats list the model: 4 tensors, %llu bytes", bytes);
-	tap_ok(daemon_stat(s, "pinned_bytes") > p0 && daemon_stat(s, "weights_stored") == w0 + 4,
+	tap_ok(r == 0 && tensors == 6 && bytes == want_bytes, "stats list the model: 6 tensors, %llu bytes", bytes);
+	tap_ok(daemon_stat(s, "pinned_bytes") > p0 && daemon_stat(s, "weights_stored") == w0 + 6,
 	       "its tensors are pinned in the daemon (%lld stored)", daemon_stat(s, "weights_stored"));
 	tap_ok(qgraph_model_load(s, path, "tiny", NULL, NULL) == -EINVAL && strstr(qgraph_session_error(s), "is loaded"),
 	       "a second load under the same name is refused: %s", qgraph_session_error(s));
@@ -289,8 +297,15 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 		       qgraph_weights_open(s, "tiny/blk.0.attn_norm.weight", &h, &t, &rows, &cols) == 0 &&
 		       t == QGRAPH_TYPE_F32 && rows == 1 && cols == COLS && qgraph_weights_free(s, h) == 0,
 	       "the f16 and f32 tensors are held as they are");
-	tap_ok(qgraph_weights_open(s, "tiny/output.weight", &h, NULL, NULL, NULL) == -ENOENT,
-	       "the q6_K tensor was not loaded");
+	float yk[6], refk[6];
+	reference(QG_TYPE_Q6_K, q6k, 2, refk);
+	reference(QG_TYPE_Q4_K, q4k, 4, refk + 2);
+	r = daemon_mul(s, "tiny/output.weight", 2, yk);
+	r2 = daemon_mul(s, "tiny/blk.0.ffn_down.weight", 4, yk + 2);
+	tap_ok(r == 0 && r2 == 0 && memcmp(yk, refk, sizeof yk) == 0,
+	       "the q6_K and q4_K tensors are held as they are; MUL_MAT gives the in-process kernels' bits");
+	tap_ok(qgraph_weights_open(s, "tiny/blk.0.attn_v.weight", &h, NULL, NULL, NULL) == -ENOENT,
+	       "the q5_K tensor was not loaded");
 
 	if (root) {
 		int fds[2], res[3] = { -1, -1, -1 };
@@ -467,7 +482,7 @@ static void test_preload(const char *path, const char *cut)
 	snprintf(args, sizeof args, "--preload %s", path);
 	int r = daemon_start(&d, args);
 	struct qgraph_session *s = r == 0 ? connect_to(&d, "model-preload") : NULL;
-	tap_ok(s && model_listed(s, "tiny", &tensors, &bytes) == 0 && tensors == 4,
+	tap_ok(s && model_listed(s, "tiny", &tensors, &bytes) == 0 && tensors == 6,
 	       "a daemon started with --preload holds the model (as the file's base name) from the start");
 	reference(QG_TYPE_Q4_0, q4, Q4_ROWS, ref);
 	tap_ok(s && daemon_mul(s, "tiny/blk.0.ffn_up.weight", Q4_ROWS, y) == 0 && rel_err(y, ref, Q4_ROWS) < 1e-5,

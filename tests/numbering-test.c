@@ -13,13 +13,14 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
 #include "wire.h"
 #include "tap.h"
 
-/* NAME of a schema enum value without its PREFIX, in lower case, in BUF. */
+/* NAME of a schema enum value without its PREFIX, in lower case, in BUF (ggml spells "q4_K"). */
 static const char *schema_name(const char *name, const char *prefix, char *buf, size_t len)
 {
 	size_t n = strlen(prefix), i = 0;
@@ -42,7 +43,7 @@ static void types(void)
 		int wire = d->values[i].value, eng = qg_wire_type(wire);
 		const char *name = schema_name(d->values[i].name, "TYPE_", want, sizeof want);
 		const char *got = eng < 0 ? "(none)" : qg_type_name_any((enum qg_type)eng);
-		if (eng < 0 || strcmp(got, name) || qg_wire_type_of((enum qg_type)eng) != wire) {
+		if (eng < 0 || strcasecmp(got, name) || qg_wire_type_of((enum qg_type)eng) != wire) {
 			tap_diag("wire type %d (%s): engine %d (%s)", wire, name, eng, got);
 			bad++;
 		}
@@ -50,7 +51,7 @@ static void types(void)
 		const char *pname = pub == (int)QGRAPH_TYPE_I32   ? "i32"
 				    : pub == (int)QGRAPH_TYPE_I64 ? "i64"
 								  : qgraph_type_name((enum qgraph_type)pub);
-		if (pub < 0 || !pname || strcmp(pname, name) || qg_wire_type_of_public(pub) != wire ||
+		if (pub < 0 || !pname || strcasecmp(pname, name) || qg_wire_type_of_public(pub) != wire ||
 		    qg_wire_engine_type_of_public(pub) != eng) {
 			tap_diag("wire type %d (%s): public %d (%s)", wire, name, pub, pname ? pname : "(none)");
 			bad++;
@@ -85,7 +86,7 @@ static void ops(void)
 		int wire = d->values[i].value, eng = qg_wire_op(wire);
 		const char *name = schema_name(d->values[i].name, "OP_", want, sizeof want);
 		const char *got = eng < 0 ? "(none)" : qg_op_name((enum qg_op)eng);
-		if (eng < 0 || strcmp(got, name) || qg_wire_op_of((enum qg_op)eng) != wire) {
+		if (eng < 0 || strcasecmp(got, name) || qg_wire_op_of((enum qg_op)eng) != wire) {
 			tap_diag("wire op %d (%s): engine %d (%s)", wire, name, eng, got);
 			bad++;
 		}

@@ -316,12 +316,13 @@ static void test_cpy(struct qg_ctx *ctx, int nth)
 
 static void test_get_rows(struct qg_ctx *ctx, enum qg_type tt, int nth)
 {
-	const int64_t k = 64, R = 7, n = 5;
-	float src[64 * 7 * 2], deq[64 * 7 * 2];
+	/* a row is one block or more: 256 values for the K-quants */
+	const int64_t k = qg_type_block_values(tt) > 64 ? qg_type_block_values(tt) : 64, R = 7, n = 5;
+	static float src[256 * 7 * 2], deq[256 * 7 * 2];
+	static double ref[256 * 5 * 2];
 	struct qg_tensor *t = qg_tensor_new_3d(ctx, tt, k, R, 2);
 	struct qg_tensor *idx = qg_tensor_new_2d(ctx, QG_TYPE_I32, n, 2);
 	struct qg_tensor *y = qg_op_get_rows(ctx, t, idx);
-	double ref[64 * 5 * 2];
 
 	if (!y) {
 		tap_ok(0, "get_rows %s built", qg_type_name(tt));
@@ -414,6 +415,8 @@ int main(void)
 		test_get_rows(ctx, QG_TYPE_F16, nth);
 		test_get_rows(ctx, QG_TYPE_Q8_0, nth);
 		test_get_rows(ctx, QG_TYPE_Q4_0, nth);
+		test_get_rows(ctx, QG_TYPE_Q4_K, nth);
+		test_get_rows(ctx, QG_TYPE_Q6_K, nth);
 	}
 	tap_ok(qg_ctx_error(ctx) == 0, "no builder failed: %s", qg_ctx_error_text(ctx));
 	qg_ctx_free(ctx);

@@ -269,6 +269,35 @@ rc=$?
 grep -q '^qgraph-quantize: (standard input): longer than' "$T/err.txt"
 ok $(( $? != 0 || rc != 1 )) "a long pipe: exit 1"
 
+# ---------------------------------------------------------------- K-quants: ggml's bytes
+# tests/data/kquant-vectors.bin (tests/make-kquant-vectors.c): 16 bytes of
+# header, 4 x 512 f32 weights, 512 f32 activations, then ggml's q4_K (1152
+# bytes) and q6_K (1680 bytes) of the weights; at byte 13704 an importance
+# matrix (512 f32) and ggml's q4_K and q6_K with it.
+vec=${QG_TOP_SRCDIR:-$top/..}/tests/data/kquant-vectors.bin
+if [ -r "$vec" ]; then
+	dd if="$vec" of="$T/kw.f32" bs=16 skip=1 count=512 2>/dev/null
+	dd if="$vec" of="$T/k.q4k" bs=16 skip=641 count=72 2>/dev/null
+	dd if="$vec" of="$T/k.q6k" bs=16 skip=713 count=105 2>/dev/null
+	for ty in q4_K q6_K; do
+		f=$T/k.$(echo $ty | tr K k | tr -d _)
+		tool --type $ty --rows 4 --cols 512 "$T/kw.f32" "$T/kw.$ty" >/dev/null 2>&1
+		ok $(same "$T/kw.$ty" "$f"; echo $?) "--type $ty: ggml's bytes for the test vectors"
+		tool --dequantize --type $ty --rows 4 --cols 512 "$T/kw.$ty" "$T/kd.$ty.f32" >/dev/null 2>&1
+		ok $([ "$(size "$T/kd.$ty.f32")" = 8192 ]; echo $?) "--dequantize --type $ty: 4 x 512 f32 back"
+	done
+	dd if="$vec" of="$T/kim.f32" bs=8 skip=1713 count=256 2>/dev/null
+	dd if="$vec" of="$T/kim.q4k" bs=8 skip=1969 count=144 2>/dev/null
+	dd if="$vec" of="$T/kim.q6k" bs=8 skip=2113 count=210 2>/dev/null
+	for ty in q4_K q6_K; do
+		f=$T/kim.$(echo $ty | tr K k | tr -d _)
+		tool --type $ty --rows 4 --cols 512 --imatrix "$T/kim.f32" "$T/kw.f32" "$T/kwi.$ty" >/dev/null 2>&1
+		ok $(same "$T/kwi.$ty" "$f"; echo $?) "--type $ty --imatrix: ggml's bytes with its quant_weights"
+	done
+else
+	for i in 1 2 3 4 5 6; do skip "$vec not readable"; done
+fi
+
 # ---------------------------------------------------------------- bad input: exit 1
 expect 1 'cols 48 is not a multiple of 32, which q4_0 needs' "cols 48 for q4_0" \
 	--type q4_0 --rows 8 --cols 48 "$T/m.f32" "$T/x"
@@ -322,8 +351,8 @@ expect 1 'nodir/x: cannot create a temporary file beside it: No such file' "OUT 
 	--type q4_0 --rows 1 --cols 32 "$T/ramp.f32" "$T/nodir/x"
 
 # ---------------------------------------------------------------- bad usage: exit 2
-expect 2 "--type: unknown type 'q4_k'; types are: f32 f16 q8_0 q4_0 q4_0_4x4" "unknown type" \
-	--type q4_k --rows 1 --cols 32 "$T/ramp.f32" "$T/x"
+expect 2 "--type: unknown type 'q5_k'; types are: f32 f16 q8_0 q4_0 q4_0_4x4" "unknown type" \
+	--type q5_k --rows 1 --cols 32 "$T/ramp.f32" "$T/x"
 expect 2 "--from: unknown type 'bogus'" "unknown --from type" \
 	--repack --from bogus --type q4_0 --rows 1 --cols 32 "$T/ramp.q4" "$T/x"
 expect 2 '--type is required' "no --type" --rows 1 --cols 32 "$T/ramp.f32" "$T/x"

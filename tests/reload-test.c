@@ -178,6 +178,13 @@ int main(void)
 	if (c)
 		qgraph_session_close(c);
 
+	/* the per-user quotas reload as the per-session ones do */
+	write_conf("max-sessions-per-user = 1\nuser-weights = 1M\nuser-models = 2M\nuser-graph-metadata = 3M\n");
+	tap_ok(reload(&d, ++n_reloads) == 0 && daemon_log_has(&d, "reload: user-weights: (default) -> 1M") &&
+		       daemon_log_has(&d, "reload: user-models: (default) -> 2M") &&
+		       daemon_log_has(&d, "reload: user-graph-metadata: (default) -> 3M"),
+	       "user-weights, user-models and user-graph-metadata apply at a reload, and the log names them");
+
 	write_conf("max-sessions-per-user = many\n");
 	tap_ok(reload(&d, ++n_reloads) == 0 && daemon_log_has(&d, "the configuration in effect is kept"),
 	       "a bad file is refused at reload, and the configuration kept");

@@ -45,6 +45,12 @@ for ty in q4_0 q8_0 f16; do
 	run_tool "gemm --type $ty --save" 0 "ok" gemm -m 64 -n 3 -k 96 --type $ty --repeat 1 --save "$T/g-$ty.qg"
 	run_tool "run FILE: the $ty gemm graph checks" 0 "max error vs in-process .* ok" run "$T/g-$ty.qg"
 done
+for ty in q4_K q6_K; do
+	run_tool "gemm --type $ty --save" 0 "stored=$ty: .* ok" gemm -m 64 -n 3 -k 512 --type $ty --repeat 1 \
+		--save "$T/g-$ty.qg"
+	run_tool "run FILE: the $ty gemm graph checks" 0 "max error vs in-process .* ok" run "$T/g-$ty.qg"
+done
+run_tool "gemm --type q4_K needs K a multiple of 256" 2 "of 256 for q4_K" gemm -k 96 --type q4_K
 run_tool "run --no-check still runs" 0 "median" run --no-check "$T/g-q4_0.qg"
 
 head -c 100 "$T/mlp.qg" >"$T/short.qg"

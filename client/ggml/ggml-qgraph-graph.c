@@ -1,8 +1,20 @@
 /*
- * ggml-qgraph-graph.c - libggml-qgraph's graph_compute: the MUL_MATs of a
- * ggml graph translated to one qgraph graph over the session arena (the
- * ops around them move no bytes), run by the handle it was registered
- * under (ggml-qgraph-cache.c), or registered now.
+ * ggml-qgraph-graph.c - libggml-qgraph's graph_compute: the nodes of a
+ * ggml graph (the ops dev_supports_op claims) translated to one qgraph
+ * graph over the session arena, run by the handle it was registered under
+ * (ggml-qgraph-cache.c), or registered now.
+ *
+ * A node's sources are the qgraph tensors of earlier nodes of the same
+ * graph (or views of them), or inputs over the arena bytes ggml put them
+ * in.  A node's result becomes an output at the arena bytes ggml gave it
+ * only if no later node of the graph writes over them: ggml's allocator
+ * reuses a tensor's bytes only once nothing reads it any more, so a result
+ * overwritten within the graph is needed by no one outside it, and stays
+ * inside the daemon.  The daemon takes no graph whose outputs share bytes
+ * with another of its arena spans: a source whose bytes a node from this
+ * one on writes is read from a copy, and where a node reads bytes an
+ * earlier one wrote through another tensor, the graph so far runs first
+ * and a new one begins.
  */
 #include "config.h"
 
@@ -14,22 +26,36 @@
 
 #include "ggml-qgraph-impl.h"
 
+/* A ggml tensor with a qgraph tensor in the graph under translation. */
+struct qgg_done {
+	const struct ggml_tensor *t;
+	int id;
+	int64_t off;			/* its arena offset (an output's, or an input's) */
+	int64_t lo, hi;			/* the arena bytes it reads (input) or would write (result) */
+	bool input;			/* read from the arena, or computed here */
+	bool dead;			/* a result a later node writes over: not an output */
+};
+
 /* A graph under translation: the qgraph graph and the key that names it in the cache. */
 struct xlate {
 	struct qgraph_graph *g;
 	uint64_t *key;
 	size_t n_key, cap_key;
-	const struct ggml_tensor **done;	/* ggml tensors computed by this graph ... */
-	int *done_id;				/* ... and their qgraph tensor */
-	size_t n_done;
-	struct qgg_span {			/* arena bytes the graph reads and writes */
+	struct qgg_done *done;
+	size_t n_done, cap_done;
+	struct qgg_fixed {		/* outputs made at once (a product per slice) */
 		int64_t lo, hi;
-		bool output;
-	} *spans;
-	size_t n_spans;
-	int n_mm;				/* its MUL_MATs */
+	} *fixed;
+	size_t n_fixed;
+	int64_t *staged;		/* arena room of copies (stage), freed once the graphs ran */
+	size_t n_staged;
+	struct qgg_write {		/* the bytes each claimed node of the ggml graph writes */
+		int64_t lo, hi;
+	} *writes;
+	int n_writes, cur;		/* ... indexed by node; CUR: the node being translated */
+	int n_nodes;			/* nodes in the graph so far */
 	char error[256];
-	long long t0;				/* when graph_compute began (QGRAPH_GGML_TRACE) */
+	long long t0;			/* when graph_compute began (QGRAPH_GGML_TRACE) */
 };
 
 static int xlate_fail(struct xlate *x, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -45,32 +71,113 @@ static int xlate_fail(struct xlate *x, int err, const char *fmt, ...)
 	return err < 0 ? err : -EINVAL;
 }
 
+/* ------------------------------------------------------------ the key */
+
 /*
- * A graph's key: its records in order, each opened by a tag word (so that
- * no two graphs of different structure give the same words): a MUL_MAT
- * (with its weights' handle count) and its result's offset; its activations
- * as an input (offset, then ne and nb) or as an earlier node's result (its
- * index); its weights' handles.
+ * A graph's key: every call that built its qgraph graph, in order, each
+ * opened by a tag word and followed by all its arguments, so two keys are
+ * equal exactly when the calls built the same graph.
  */
-#define KEY_MUL_MAT (1ull << 60)
-#define KEY_INPUT (2ull << 60)
-#define KEY_EARLIER (3ull << 60)
+enum key_tag {
+	KEY_INPUT = 1,
+	KEY_WEIGHTS,
+	KEY_WEIGHTS_ND,
+	KEY_OP,
+	KEY_VIEW,
+	KEY_RESHAPE,
+	KEY_CAST,
+	KEY_OUTPUT,
+};
 
 static void key_push(struct xlate *x, uint64_t v)
 {
+	if (x->n_key == SIZE_MAX)
+		return;		/* poisoned: compared with nothing */
 	if (x->n_key == x->cap_key) {
 		size_t cap = x->cap_key ? 2 * x->cap_key : 64;
 		void *p = realloc(x->key, cap * sizeof *x->key);
 		if (!p) {
-			x->n_key = SIZE_MAX;	/* poisoned: compared with nothing */
+			x->n_key = SIZE_MAX;
 			return;
 		}
 		x->key = p;
 		x->cap_key = cap;
 	}
-	if (x->n_key != SIZE_MAX)
-		x->key[x->n_key++] = v;
+	x->key[x->n_key++] = v;
 }
+
+static void key_ne(struct xlate *x, const int64_t *ne, int n)
+{
+	for (int d = 0; d < n; d++)
+		key_push(x, (uint64_t)ne[d]);
+}
+
+/* The graph builders, each keeping its call in the key. */
+static int g_input(struct xlate *x, enum qgraph_type type, const int64_t ne[4], int64_t off)
+{
+	key_push(x, (uint64_t)KEY_INPUT << 56 | (uint64_t)type);
+	key_ne(x, ne, 4);
+	key_push(x, (uint64_t)off);
+	return qgraph_graph_input(x->g, type, 4, ne, off);
+}
+
+static int g_view(struct xlate *x, int a, const int64_t ne[4], const uint64_t nb[3], uint64_t off)
+{
+	key_push(x, (uint64_t)KEY_VIEW << 56 | (uint32_t)a);
+	key_ne(x, ne, 4);
+	key_ne(x, (const int64_t *)nb, 3);
+	key_push(x, off);
+	return qgraph_graph_view(x->g, a, 4, ne, nb, off);
+}
+
+static int g_reshape(struct xlate *x, int a, const int64_t ne[4])
+{
+	key_push(x, (uint64_t)KEY_RESHAPE << 56 | (uint32_t)a);
+	key_ne(x, ne, 4);
+	return qgraph_graph_reshape(x->g, a, 4, ne);
+}
+
+static int g_op(struct xlate *x, enum qgraph_op op, int a, int b, float param)
+{
+	uint32_t bits;
+
+	memcpy(&bits, &param, sizeof bits);
+	key_push(x, (uint64_t)KEY_OP << 56 | (uint64_t)op << 32 | bits);
+	key_push(x, (uint64_t)(uint32_t)a << 32 | (uint32_t)b);
+	return qgraph_graph_op(x->g, op, a, b, param);
+}
+
+static int g_cast(struct xlate *x, int a, enum qgraph_type type)
+{
+	key_push(x, (uint64_t)KEY_CAST << 56 | (uint64_t)type << 32 | (uint32_t)a);
+	return qgraph_graph_cast(x->g, a, type);
+}
+
+static int g_weights(struct xlate *x, uint64_t handle, enum qgraph_type type, int64_t rows, int64_t cols)
+{
+	key_push(x, (uint64_t)KEY_WEIGHTS << 56 | (uint64_t)type);
+	key_push(x, handle);
+	key_push(x, (uint64_t)rows);
+	key_push(x, (uint64_t)cols);
+	return qgraph_graph_weights(x->g, handle, type, rows, cols);
+}
+
+static int g_weights_nd(struct xlate *x, uint64_t handle, enum qgraph_type type, const int64_t ne[4])
+{
+	key_push(x, (uint64_t)KEY_WEIGHTS_ND << 56 | (uint64_t)type);
+	key_push(x, handle);
+	key_ne(x, ne, 4);
+	return qgraph_graph_weights_nd(x->g, handle, type, 4, ne);
+}
+
+static int g_output(struct xlate *x, int t, int64_t off)
+{
+	key_push(x, (uint64_t)KEY_OUTPUT << 56 | (uint32_t)t);
+	key_push(x, (uint64_t)off);
+	return qgraph_graph_output(x->g, t, off);
+}
+
+/* ----------------------------------------------------- where bytes are */
 
 /* Where T's bytes are in the session arena, or -1 if its buffer is not one of ours or has none. */
 static int64_t arena_offset(const struct ggml_tensor *t)
@@ -85,103 +192,195 @@ static int64_t arena_offset(const struct ggml_tensor *t)
 	return b->arena_off + ((const unsigned char *)t->data - b->base);
 }
 
-/*
- * The qgraph tensor for F32 activations T (source of a MUL_MAT): the one
- * an earlier node made, an input over its bytes if they are contiguous
- * and aligned, or else a view of an input that covers them.
- */
-static int activations(struct xlate *x, const struct ggml_tensor *t)
-{
-	for (size_t i = x->n_done; i-- > 0;) {
-		if (x->done[i] == t) {
-			key_push(x, KEY_EARLIER | i);
-			return x->done_id[i];
-		}
-	}
-	int64_t off = arena_offset(t);
-	if (off < 0)
-		return xlate_fail(x, -EINVAL, "activations %s are not in a qgraph buffer", t->name);
-	key_push(x, KEY_INPUT);
-	key_push(x, (uint64_t)off);
-	for (int d = 0; d < 4; d++) {
-		key_push(x, (uint64_t)t->ne[d]);
-		key_push(x, (uint64_t)t->nb[d]);
-	}
-	if (ggml_is_contiguous(t) && off % QGG_ALIGN == 0)
-		return qgraph_graph_input(x->g, QGRAPH_TYPE_F32, 4, t->ne, off);
-	/* a strided or unaligned view: an input over the bytes it spans, viewed */
-	int64_t start = off / QGG_ALIGN * QGG_ALIGN, span = 4;
-	for (int d = 0; d < 4; d++)
-		span += (t->ne[d] - 1) * (int64_t)t->nb[d];
-	int64_t ne = (off - start + span + 3) / 4;
-	int in = qgraph_graph_input(x->g, QGRAPH_TYPE_F32, 1, &ne, start);
-	const uint64_t nb[3] = { t->nb[1], t->nb[2], t->nb[3] };
-	return qgraph_graph_view(x->g, in, 4, t->ne, nb, (uint64_t)(off - start));
-}
-
-/* The arena bytes [*LO, *HI) that T's elements lie in; false if T is not in one of our buffers. */
+/* The arena bytes [*LO, *HI) that T's elements lie in (from an aligned start); false if not in our buffers. */
 static bool tensor_span(const struct ggml_tensor *t, int64_t *lo, int64_t *hi)
 {
-	int64_t off = arena_offset(t), end = (int64_t)ggml_element_size(t);
+	int64_t off = arena_offset(t), end = (int64_t)ggml_row_size(t->type, t->ne[0]);
 
 	if (off < 0)
 		return false;
-	for (int d = 0; d < 4; d++)
+	for (int d = 1; d < 4; d++)
 		end += (t->ne[d] - 1) * (int64_t)t->nb[d];
-	*lo = off / QGG_ALIGN * QGG_ALIGN;	/* an input starts aligned (activations) */
+	*lo = off / QGG_ALIGN * QGG_ALIGN;	/* an input starts aligned */
 	*hi = off + end;
 	return true;
 }
 
-/*
- * Whether a span [LO, HI) (an OUTPUT, or read) would share bytes with one
- * of the graph so far where either is an output: the daemon refuses that
- * (a graph's inputs and outputs are disjoint), so the graph so far runs
- * first.  ggml's allocator reuses a buffer's bytes within one split, and a
- * node may be listed twice (test-backend-ops perf).
- */
-static bool span_conflicts(const struct xlate *x, int64_t lo, int64_t hi, bool output)
+static bool overlap(int64_t lo, int64_t hi, int64_t lo2, int64_t hi2)
 {
-	for (size_t i = 0; i < x->n_spans; i++)
-		if ((output || x->spans[i].output) && lo < x->spans[i].hi && x->spans[i].lo < hi)
+	return lo < hi2 && lo2 < hi;
+}
+
+/* The qgraph type of ggml type T, or -1 for one no claimed op takes outside MUL_MAT's weights. */
+static int qtype(enum ggml_type t)
+{
+	switch (t) {
+	case GGML_TYPE_F32: return QGRAPH_TYPE_F32;
+	case GGML_TYPE_F16: return QGRAPH_TYPE_F16;
+	case GGML_TYPE_Q8_0: return QGRAPH_TYPE_Q8_0;
+	case GGML_TYPE_I32: return (int)QGRAPH_TYPE_I32;
+	default: return -1;
+	}
+}
+
+/* --------------------------------------------------------- bookkeeping */
+
+static struct qgg_done *done_find(struct xlate *x, const struct ggml_tensor *t)
+{
+	for (size_t i = x->n_done; i-- > 0;)
+		if (x->done[i].t == t)
+			return &x->done[i];
+	return NULL;
+}
+
+static int done_add(struct xlate *x, struct qgg_done d)
+{
+	if (x->n_done == x->cap_done) {
+		size_t cap = x->cap_done ? 2 * x->cap_done : 32;
+		void *p = realloc(x->done, cap * sizeof *x->done);
+		if (!p)
+			return -ENOMEM;
+		x->done = p;
+		x->cap_done = cap;
+	}
+	x->done[x->n_done++] = d;
+	return 0;
+}
+
+/*
+ * The qgraph tensor already standing for S in this graph, or a view of
+ * one (S a view of an earlier result), or -ENOENT.
+ */
+static int source_here(struct xlate *x, const struct ggml_tensor *s)
+{
+	struct qgg_done *d = done_find(x, s);
+
+	if (d)
+		return d->id;
+	const struct ggml_tensor *base = s->view_src;
+	if (!base || !(d = done_find(x, base)) || d->input || base->type != s->type ||
+	    s->nb[0] != ggml_type_size(s->type) || ggml_blck_size(s->type) != 1)
+		return -ENOENT;
+	int64_t off = (const char *)s->data - (const char *)base->data;
+	if (off == 0 && ggml_is_contiguous(s) && ggml_is_contiguous(base) && ggml_nelements(s) == ggml_nelements(base))
+		return g_reshape(x, d->id, s->ne);
+	const uint64_t nb[3] = { s->nb[1], s->nb[2], s->nb[3] };
+	return g_view(x, d->id, s->ne, nb, (uint64_t)off);
+}
+
+/* Whether S will be read from the arena (nothing in this graph stands for it yet). */
+static bool reads_arena(struct xlate *x, const struct ggml_tensor *s)
+{
+	if (done_find(x, s))
+		return false;
+	const struct qgg_done *d = s->view_src ? done_find(x, s->view_src) : NULL;
+	return !(d && !d->input && s->view_src->type == s->type && ggml_blck_size(s->type) == 1 &&
+		 s->nb[0] == ggml_type_size(s->type));
+}
+
+/*
+ * An input for S whose bytes, spanning [LO, HI) from an aligned LO, are at
+ * arena offset OFF: S itself if contiguous and aligned, else a view of an
+ * input covering the bytes it spans.  Remembered as S's tensor.
+ */
+static int input_at(struct xlate *x, const struct ggml_tensor *s, int64_t off, int64_t lo, int64_t hi)
+{
+	int id, type = qtype(s->type);
+
+	if (type < 0)
+		return xlate_fail(x, -EINVAL, "%s is of type %s", s->name, ggml_type_name(s->type));
+	if (ggml_is_contiguous(s) && off % QGG_ALIGN == 0) {
+		id = g_input(x, type, s->ne, off);
+	} else if (ggml_blck_size(s->type) == 1 && s->nb[0] == ggml_type_size(s->type)) {
+		size_t es = ggml_type_size(s->type);
+		const int64_t ne[4] = { (hi - lo + (int64_t)es - 1) / (int64_t)es, 1, 1, 1 };
+		const uint64_t nb[3] = { s->nb[1], s->nb[2], s->nb[3] };
+		int in = g_input(x, type, ne, lo);
+		id = g_view(x, in, s->ne, nb, (uint64_t)(off - lo));
+	} else {
+		return xlate_fail(x, -EINVAL, "%s (%s) is neither contiguous and aligned nor of packed elements",
+				  s->name, ggml_type_name(s->type));
+	}
+	if (id < 0)
+		return id;
+	int err = done_add(x, (struct qgg_done){ .t = s, .id = id, .off = off, .lo = lo, .hi = hi, .input = true });
+	return err ? xlate_fail(x, err, "out of memory") : id;
+}
+
+static int stage(struct xlate *x, const struct ggml_tensor *s);
+
+/*
+ * Whether this node or a later one of the ggml graph writes into [LO, HI):
+ * ggml's allocator gives a tensor's bytes to another once nothing reads
+ * them, so a source's bytes may be a later result's.  The daemon takes no
+ * graph whose output shares bytes with an input, and a graph cut there
+ * costs a round trip; a copy of the source costs less.
+ */
+static bool written_from_here(const struct xlate *x, int64_t lo, int64_t hi)
+{
+	for (int i = x->cur; i < x->n_writes; i++)
+		if (overlap(lo, hi, x->writes[i].lo, x->writes[i].hi))
 			return true;
 	return false;
 }
 
-static int span_add(struct xlate *x, int64_t lo, int64_t hi, bool output)
+/*
+ * The qgraph tensor for source S of a node: what this graph has for it
+ * (source_here), or an input over its bytes, or over a copy of them where
+ * a node from this one on writes there.
+ */
+static int source(struct xlate *x, const struct ggml_tensor *s)
 {
-	void *p = realloc(x->spans, (x->n_spans + 1) * sizeof *x->spans);
+	int id = source_here(x, s);
+	int64_t off, lo, hi;
 
-	if (!p)
-		return -ENOMEM;
-	x->spans = p;
-	x->spans[x->n_spans++] = (struct qgg_span){ lo, hi, output };
-	return 0;
-}
-
-/* Remember that ggml tensor T is qgraph tensor ID of this graph. */
-static int note_done(struct xlate *x, const struct ggml_tensor *t, int id)
-{
-	void *p = realloc(x->done, (x->n_done + 1) * sizeof *x->done);
-	if (!p)
-		return -ENOMEM;
-	x->done = p;
-	p = realloc(x->done_id, (x->n_done + 1) * sizeof *x->done_id);
-	if (!p)
-		return -ENOMEM;
-	x->done_id = p;
-	x->done[x->n_done] = t;
-	x->done_id[x->n_done++] = id;
-	return 0;
+	if (id != -ENOENT)
+		return id;
+	if ((off = arena_offset(s)) < 0 || !tensor_span(s, &lo, &hi))
+		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
+	if (written_from_here(x, lo, hi))
+		return stage(x, s);
+	return input_at(x, s, off, lo, hi);
 }
 
 /*
- * Translate MUL_MAT node T: one MUL_MAT over every batch of the
- * activations (the daemon broadcasts stacked weights as ggml does), its
- * result written where ggml allocated T.  Weights held as a matrix per
- * slice: one MUL_MAT per batch, each written to its place in T.
+ * Source S, whose bytes a node from this one on writes (an in-place op,
+ * or ggml's allocator handing S's bytes on): S's bytes are copied to arena
+ * room of their own (X keeps it until the graphs have run) and the input
+ * is made there.  They hold S's values now: a node of the graph so far
+ * that wrote them would have been found (source_here), or made the graph
+ * run first (conflicts).
  */
-static int mul_mat(struct xlate *x, const struct ggml_tensor *t)
+static int stage(struct xlate *x, const struct ggml_tensor *s)
+{
+	int64_t off = arena_offset(s), lo, hi;
+	size_t arena_bytes;
+	unsigned char *arena = qgraph_arena(qgg.s, &arena_bytes);
+
+	if (off < 0 || !tensor_span(s, &lo, &hi) || !arena)
+		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
+	void *p = realloc(x->staged, (x->n_staged + 1) * sizeof *x->staged);
+	if (!p)
+		return xlate_fail(x, -ENOMEM, "out of memory");
+	x->staged = p;
+	int64_t room = qgraph_arena_alloc(qgg.s, (size_t)(hi - lo));
+	if (room < 0)
+		return xlate_fail(x, (int)room, "no arena room for a copy of %s (%" PRId64 " bytes): raise QGRAPH_GGML_ARENA",
+				  s->name, hi - lo);
+	x->staged[x->n_staged++] = room;
+	memcpy(arena + room, arena + lo, (size_t)(hi - lo));
+	return input_at(x, s, room + (off - lo), room, room + (hi - lo));
+}
+
+/* ------------------------------------------------------------ the ops */
+
+/*
+ * MUL_MAT node T: one MUL_MAT over every batch of the activations (the
+ * daemon broadcasts stacked weights as ggml does).  Weights held as a
+ * matrix per slice: one MUL_MAT per batch, each written to its place in T
+ * at once (*FIXED set).
+ */
+static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool *fixed)
 {
 	const struct ggml_tensor *w0 = t->src[0], *act = t->src[1];
 	struct qgg_buffer *wb = w0->buffer ? w0->buffer->context : NULL;
@@ -192,49 +391,103 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t)
 				  wb && wb->error[0] ? wb->error : "never set");
 	if (wb->error[0])
 		return xlate_fail(x, -EIO, "%s", wb->error);
-	int64_t off = arena_offset(t);
-	if (off < 0 || off % QGG_ALIGN)
-		return xlate_fail(x, -EINVAL, "the result %s is not in a qgraph buffer", t->name);
-	key_push(x, KEY_MUL_MAT | w->n_handles);
-	key_push(x, (uint64_t)off);
-	int a = activations(x, act);
+	int a = source(x, act);
 	if (a < 0)
 		return a;
-	for (size_t i = 0; i < w->n_handles; i++)
-		key_push(x, w->handles[i]);
-	int r;
-	if (w->n_handles == 1) {
-		int wt = qgraph_graph_weights_nd(x->g, w->handles[0], w->stored, 4, w->ne);
-		r = qgraph_graph_op(x->g, QGRAPH_OP_MUL_MAT, wt, a, 0);
-		if (r >= 0 && (r = qgraph_graph_output(x->g, r, off)) >= 0)
-			r = note_done(x, t, r) ? -ENOMEM : r;
-		return r;
-	}
+	if (w->n_handles == 1)
+		return g_op(x, QGRAPH_OP_MUL_MAT, g_weights_nd(x, w->handles[0], w->stored, w->ne), a, 0);
 	/* a matrix per slice: a product per batch, each written to its place in T (supports_op saw to alignment) */
 	int64_t r2 = act->ne[2] / w->ne[2], r3 = act->ne[3] / w->ne[3];
-	r = 0;
+	int r = 0;
+	*fixed = true;
 	for (int64_t i3 = 0; i3 < t->ne[3] && r >= 0; i3++) {
 		for (int64_t i2 = 0; i2 < t->ne[2] && r >= 0; i2++) {
 			size_t slice = (size_t)(i2 / r2 + i3 / r3 * w->ne[2]);
-			const int64_t ane[2] = { act->ne[0], act->ne[1] };
-			const uint64_t anb[1] = { act->nb[1] };
-			int wi = qgraph_graph_weights(x->g, w->handles[slice], w->stored, w->ne[1], w->ne[0]);
-			int av = qgraph_graph_view(x->g, a, 2, ane, anb, (uint64_t)(i2 * act->nb[2] + i3 * act->nb[3]));
-			r = qgraph_graph_output(x->g, qgraph_graph_op(x->g, QGRAPH_OP_MUL_MAT, wi, av, 0),
-						off + (int64_t)(i2 * t->nb[2] + i3 * t->nb[3]));
+			const int64_t ane[4] = { act->ne[0], act->ne[1], 1, 1 };
+			const uint64_t anb[3] = { act->nb[1], act->nb[1] * act->ne[1], act->nb[1] * act->ne[1] };
+			int wi = g_weights(x, w->handles[slice], w->stored, w->ne[1], w->ne[0]);
+			int av = g_view(x, a, ane, anb, (uint64_t)(i2 * act->nb[2] + i3 * act->nb[3]));
+			r = g_output(x, g_op(x, QGRAPH_OP_MUL_MAT, wi, av, 0),
+				     off + (int64_t)(i2 * t->nb[2] + i3 * t->nb[3]));
 		}
 	}
 	return r;
 }
 
-/* Run the translated graph: by the handle it was registered under, or register it now. */
+/* A float op parameter of T. */
+static float fparam(const struct ggml_tensor *t, int i)
+{
+	float v;
+
+	memcpy(&v, (const char *)t->op_params + i * sizeof v, sizeof v);
+	return v;
+}
+
+/* The qgraph tensor computing node T (not yet an output), or -errno; *FIXED if it made its outputs itself. */
+static int node(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool *fixed)
+{
+	int a, b;
+
+	switch (t->op) {
+	case GGML_OP_MUL_MAT:
+		return mul_mat(x, t, off, fixed);
+	case GGML_OP_ADD:
+	case GGML_OP_MUL:
+		a = source(x, t->src[0]);
+		b = source(x, t->src[1]);
+		return g_op(x, t->op == GGML_OP_ADD ? QGRAPH_OP_ADD : QGRAPH_OP_MUL, a, b, 0);
+	case GGML_OP_SCALE:
+		return g_op(x, QGRAPH_OP_SCALE, source(x, t->src[0]), -1, fparam(t, 0));
+	case GGML_OP_RMS_NORM:
+		return g_op(x, QGRAPH_OP_RMS_NORM, source(x, t->src[0]), -1, fparam(t, 0));
+	case GGML_OP_UNARY:
+		a = source(x, t->src[0]);
+		return g_op(x, ggml_get_unary_op(t) == GGML_UNARY_OP_SILU ? QGRAPH_OP_SILU : QGRAPH_OP_GELU, a, -1, 0);
+	case GGML_OP_SOFT_MAX: {
+		const struct ggml_tensor *m = t->src[1];
+		a = source(x, t->src[0]);
+		b = m ? source(x, m) : -1;
+		if (m && m->ne[1] != t->ne[1] && b >= 0) {	/* ggml reads the mask's first rows only */
+			const int64_t ne[4] = { m->ne[0], t->ne[1], m->ne[2], m->ne[3] };
+			const uint64_t nb[3] = { m->nb[1], m->nb[2], m->nb[3] };
+			b = g_view(x, b, ne, nb, 0);
+		}
+		return g_op(x, QGRAPH_OP_SOFT_MAX, a, b, fparam(t, 0));
+	}
+	case GGML_OP_GET_ROWS:
+		a = source(x, t->src[0]);
+		b = source(x, t->src[1]);
+		return g_op(x, QGRAPH_OP_GET_ROWS, a, b, 0);
+	case GGML_OP_CPY:
+	case GGML_OP_CONT: {
+		const struct ggml_tensor *s = t->src[0];
+		a = source(x, s);
+		if (a >= 0 && !ggml_are_same_shape(s, t))	/* supports_op saw S contiguous */
+			a = g_reshape(x, a, t->ne);
+		return g_cast(x, a, (enum qgraph_type)qtype(t->type));
+	}
+	default:
+		return xlate_fail(x, -EINVAL, "op %s is not supported here", ggml_op_desc(t));
+	}
+}
+
+/* ----------------------------------------------------------- running */
+
+/* Make every result no later node wrote over an output, and run the graph: by its handle, or register it now. */
 static int run(struct xlate *x)
 {
 	struct qgraph_result res = QGRAPH_RESULT_INIT;
-	uint64_t id, handle, h = qgg_key_hash(x->key, x->n_key);
-	bool cached = x->n_key != SIZE_MAX && qgg_cache_find(x->key, x->n_key, h, &handle) == 0;
-	int err;
+	uint64_t id, handle, h;
+	bool cached;
+	int err = 0;
 
+	for (size_t i = 0; i < x->n_done && err >= 0; i++)
+		if (!x->done[i].input && !x->done[i].dead)
+			err = g_output(x, x->done[i].id, x->done[i].off);
+	if (err < 0)
+		return xlate_fail(x, err, "cannot make the results outputs: %s", strerror(-err));
+	h = qgg_key_hash(x->key, x->n_key);
+	cached = x->n_key != SIZE_MAX && qgg_cache_find(x->key, x->n_key, h, &handle) == 0;
 	if (cached) {
 		qgg.n_cached_runs++;
 		err = qgraph_run(qgg.s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id);
@@ -248,9 +501,9 @@ static int run(struct xlate *x)
 	if (qgg.trace) {
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		say("graph %s (%zu key words): %d, daemon total %.1f us, compute %.1f us, here %.1f us",
-		    cached ? "run by handle" : "registered", x->n_key, err, res.total_ns / 1e3, res.compute_ns / 1e3,
-		    (double)(ts.tv_sec * 1000000000ll + ts.tv_nsec - x->t0) / 1e3);
+		say("graph %s (%d nodes, %zu key words): %d, daemon total %.1f us, compute %.1f us, here %.1f us",
+		    cached ? "run by handle" : "registered", x->n_nodes, x->n_key, err, res.total_ns / 1e3,
+		    res.compute_ns / 1e3, (double)(ts.tv_sec * 1000000000ll + ts.tv_nsec - x->t0) / 1e3);
 	}
 	if (err)
 		return xlate_fail(x, err, "qgraphd: %s", qgraph_session_error(qgg.s));
@@ -264,45 +517,115 @@ static int run(struct xlate *x)
 static int xlate_reset(struct xlate *x)
 {
 	qgraph_graph_free(x->g);
-	x->n_key = x->n_done = x->n_spans = 0;
-	x->n_mm = 0;
+	x->n_key = x->n_done = x->n_fixed = 0;
+	x->n_nodes = 0;
 	x->g = qgraph_graph_new();
 	return x->g ? 0 : xlate_fail(x, -ENOMEM, "out of memory");
 }
 
-/* Add MUL_MAT node T to X, running what X holds first where the two would overlap.  0 or -errno. */
-static int add_mul_mat(struct xlate *x, const struct ggml_tensor *t)
+/*
+ * Whether node T, writing [LO, HI), cannot join the graph so far: it
+ * writes bytes the graph reads from the arena or made an output of at
+ * once, or a source it reads from the arena lies in bytes the graph
+ * writes (a result not yet written over).
+ */
+static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, int64_t hi)
 {
-	const struct ggml_tensor *act = t->src[1];
-	int64_t olo, ohi, ilo = 0, ihi = 0;
-	bool repeated = false, fresh_input = true;
-	int err;
-
 	for (size_t i = 0; i < x->n_done; i++) {
-		repeated |= x->done[i] == t;
-		fresh_input &= x->done[i] != act;
+		if (x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi)) {
+			if (qgg.trace)
+				say("%s writes over %s, which the graph reads: the graph so far runs first", t->name,
+				    x->done[i].t->name);
+			return true;
+		}
 	}
-	if (!tensor_span(t, &olo, &ohi) || (fresh_input && !tensor_span(act, &ilo, &ihi)))
-		return xlate_fail(x, -EINVAL, "%s or its activations are not in a qgraph buffer", t->name);
-	if (x->n_mm && (repeated || span_conflicts(x, olo, ohi, true) ||
-			(fresh_input && span_conflicts(x, ilo, ihi, false)))) {
+	for (size_t i = 0; i < x->n_fixed; i++)
+		if (overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi))
+			return true;
+	for (int k = 0; k < GGML_MAX_SRC && t->src[k]; k++) {
+		int64_t slo, shi;
+		if (t->op == GGML_OP_MUL_MAT && k == 0)
+			continue;	/* the weights are in the daemon */
+		if (!reads_arena(x, t->src[k]) || !tensor_span(t->src[k], &slo, &shi))
+			continue;
+		for (size_t i = 0; i < x->n_done; i++) {
+			if (!x->done[i].input && !x->done[i].dead && overlap(slo, shi, x->done[i].lo, x->done[i].hi)) {
+				if (qgg.trace)
+					say("%s reads %s from bytes %s writes: the graph so far runs first", t->name,
+					    t->src[k]->name, x->done[i].t->name);
+				return true;
+			}
+		}
+		for (size_t i = 0; i < x->n_fixed; i++)
+			if (overlap(slo, shi, x->fixed[i].lo, x->fixed[i].hi))
+				return true;
+	}
+	return false;
+}
+
+/* Add node T to X, running what X holds first where the two cannot share a graph.  0 or -errno. */
+static int add_node(struct xlate *x, const struct ggml_tensor *t)
+{
+	int64_t off = arena_offset(t), lo, hi;
+	bool fixed = false;
+	int err, id;
+
+	if (off < 0 || !tensor_span(t, &lo, &hi))
+		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", t->name);
+	if (off % QGG_ALIGN || !ggml_is_contiguous(t))
+		return xlate_fail(x, -EINVAL, "%s (%s) is not contiguous at an aligned offset (%" PRId64 ")", t->name,
+				  ggml_op_desc(t), off);
+	lo = off;
+	if (x->n_nodes && conflicts(x, t, lo, hi)) {
 		if ((err = run(x)) || (err = xlate_reset(x)))
 			return err;
-		fresh_input = true;
-		if (!tensor_span(act, &ilo, &ihi))
-			return xlate_fail(x, -EINVAL, "the activations of %s are not in a qgraph buffer", t->name);
 	}
-	err = mul_mat(x, t);
-	if (err < 0)
-		return xlate_fail(x, err,
-				  "cannot express %s = %s x %s in a qgraph graph (result [%" PRId64 ", %" PRId64 ", %" PRId64
-				  ", %" PRId64 "], activations' strides %zu %zu %zu): %s",
-				  t->name, t->src[0]->name, act->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3], act->nb[1],
-				  act->nb[2], act->nb[3], strerror(-err));
-	x->n_mm++;
-	if ((fresh_input && (err = span_add(x, ilo, ihi, false))) || (err = span_add(x, olo, ohi, true)))
-		return xlate_fail(x, err, "out of memory");
-	return 0;
+	/* results this one writes over are dead: nothing reads them after this graph */
+	for (size_t i = 0; i < x->n_done; i++)
+		if (!x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi))
+			x->done[i].dead = true;
+	id = node(x, t, off, &fixed);
+	if (id < 0)
+		return xlate_fail(x, id,
+				  "cannot express %s = %s(%s%s%s) in a qgraph graph (result [%" PRId64 ", %" PRId64
+				  ", %" PRId64 ", %" PRId64 "]): %s",
+				  t->name, ggml_op_desc(t), t->src[0] ? t->src[0]->name : "",
+				  t->src[1] ? ", " : "", t->src[1] ? t->src[1]->name : "", t->ne[0], t->ne[1], t->ne[2],
+				  t->ne[3], strerror(-id));
+	/* a source read from the arena under the result (not staged above): the daemon cannot write what it reads */
+	for (size_t i = 0; i < x->n_done; i++)
+		if (x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi))
+			return xlate_fail(x, -EINVAL, "%s (%s) writes over its own source %s", t->name,
+					  ggml_op_desc(t), x->done[i].t->name);
+	x->n_nodes++;
+	if (fixed) {
+		void *p = realloc(x->fixed, (x->n_fixed + 1) * sizeof *x->fixed);
+		if (!p)
+			return xlate_fail(x, -ENOMEM, "out of memory");
+		x->fixed = p;
+		x->fixed[x->n_fixed++] = (struct qgg_fixed){ lo, hi };
+		return 0;
+	}
+	err = done_add(x, (struct qgg_done){ .t = t, .id = id, .off = off, .lo = lo, .hi = hi });
+	return err ? xlate_fail(x, err, "out of memory") : 0;
+}
+
+/*
+ * Whether node T moves no bytes: a view op (its sources' addresses are
+ * read through it), or an empty node (ggml's products of no rows).
+ */
+static bool moves_nothing(const struct ggml_tensor *t)
+{
+	switch (t->op) {
+	case GGML_OP_NONE:
+	case GGML_OP_RESHAPE:
+	case GGML_OP_VIEW:
+	case GGML_OP_PERMUTE:
+	case GGML_OP_TRANSPOSE:
+		return true;
+	default:
+		return ggml_nelements(t) == 0;
+	}
 }
 
 enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *cgraph)
@@ -317,35 +640,35 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 		x.t0 = ts.tv_sec * 1000000000ll + ts.tv_nsec;
 	}
 	pthread_mutex_lock(&qgg.lock);
-	if (!(x.g = qgraph_graph_new()))
+	if (!(x.g = qgraph_graph_new()) ||
+	    !(x.writes = calloc((size_t)ggml_graph_n_nodes(cgraph) + 1, sizeof *x.writes)))
 		err = xlate_fail(&x, -ENOMEM, "out of memory");
 	for (int i = 0; i < ggml_graph_n_nodes(cgraph) && !err; i++) {
 		const struct ggml_tensor *t = ggml_graph_node(cgraph, i);
-		switch (t->op) {
-		case GGML_OP_NONE:
-		case GGML_OP_RESHAPE:
-		case GGML_OP_VIEW:
-		case GGML_OP_PERMUTE:
-		case GGML_OP_TRANSPOSE:
-			break;	/* no bytes move: their sources' addresses are read through them */
-		case GGML_OP_MUL_MAT:
-			if (ggml_nelements(t) > 0)	/* ggml's empty products (no rows wanted) compute nothing */
-				err = add_mul_mat(&x, t);
-			break;
-		default:
-			err = xlate_fail(&x, -EINVAL, "op %s is not supported here", ggml_op_name(t->op));
-			break;
-		}
+		struct qgg_write *w = &x.writes[x.n_writes++];
+		if (moves_nothing(t) || !tensor_span(t, &w->lo, &w->hi))
+			w->lo = w->hi = 0;
+		else
+			w->lo = arena_offset(t);	/* a result starts where it is, not aligned down */
 	}
-	if (!err && x.n_mm)
+	for (int i = 0; i < ggml_graph_n_nodes(cgraph) && !err; i++) {
+		const struct ggml_tensor *t = ggml_graph_node(cgraph, i);
+		x.cur = i;
+		if (!moves_nothing(t))
+			err = add_node(&x, t);
+	}
+	if (!err && x.n_nodes)
 		err = run(&x);
+	for (size_t i = 0; i < x.n_staged; i++)
+		qgraph_arena_free(qgg.s, x.staged[i]);
 	pthread_mutex_unlock(&qgg.lock);
 	if (err)
 		say("graph_compute failed: %s", x.error[0] ? x.error : strerror(-err));
 	qgraph_graph_free(x.g);
 	free(x.key);
 	free(x.done);
-	free(x.done_id);
-	free(x.spans);
+	free(x.fixed);
+	free(x.staged);
+	free(x.writes);
 	return err ? GGML_STATUS_FAILED : GGML_STATUS_SUCCESS;
 }

@@ -1,14 +1,15 @@
 /*
  * ggml-qgraph.c - libggml-qgraph.so, a ggml backend that runs Q4_0 matrix
- * products in qgraphd, with the weights held there once for every process.
+ * products, and the ops around them that the engine computes as ggml
+ * does, in qgraphd, with the weights held there once for every process.
  *
  * ggml's loader picks it up from GGML_BACKEND_PATH (ggml_backend_load_all
  * and its callers); it exports ggml_backend_init and ggml_backend_score and
  * nothing else.  It offers one device, QGRAPH0, of type ACCEL: llama.cpp
  * then tries its buffer type first for the weights it would keep in host
  * memory, and keeps it for the tensors whose op the device supports.
- * ggml's scheduler sends those MUL_MATs here and runs the rest on its CPU
- * backend.
+ * ggml's scheduler sends those MUL_MATs here, with the runs of claimed ops
+ * around them (dev_supports_op), and runs the rest on its CPU backend.
  *
  * One buffer type plays two roles, and learns which only after its buffer
  * exists (ggml sets a buffer's usage after alloc_buffer):
@@ -24,8 +25,7 @@
  *
  * Each graph_compute is translated to one qgraph graph, registered with
  * the daemon the first time and run by its handle after that: llama.cpp
- * sends the same few graphs (per layer: Q; K, V; O; gate, up; down) every
- * token.
+ * sends the same few graphs every token.
  *
  * Without a daemon the backend registers no device and says why once on
  * stderr: the program goes on on its other backends.  Once weights are in
@@ -136,15 +136,67 @@ static ggml_backend_buffer_type_t dev_get_buffer_type(ggml_backend_dev_t dev)
 	return &qgg_buft;
 }
 
+/* T is F32 with packed elements along its rows (the engine's float ops read rows so). */
+static bool f32_rows(const struct ggml_tensor *t)
+{
+	return t->type == GGML_TYPE_F32 && t->nb[0] == sizeof(float);
+}
+
+/* A type the engine's CPY converts between (Q8_0 rows of whole blocks, packed). */
+static bool cpy_type(const struct ggml_tensor *t)
+{
+	return t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 ||
+	       (t->type == GGML_TYPE_Q8_0 && t->ne[0] % 32 == 0);
+}
+
+/* A float op parameter of T. */
+static float op_param(const struct ggml_tensor *t, int i)
+{
+	float v;
+
+	memcpy(&v, (const char *)t->op_params + i * sizeof v, sizeof v);
+	return v;
+}
+
 /*
- * What runs here: MUL_MAT of contiguous Q4_0 weights held in this buffer
- * type (or not placed yet: test-backend-ops asks before it allocates) by
- * F32 activations, and the view ops around it (they compute nothing).  The
- * weights' buffer is only compared, never looked into: llama.cpp asks with
- * a zero-size dummy buffer.
+ * Whether T is a model weight in this buffer type: in a weights buffer, or
+ * in the zero-size buffer llama.cpp makes to ask where a weight may go.
+ */
+static bool weights_here(const struct ggml_tensor *t)
+{
+	ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
+
+	return b && ggml_backend_buffer_get_type(b) == &qgg_buft &&
+	       (ggml_backend_buffer_get_usage(b) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS ||
+		ggml_backend_buffer_get_size(b) == 0);
+}
+
+/*
+ * What runs here: the ops the engine computes exactly as ggml defines
+ * them, and the view ops around them (they compute nothing).  Every
+ * result is contiguous (the daemon writes outputs whole).  No source but
+ * MUL_MAT's Q4_0 weights may be a model weight in this buffer type: the
+ * daemon holds Q4_0 weights, and any other weight would take arena bytes
+ * for its whole buffer (llama.cpp keeps the norms' weights on the CPU
+ * then, and runs their MULs there).  The rest, op by op:
+ *   MUL_MAT   contiguous Q4_0 weights held in this buffer type (or not
+ *             placed yet: test-backend-ops asks before it allocates) by
+ *             F32 activations.  The weights' buffer is only compared,
+ *             never looked into: llama.cpp asks with a zero-size dummy.
+ *   ADD, MUL  F32 everywhere (the second broadcast as ggml does)
+ *   SCALE     F32, without a bias (the engine multiplies only)
+ *   SILU, GELU  F32 (ggml's tanh GELU; not GELU_ERF nor GELU_QUICK)
+ *   RMS_NORM  F32
+ *   SOFT_MAX  F32, an F32 mask or none, no ALiBi (max_bias 0), no sinks
+ *   GET_ROWS  F32, F16 or Q8_0 rows by I32 indices into F32 (Q4_0 lives
+ *             in the daemon in its own layout)
+ *   CPY, CONT from F32, F16 or Q8_0 into F32 or F16: shapes the same,
+ *             or the source contiguous
  */
 static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op)
 {
+	const struct ggml_tensor *a = op->src[0], *b = op->src[1];
+
 	(void)dev;
 	switch (op->op) {
 	case GGML_OP_NONE:
@@ -153,15 +205,54 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 	case GGML_OP_PERMUTE:
 	case GGML_OP_TRANSPOSE:
 		return true;
-	case GGML_OP_MUL_MAT: {
-		const struct ggml_tensor *w = op->src[0], *a = op->src[1];
-		return w->type == GGML_TYPE_Q4_0 && a->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
-		       (!w->buffer || ggml_backend_buffer_get_type(w->buffer) == &qgg_buft) && w->view_src == NULL &&
-		       ggml_is_contiguous(w) && a->nb[0] == sizeof(float) && ggml_is_contiguous(op) &&
-		       /* stacked weights of odd row counts write a result per batch: at offsets the arena takes */
-		       (w->ne[2] * w->ne[3] == 1 || w->ne[1] % 8 == 0 ||
-			(op->nb[2] % QGG_ALIGN == 0 && op->nb[3] % QGG_ALIGN == 0));
+	default:
+		break;
 	}
+	if (!ggml_is_contiguous(op))
+		return false;
+	for (int k = op->op == GGML_OP_MUL_MAT ? 1 : 0; k < GGML_MAX_SRC; k++)
+		if (op->src[k] && weights_here(op->src[k]))
+			return false;
+	switch (op->op) {
+	case GGML_OP_MUL_MAT:
+		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
+		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) && a->view_src == NULL &&
+		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
+		       /* stacked weights of odd row counts write a result per batch: at offsets the arena takes */
+		       (a->ne[2] * a->ne[3] == 1 || a->ne[1] % 8 == 0 ||
+			(op->nb[2] % QGG_ALIGN == 0 && op->nb[3] % QGG_ALIGN == 0));
+	case GGML_OP_ADD:
+	case GGML_OP_MUL:
+		return f32_rows(a) && f32_rows(b) && op->type == GGML_TYPE_F32 && ggml_can_repeat(b, a) &&
+		       ggml_are_same_shape(op, a);
+	case GGML_OP_SCALE:
+		return f32_rows(a) && op->type == GGML_TYPE_F32 && op_param(op, 1) == 0.0f;
+	case GGML_OP_UNARY:
+		switch (ggml_get_unary_op(op)) {
+		case GGML_UNARY_OP_SILU:
+		case GGML_UNARY_OP_GELU:
+			return f32_rows(a) && op->type == GGML_TYPE_F32;
+		default:
+			return false;
+		}
+	case GGML_OP_RMS_NORM:
+		return f32_rows(a) && op->type == GGML_TYPE_F32 && op_param(op, 0) >= 0.0f;
+	case GGML_OP_SOFT_MAX:
+		return f32_rows(a) && op->type == GGML_TYPE_F32 && op_param(op, 1) == 0.0f && !op->src[2] &&
+		       (!b || (f32_rows(b) && b->ne[0] == a->ne[0] && b->ne[1] >= a->ne[1] &&
+			       a->ne[2] % b->ne[2] == 0 && a->ne[3] % b->ne[3] == 0));
+	case GGML_OP_GET_ROWS:
+		return (a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_Q8_0) &&
+		       b->type == GGML_TYPE_I32 && op->type == GGML_TYPE_F32 &&
+		       (a->type == GGML_TYPE_Q8_0 ? ggml_is_contiguous(a) : a->nb[0] == ggml_type_size(a->type));
+	case GGML_OP_CPY:
+	case GGML_OP_CONT:
+		/* into Q8_0: the engine's rounding is not ggml's to the last bit */
+		return cpy_type(a) && cpy_type(op) && op->type != GGML_TYPE_Q8_0 && (a->type != GGML_TYPE_Q8_0 || ggml_is_contiguous(a)) &&
+		       (a->type == GGML_TYPE_Q8_0 || a->nb[0] == ggml_type_size(a->type)) &&
+		       (ggml_are_same_shape(a, op) || ggml_is_contiguous(a)) &&
+		       (a->type != GGML_TYPE_Q8_0 || ggml_are_same_shape(a, op)) &&
+		       (op->type != GGML_TYPE_Q8_0 || a->ne[0] % 32 == 0);
 	default:
 		return false;
 	}
@@ -244,7 +335,7 @@ static void connect_daemon(void)
 		qgg.s = NULL;
 		return;
 	}
-	snprintf(qgg.desc, sizeof qgg.desc, "qgraphd: Q4_0 matrix products, weights held once (libqgraph %s)",
+	snprintf(qgg.desc, sizeof qgg.desc, "qgraphd: Q4_0 matrix products and the ops around them, weights held once (libqgraph %s)",
 		 qgraph_version());
 }
 

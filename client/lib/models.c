@@ -53,6 +53,12 @@ static int send_type(uint32_t type, enum qgraph_type *target)
 	case QG_GGML_Q4_0:
 		*target = QGRAPH_TYPE_Q4_0;	/* the daemon's best layout */
 		return QGRAPH_TYPE_Q4_0;
+	case QG_GGML_Q4_K:
+		*target = QGRAPH_TYPE_Q4_K;
+		return QGRAPH_TYPE_Q4_K;
+	case QG_GGML_Q6_K:
+		*target = QGRAPH_TYPE_Q6_K;
+		return QGRAPH_TYPE_Q6_K;
 	default:
 		return -1;
 	}

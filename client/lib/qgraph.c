@@ -27,6 +27,9 @@ SAME_PUBLIC(type, TYPE, Q4_0_4X8);
 SAME_PUBLIC(type, TYPE, Q4_0_8X8);
 SAME_PUBLIC(type, TYPE, Q8_0_4X4);
 SAME_PUBLIC(type, TYPE, Q8_0_4X8);
+SAME_PUBLIC(type, TYPE, Q4_K);
+SAME_PUBLIC(type, TYPE, Q6_K);
+SAME_PUBLIC(type, TYPE, Q8_K);
 SAME_PUBLIC(type, TYPE, COUNT);
 SAME_PUBLIC(type, TYPE, I32);
 SAME_PUBLIC(type, TYPE, I64);
@@ -61,6 +64,9 @@ SAME_TYPE(Q4_0_4X8, Q4_0_4X8);
 SAME_TYPE(Q4_0_8X8, Q4_0_8X8);
 SAME_TYPE(Q8_0_4X4, Q8_0_4X4);
 SAME_TYPE(Q8_0_4X8, Q8_0_4X8);
+SAME_TYPE(Q4_K, Q4_K);
+SAME_TYPE(Q6_K, Q6_K);
+SAME_TYPE(Q8_K, Q8_K);
 SAME_TYPE(COUNT, COUNT);
 
 /* The engine's type for TYPE (src/wire's table); one without an engine type becomes -EINVAL, out of range. */

@@ -50,6 +50,15 @@ QGRAPH_API const char *qgraph_version(void);
  *			block_q4_0x8, the same with 8 rows (144 bytes)
  *	Q8_0_4X4	block_q8_0x4: 4 rows' Q8_0 blocks interleaved 4 (or 8)
  *	Q8_0_4X8	bytes at a time, no XOR (activations for GEMM kernels)
+ *	Q4_K		block_q4_K: super-blocks of 256 values in 144 bytes:
+ *			fp16 d, fp16 dmin, eight 6-bit scales and mins packed
+ *			in 12 bytes, 128 bytes of 4-bit codes; value =
+ *			d * scale * code - dmin * min per 32 values
+ *	Q6_K		block_q6_K: 256 values in 210 bytes: 128 bytes of low
+ *			nibbles, 64 of high bit pairs, 16 int8 scales, fp16 d;
+ *			value = d * scale * (code - 32) per 16 values
+ *	Q8_K		block_q8_K: 256 values in 292 bytes: float d, 256 int8
+ *			codes, 16 int16 sums of 16 codes (activations only)
  *
  * An interleaved matrix is ROWS / R groups of R rows, each group COLS / 32
  * consecutive interleaved blocks.  Scales are IEEE binary16, little-endian.
@@ -65,6 +74,9 @@ enum qgraph_type {
 	QGRAPH_TYPE_Q4_0_8X8 = 6,
 	QGRAPH_TYPE_Q8_0_4X4 = 7,
 	QGRAPH_TYPE_Q8_0_4X8 = 8,
+	QGRAPH_TYPE_Q4_K = 9,
+	QGRAPH_TYPE_Q6_K = 10,
+	QGRAPH_TYPE_Q8_K = 11,
 	QGRAPH_TYPE_COUNT
 };
 
@@ -96,21 +108,23 @@ QGRAPH_API ssize_t qgraph_matrix_size(enum qgraph_type type, int64_t rows, int64
 /*
  * Quantize the ROWS x COLS f32 matrix SRC into TYPE at DST (DST_SIZE bytes
  * available).  TYPE is any type above but the result is meant for F32,
- * F16, Q8_0, Q4_0 and the Q4_0 interleaved layouts.  Without IMATRIX the
- * bytes are those ggml's reference quantization writes.
+ * F16, Q8_0, Q4_0, the Q4_0 interleaved layouts, Q4_K and Q6_K.  Without
+ * IMATRIX the bytes are those ggml's reference quantization writes.
  *
  * IMATRIX is NULL or COLS finite, non-negative importance weights, one per
  * column.  Q4_0 and its interleaved layouts then give each block the fp16
  * scale and codes that minimise sum w_j (x_j - d q_j)^2, never a larger
  * weighted error than plain rounding (a block whose weights are all zero
  * gets plain rounding's bytes), and an interleaved layout gets exactly the
- * bytes of Q4_0 followed by qgraph_repack().  The other types check IMATRIX
- * and ignore it.
+ * bytes of Q4_0 followed by qgraph_repack().  Q4_K and Q6_K give the bytes
+ * of ggml's quantize_q4_K / quantize_q6_K with IMATRIX as its quant_weights.
+ * The other types check IMATRIX and ignore it.
  *
  * F32 and F16 convert every value (F16: NaN stays NaN, beyond +-65504 is
  * infinity).  The block types refuse NaN or infinity in SRC (-EDOM) and a
  * block whose fp16 scale would overflow (-ERANGE: Q4_0 magnitudes of
- * 524160 and more, Q8_0 of 127 * 65520 and more); DST is then untouched.
+ * 524160 and more, Q8_0 of 127 * 65520 and more, Q4_K and Q6_K of 2^20 and
+ * more); DST is then untouched.
  *
  * Returns bytes written, or -EINVAL (bad type, NULL pointer, shape that
  * does not suit TYPE, a negative or non-finite weight, SRC or IMATRIX
@@ -155,9 +169,8 @@ QGRAPH_API ssize_t qgraph_repack(enum qgraph_type to, void *dst, size_t dst_size
  */
 struct qgraph_session;
 
-/* Options for qgraph_connect(); zero-filled means the defaults. */
 /*
- * Options of a session.  SIZE is the caller's sizeof this struct
+ * Options of a session for qgraph_connect(); zero-filled means the defaults.  SIZE is the caller's sizeof this struct
  * (QGRAPH_CONNECT_OPTS_INIT sets it; 0 means this version's): a caller
  * built against a smaller struct gets the defaults for the fields it does
  * not know, and one built against a larger struct is refused (-E2BIG) if
@@ -219,11 +232,12 @@ QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, siz
 QGRAPH_API const char *qgraph_session_info(struct qgraph_session *s);
 
 /*
- * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, F16, Q8_0, Q4_0 or
- * an interleaved Q4_0 layout) at DATA, in chunks through the arena, to be
- * stored as TARGET (Q4_0: the daemon picks the fastest layout its CPU and
- * the shape allow; F32 quantized to any weight type; F16 and Q8_0 stored as
- * they are, TARGET the same type).  Returns 0, the
+ * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, F16, Q8_0, Q4_0, an
+ * interleaved Q4_0 layout, Q4_K or Q6_K) at DATA, in chunks through the
+ * arena, to be stored as TARGET (Q4_0: the daemon picks the fastest layout
+ * its CPU and the shape allow; F32 quantized to any weight type, Q4_K and
+ * Q6_K with ggml's reference quantizers; F16, Q8_0, Q4_K and Q6_K stored
+ * as they are, TARGET the same type).  Returns 0, the
  * handle in *HANDLE and the type they are stored as in *STORED (may be
  * NULL; graphs name the weights with that type), or -errno with the
  * daemon's reason in the session error.  Blocks until done.
@@ -236,21 +250,31 @@ QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type 
  * so that other processes may open them with qgraph_weights_open().
  * Identical weights are stored once in the daemon whoever uploads them,
  * where its policy lets the uploaders share (the same user, or a group it
- * is configured to share within); a name is seen by the same clients.
- * -EINVAL when NAME already names other weights.
+ * is configured to share within, or a public model's weights).  The name
+ * is this user's (and its share groups'), never the other holders' of
+ * the same bytes: another user may give the same name to other weights.
+ * -EINVAL when NAME already names other weights of this user, or this
+ * user named the same weights otherwise.
  */
 QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
 					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
 					   uint64_t *handle, enum qgraph_type *stored);
 /*
- * A handle of this session to the weights named NAME, uploaded by a
- * process this one may share with; their stored type and shape in *TYPE,
- * *ROWS, *COLS (each may be NULL).  0, or -ENOENT when there are none.
+ * A handle of this session to the weights named NAME; their stored type
+ * and shape in *TYPE, *ROWS, *COLS (each may be NULL).  0, or -ENOENT
+ * when there are none.  NAME is looked up in this order, the first found
+ * wins: weights this process's user uploaded under NAME; a tensor
+ * "MODEL/tensor" of a model this user loaded; of a public model (loaded
+ * by root, or preloaded by the daemon); then, where the daemon shares
+ * within groups this process is in, weights and models of the users of
+ * those groups.  Nobody else's names are seen: another user's model or
+ * upload never stands in for this user's own.
  */
 QGRAPH_API int qgraph_weights_open(struct qgraph_session *s, const char *name, uint64_t *handle,
 				   enum qgraph_type *type, int64_t *rows, int64_t *cols);
 /*
- * The SHA-256 of a ROWS x COLS matrix of TYPE (Q4_0, F16 or Q8_0) at DATA,
+ * The SHA-256 of a ROWS x COLS matrix of TYPE (Q4_0, F16, Q8_0, Q4_K or
+ * Q6_K) at DATA,
  * in ggml's layout: what the daemon knows its weights by (its own digest
  * of what it stores, an interleaved Q4_0 matrix unpacked to Q4_0 for it).
  * 0 or -EINVAL.
@@ -262,7 +286,8 @@ QGRAPH_API int qgraph_weights_digest(enum qgraph_type type, int64_t rows, int64_
  * qgraph_weights_digest() computes it for TYPE) and shape ROWS x COLS that
  * this process may share (its user's, a share group's, a model's), without
  * sending them; their stored type in *STORED (may be NULL).  0, or -ENOENT.
- * qgraph_weights_upload() tries this first for Q4_0, F16 and Q8_0 sources:
+ * qgraph_weights_upload() tries this first for Q4_0, F16, Q8_0, Q4_K and
+ * Q6_K sources:
  * a second process uploading the same weights sends nothing.
  */
 QGRAPH_API int qgraph_weights_open_digest(struct qgraph_session *s, enum qgraph_type type, int64_t rows,
@@ -283,24 +308,31 @@ typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensor
  * Load the GGUF file PATH (versions 2 and 3) into the daemon as model NAME
  * (NULL: the file's base name without ".gguf"; 1 to 47 bytes, no '/').
  * Each tensor qgraph computes with is uploaded as weights named
- * "NAME/tensor.name": Q4_0 stored in the daemon's best layout, Q8_0, F16
- * and F32 as they are; a tensor of N dimensions is a matrix of ne[0]
- * columns and ne[1] x ... x ne[N-1] rows.  Tensors of other types (q6_K,
- * bf16, ...) are skipped.  The daemon holds the model, past this session,
- * for every client it serves (they open its tensors with
- * qgraph_weights_open()), until qgraph_model_unload().  PROGRESS (may be
- * NULL) is called with CTX after each tensor.  Blocks until done; returns
+ * "NAME/tensor.name": Q4_0 stored in the daemon's best layout, Q4_K, Q6_K,
+ * Q8_0, F16 and F32 as they are; a tensor of N dimensions is a matrix of
+ * ne[0] columns and ne[1] x ... x ne[N-1] rows.  Tensors of other types
+ * (q5_K, bf16, ...) are skipped.  The daemon holds the model, past this
+ * session, until qgraph_model_unload(): loaded by root it is public, for
+ * every client the daemon serves; loaded by another user it is that
+ * user's, and its share groups' (clients open its tensors with
+ * qgraph_weights_open()).  Each user has its own model names beside the
+ * public ones, so another user's model of the same name is no obstacle.
+ * PROGRESS (may be NULL) is called with CTX after each tensor.  Blocks until done; returns
  * 0, or -errno with the reason in the session error: -EINVAL for a file
  * the reader refuses (the field and its byte offset named), a bad name or
  * a model NAME loaded already, -EDQUOT or -ENOMEM when the daemon's pool
- * or quota cannot hold it, -ENAMETOOLONG when "NAME/tensor" passes 63 bytes.  A load that
- * fails leaves nothing in the daemon.
+ * or a quota cannot hold it (the loader's user-models counts the model
+ * until it is unloaded, past this session), -ENAMETOOLONG when
+ * "NAME/tensor" passes 63 bytes.  A load that fails leaves nothing in the
+ * daemon.
  */
 QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, const char *name,
 				 qgraph_progress_fn progress, void *ctx);
 /*
- * Let the daemon go of model NAME: 0, -ENOENT (no such model) or -EPERM
- * (only the user who loaded it and root may).  Sessions that hold handles
+ * Let the daemon go of model NAME, the one qgraph_weights_open() would
+ * look in (for root: a public one, else any user's of that name): 0,
+ * -ENOENT (no such model) or -EPERM (a user unloads its own models; root
+ * any).  Sessions that hold handles
  * to its weights keep them until they free them; the memory goes with the
  * last holder.
  */

@@ -212,6 +212,9 @@ static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 	    (unsigned long long)st->weights_uploaded, (unsigned long long)st->mul_mat_interleaved, st->pool_kind,
 	    st->loop, st->threads, st->weights_stored, (unsigned long long)st->weights_referenced_bytes,
 	    st->sessions_hidden);
+	PUT("account_model_bytes %llu\naccount_weight_bytes %llu\naccount_graph_metadata_bytes %llu\n",
+	    (unsigned long long)st->account_model_bytes, (unsigned long long)st->account_weight_bytes,
+	    (unsigned long long)st->account_graph_bytes);
 	PUT("requests %llu\nerrors %llu\ntimeouts %llu\ncancels %llu\nsessions_dropped %llu\n",
 	    (unsigned long long)st->requests, (unsigned long long)errors,
 	    (unsigned long long)by[QGRAPH__STATUS__STATUS_TIMED_OUT],

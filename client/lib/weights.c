@@ -22,14 +22,17 @@
 /*
  * Whether weights of SRC_TYPE uploaded as TARGET are stored with the same
  * values, so that their digest finds them: Q4_0 in any layout (a TARGET of
- * Q4_0 lets the daemon pick among them), F16 and Q8_0 as they are.
+ * Q4_0 lets the daemon pick among them), F16, Q8_0, Q4_K and Q6_K as they
+ * are.
  */
 static bool digest_finds(enum qgraph_type src_type, enum qgraph_type target)
 {
 	if (src_type == QGRAPH_TYPE_Q4_0)
 		return target == QGRAPH_TYPE_Q4_0 || target == QGRAPH_TYPE_Q4_0_4X4 || target == QGRAPH_TYPE_Q4_0_4X8 ||
 		       target == QGRAPH_TYPE_Q4_0_8X8;
-	return (src_type == QGRAPH_TYPE_F16 || src_type == QGRAPH_TYPE_Q8_0) && target == src_type;
+	return (src_type == QGRAPH_TYPE_F16 || src_type == QGRAPH_TYPE_Q8_0 || src_type == QGRAPH_TYPE_Q4_K ||
+		src_type == QGRAPH_TYPE_Q6_K) &&
+	       target == src_type;
 }
 
 QGRAPH_API int qgraph_weights_digest(enum qgraph_type type, int64_t rows, int64_t cols, const void *data,
@@ -40,7 +43,9 @@ QGRAPH_API int qgraph_weights_digest(enum qgraph_type type, int64_t rows, int64_
 
 	if (bytes < 0)
 		return (int)bytes;
-	if (!data || !digest || (type != QGRAPH_TYPE_Q4_0 && type != QGRAPH_TYPE_F16 && type != QGRAPH_TYPE_Q8_0))
+	if (!data || !digest ||
+	    (type != QGRAPH_TYPE_Q4_0 && type != QGRAPH_TYPE_F16 && type != QGRAPH_TYPE_Q8_0 && type != QGRAPH_TYPE_Q4_K &&
+	     type != QGRAPH_TYPE_Q6_K))
 		return -EINVAL;
 	sha256_init(&c);
 	sha256_update(&c, (size_t)bytes, data);

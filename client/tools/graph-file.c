@@ -416,6 +416,8 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 		float *f32 = NULL;
 		if (is_q4_family(w->type)) {
 			target = QGRAPH_TYPE_Q4_0;	/* the daemon picks its layout: repacking loses nothing */
+		} else if (type == QGRAPH_TYPE_Q4_K || type == QGRAPH_TYPE_Q6_K) {
+			/* sent as they are: quantizing their values again would search anew */
 		} else if (type != QGRAPH_TYPE_F32) {
 			/*
 			 * Uploads arrive as f32 or Q4_0: send the values and let the

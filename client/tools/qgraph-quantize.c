@@ -105,9 +105,11 @@ static void usage(FILE *f)
 		"\n"
 		"  -t, --type TYPE      the output type (with --dequantize: the input's)\n"
 		"  -r, --rows R         rows of the matrix\n"
-		"  -c, --cols C         values per row (a multiple of 32 for block types)\n"
+		"  -c, --cols C         values per row (a multiple of 32 for block types,\n"
+		"                       of 256 for q4_K, q6_K and q8_K)\n"
 		"  -i, --imatrix FILE   importance weights: C little-endian f32, one per\n"
-		"                       column, finite and >= 0 (used by q4_0 and its layouts);\n"
+		"                       column, finite and >= 0 (used by q4_0 and its layouts,\n"
+		"                       q4_K and q6_K);\n"
 		"                       or llama-imatrix's GGUF output (in_sum2 / counts)\n"
 		"  -n, --imatrix-tensor NAME  the tensor of a GGUF imatrix to use (needed when\n"
 		"                       it holds more than one)\n"
@@ -122,7 +124,8 @@ static void usage(FILE *f)
 		"Types:");
 	for (int t = 0; t < QGRAPH_TYPE_COUNT; t++)
 		fprintf(f, " %s", qgraph_type_name((enum qgraph_type)t));
-	fprintf(f, "\n(q4_0_4x4, q4_0_4x8 and q8_0_4x* interleave 4 rows, q4_0_8x8 8 rows.)\n"
+	fprintf(f, "\n(q4_0_4x4, q4_0_4x8 and q8_0_4x* interleave 4 rows, q4_0_8x8 8 rows;\n"
+		"q4_K and q6_K are ggml's quantization, with or without an imatrix.)\n"
 		"On a terminal, progress goes to standard error.\n"
 		"Exit status: 0 done, 1 bad input, 2 bad usage.  See qgraph-quantize(1).\n"
 		"Report bugs to: " PACKAGE_BUGREPORT "\n");
@@ -389,9 +392,11 @@ static void explain_quantize(const struct job *j, const float *x, int64_t r0, in
 		}
 	}
 	if (rc == -ERANGE) {
-		/* a block's scale (q4_0: max / 8, q8_0: max / 127) rounds to f16 infinity from 65520 */
+		/* a block's scale (q4_0: max / 8, q8_0: max / 127) rounds to f16 infinity from 65520;
+		 * q4_K and q6_K take magnitudes below 2^20 (qg_quantize's bound) */
 		float limit = j->to == QGRAPH_TYPE_Q8_0 || j->to == QGRAPH_TYPE_Q8_0_4X4 ||
-			      j->to == QGRAPH_TYPE_Q8_0_4X8 ? 127.0f * 65520.0f : 8.0f * 65520.0f;
+			      j->to == QGRAPH_TYPE_Q8_0_4X8 ? 127.0f * 65520.0f
+			      : j->to == QGRAPH_TYPE_Q4_K || j->to == QGRAPH_TYPE_Q6_K ? 0x1p20f : 8.0f * 65520.0f;
 		for (int64_t i = 0; i < rows * j->cols; i++) {
 			if (fabsf(x[i]) >= limit) {
 				err("%s: row %" PRId64 ", column %" PRId64 " is %g; its block's f16 scale would "
@@ -647,8 +652,8 @@ int main(int argc, char **argv)
 		j.to = type;
 		int fq4 = j.from >= QGRAPH_TYPE_Q4_0 && j.from <= QGRAPH_TYPE_Q4_0_8X8;
 		int tq4 = j.to >= QGRAPH_TYPE_Q4_0 && j.to <= QGRAPH_TYPE_Q4_0_8X8;
-		int fq8 = j.from == QGRAPH_TYPE_Q8_0 || j.from >= QGRAPH_TYPE_Q8_0_4X4;
-		int tq8 = j.to == QGRAPH_TYPE_Q8_0 || j.to >= QGRAPH_TYPE_Q8_0_4X4;
+		int fq8 = j.from == QGRAPH_TYPE_Q8_0 || j.from == QGRAPH_TYPE_Q8_0_4X4 || j.from == QGRAPH_TYPE_Q8_0_4X8;
+		int tq8 = j.to == QGRAPH_TYPE_Q8_0 || j.to == QGRAPH_TYPE_Q8_0_4X4 || j.to == QGRAPH_TYPE_Q8_0_4X8;
 		if (!((fq4 && tq4) || (fq8 && tq8)))
 			usage_error("cannot repack %s into %s: repacking moves q4_0 blocks between q4_0 and "
 				    "q4_0_4x4/4x8/8x8, or q8_0 blocks between q8_0 and q8_0_4x4/4x8",

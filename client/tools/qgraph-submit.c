@@ -109,8 +109,9 @@ static int cmd_gemm(int argc, char **argv)
 		case 'r': reps = atol(optarg); break;
 		case 'h':
 			printf("Usage: qgraph-submit gemm [-m M] [-n N] [-k K] [--type TYPE] [--repeat R] [--save FILE] [--json]\n"
-			       "Multiply random M x K weights (quantized to TYPE by the daemon; q4_0 lets\n"
-			       "it pick its fastest layout) by N x K activations through qgraphd, check\n"
+			       "Multiply random M x K weights (quantized to TYPE by the daemon: q4_0 lets\n"
+			       "it pick its fastest layout; q4_K and q6_K need K a multiple of 256)\n"
+			       "by N x K activations through qgraphd, check\n"
 			       "the result against the portable kernel in this process, and print the\n"
 			       "time (median of R runs) and GFLOP/s.  Defaults: 4096 32 4096 q4_0 5.\n"
 			       "--save FILE also writes the graph, its weights and inputs to FILE, for\n"
@@ -120,9 +121,13 @@ static int cmd_gemm(int argc, char **argv)
 		}
 	}
 	int type = qgraph_type_from_name(tname);
-	if (type < 0 || m < 1 || n < 1 || k < 32 || k % 32 || reps < 1) {
-		fprintf(stderr, "qgraph-submit gemm: bad shape or type (k a multiple of 32, type one of "
-				"f32 f16 q8_0 q4_0 q4_0_4x4 q4_0_4x8 q4_0_8x8)\n");
+	int bv = type < 0 ? 32 : qgraph_type_block_values((enum qgraph_type)type);
+	if (bv < 32)
+		bv = 32;
+	if (type < 0 || type == QGRAPH_TYPE_Q8_0_4X4 || type == QGRAPH_TYPE_Q8_0_4X8 || type == QGRAPH_TYPE_Q8_K ||
+	    m < 1 || n < 1 || k < bv || k % bv || reps < 1) {
+		fprintf(stderr, "qgraph-submit gemm: bad shape or type (k a multiple of 32, of 256 for q4_K and "
+				"q6_K; type one of f32 f16 q8_0 q4_0 q4_0_4x4 q4_0_4x8 q4_0_8x8 q4_K q6_K)\n");
 		return EXIT_USAGE;
 	}
 	size_t xbytes = (size_t)n * k * 4, ybytes = (size_t)n * m * 4;
@@ -165,6 +170,8 @@ static int cmd_gemm(int argc, char **argv)
 			    .x = (const float *)(arena + xo), .ldx = (size_t)k, .n = n, .y = ref, .ldy = (size_t)m };
 	if (qg_layout_of(mm.wtype) >= 0)
 		mm.kernel = qg_kernel_get(QG_KF_PORTABLE, (enum qg_layout)qg_layout_of(mm.wtype));
+	if (mm.wtype == QG_TYPE_Q4_K || mm.wtype == QG_TYPE_Q6_K)
+		mm.kq_kernel = qg_kq_kernel_get(QG_KF_PORTABLE);
 	void *scratch = aligned_alloc(64, (qg_mul_mat_scratch_size(&mm) + 63) & ~(size_t)63);
 	qg_mul_mat(&mm, scratch);
 	double err = rel_err((const float *)(arena + yo), ref, (size_t)n * m);

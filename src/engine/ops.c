@@ -298,7 +298,7 @@ static int check_shapes(const struct qg_tensor *t)
 		if (!a || !b || b->type != QG_TYPE_I32 || t->type != QG_TYPE_F32)
 			return -EINVAL;
 		if (a->type != QG_TYPE_F32 && a->type != QG_TYPE_F16 && a->type != QG_TYPE_Q8_0 &&
-		    a->type != QG_TYPE_Q4_0)
+		    a->type != QG_TYPE_Q4_0 && a->type != QG_TYPE_Q4_K && a->type != QG_TYPE_Q6_K)
 			return -EINVAL;
 		if (b->ne[1] != a->ne[2] || b->ne[2] != a->ne[3] || b->ne[3] != 1)
 			return -EINVAL;

@@ -52,6 +52,8 @@ enum {
 	QG_GGML_F16 = 1,
 	QG_GGML_Q4_0 = 2,
 	QG_GGML_Q8_0 = 8,
+	QG_GGML_Q4_K = 12,
+	QG_GGML_Q6_K = 14,
 	QG_GGML_TYPE_LIMIT = 43	/* ids are below this (GGML_TYPE_COUNT at the pinned llama.cpp) */
 };
 

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "fp16.h"
+#include "kquant.h"
 #include "quant.h"
 
 _Static_assert(sizeof(struct qg_block_q4_0) == 18, "block_q4_0 is 18 bytes");
@@ -53,6 +54,12 @@ static const struct type_info types[QG_TYPE_COUNT] = {
 			       .base = QG_TYPE_Q8_0, .ileave = 4 },
 	[QG_TYPE_Q8_0_4X8] = { .name = "q8_0_4x8", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 0,
 			       .base = QG_TYPE_Q8_0, .ileave = 8 },
+	[QG_TYPE_Q4_K] = { .name = "q4_K", .block_values = QG_QK_K, .block_bytes = 144, .row_group = 1, .weight = 1,
+			   .base = QG_TYPE_Q4_K },
+	[QG_TYPE_Q6_K] = { .name = "q6_K", .block_values = QG_QK_K, .block_bytes = 210, .row_group = 1, .weight = 1,
+			   .base = QG_TYPE_Q6_K },
+	[QG_TYPE_Q8_K] = { .name = "q8_K", .block_values = QG_QK_K, .block_bytes = 292, .row_group = 1, .weight = 0,
+			   .base = QG_TYPE_Q8_K },
 };
 
 static int type_valid(enum qg_type type)
@@ -570,12 +577,59 @@ static void q4_block_weighted(const float *x, const float *w, struct rowblock *o
 /* --- whole matrices ------------------------------------------------------ */
 
 /*
+ * Quantize (QUANTIZE, with IMATRIX if not NULL) or dequantize ROWS x COLS
+ * between F and Q for a K-quant BASE, a row at a time.  Returns 0, doing
+ * nothing, for other types.
+ */
+static int kquant_rows(enum qg_type base, int quantize, void *q, float *f, int64_t rows, int64_t cols,
+		       const float *imatrix)
+{
+	const size_t rb = (size_t)(cols / QG_QK_K) * (size_t)types[base].block_bytes;
+	uint8_t *qb = q;
+
+	for (int64_t r = 0; r < rows; r++, qb += rb, f += cols) {
+		switch (base) {
+		case QG_TYPE_Q4_K:
+			if (quantize)
+				qg_quantize_row_q4_K_imatrix(f, (void *)qb, cols, imatrix);
+			else
+				qg_dequantize_row_q4_K((const void *)qb, f, cols);
+			break;
+		case QG_TYPE_Q6_K:
+			if (quantize)
+				qg_quantize_row_q6_K_imatrix(f, (void *)qb, cols, imatrix);
+			else
+				qg_dequantize_row_q6_K((const void *)qb, f, cols);
+			break;
+		case QG_TYPE_Q8_K:
+			if (quantize)
+				qg_quantize_row_q8_K(f, (void *)qb, cols);
+			else
+				qg_dequantize_row_q8_K((const void *)qb, f, cols);
+			break;
+		default:
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/*
  * The checks qg_quantize makes before it writes anything: every value of a
  * block type finite (-EDOM), every block's plain scale inside fp16's range
  * (-ERANGE).  F32 and F16 are conversions and take any value.
  */
 static int quantize_check_values(enum qg_type base, const float *src, int64_t rows, int64_t cols)
 {
+	if (base == QG_TYPE_Q4_K || base == QG_TYPE_Q6_K || base == QG_TYPE_Q8_K) {
+		for (int64_t i = 0; i < rows * cols; i++) {
+			if (!isfinite(src[i]))
+				return -EDOM;
+			if (base != QG_TYPE_Q8_K && fabsf(src[i]) >= 0x1p20f)
+				return -ERANGE;
+		}
+		return 0;
+	}
 	if (base != QG_TYPE_Q4_0 && base != QG_TYPE_Q8_0)
 		return 0;
 	for (int64_t i = 0; i < rows * cols; i += QG_QK) {
@@ -632,6 +686,8 @@ ssize_t qg_quantize(enum qg_type type, const float *src, void *dst, size_t dst_s
 			store_fp16(out + 2 * i, qg_fp32_to_fp16(src[i]));
 		return size;
 	}
+	if (kquant_rows(base, 1, out, (float *)src, rows, cols, imatrix))
+		return size;
 
 	int64_t nb = cols / QG_QK;
 	layout_init(&l, type);
@@ -689,6 +745,8 @@ ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst
 			dst[i] = qg_fp16_to_fp32(load_fp16(in + 2 * i));
 		return (ssize_t)out_size;
 	}
+	if (kquant_rows(base, 0, (void *)in, dst, rows, cols, NULL))
+		return (ssize_t)out_size;
 
 	int64_t nb = cols / QG_QK;
 	layout_init(&l, type);
@@ -780,6 +838,17 @@ ssize_t qg_repack_ref(enum qg_type to, void *dst, size_t dst_size,
 	if (!type_valid(to) || !type_valid(from) || !src || !dst)
 		return -EINVAL;
 	enum qg_type base = types[to].base;
+	if (to == from && types[to].block_values == QG_QK_K) {
+		/* the K-quants have one layout: a copy */
+		if ((size = qg_matrix_size(to, rows, cols)) < 0)
+			return size;
+		if (dst_size < (size_t)size)
+			return -ENOBUFS;
+		if (overlaps(src, (size_t)size, dst, (size_t)size))
+			return -EINVAL;
+		memcpy(dst, src, (size_t)size);
+		return size;
+	}
 	if (types[from].base != base || (base != QG_TYPE_Q4_0 && base != QG_TYPE_Q8_0))
 		return -EINVAL;
 	if ((in_size = qg_matrix_size(from, rows, cols)) < 0)

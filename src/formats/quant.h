@@ -27,6 +27,9 @@ enum qg_type {
 	QG_TYPE_Q4_0_8X8,	/* block_q4_0x8, 8-byte interleave */
 	QG_TYPE_Q8_0_4X4,	/* block_q8_0x4, 4-byte interleave (activations) */
 	QG_TYPE_Q8_0_4X8,	/* block_q8_0x4, 8-byte interleave (activations) */
+	QG_TYPE_Q4_K,		/* block_q4_K: 256 values in 144 bytes (kquant.h) */
+	QG_TYPE_Q6_K,		/* block_q6_K: 256 values in 210 bytes */
+	QG_TYPE_Q8_K,		/* block_q8_K: 256 values in 292 bytes (activations) */
 	QG_TYPE_COUNT
 };
 
@@ -66,13 +69,13 @@ int qg_type_is_weight(enum qg_type type);
 int qg_type_is_interleaved(enum qg_type type);
 /* Rows that are interleaved together: 4 or 8, 1 for plain types. */
 int qg_type_row_group(enum qg_type type);
-/* Values per block along a row: 32 for quantized types, 1 for F32/F16. */
+/* Values per block along a row: 32 for Q4_0/Q8_0 types, 256 for K-quants, 1 for F32/F16. */
 int qg_type_block_values(enum qg_type type);
 
 /*
  * Bytes one row of COLS values takes (for interleaved types, a row's share
  * of its group, which equals Q4_0's or Q8_0's).  -EINVAL when COLS does not
- * suit the type (not a positive multiple of 32 for quantized types),
+ * suit the type (not a positive multiple of its block_values),
  * -EOVERFLOW when the size does not fit.
  */
 ssize_t qg_row_size(enum qg_type type, int64_t cols);
@@ -91,13 +94,17 @@ ssize_t qg_matrix_size(enum qg_type type, int64_t rows, int64_t cols);
  * never worse than plain rounding (a block whose weights are all zero gets
  * plain rounding's bytes); an interleaved layout gets exactly the bytes of
  * Q4_0 followed by qg_repack().  F32, F16, Q8_0 and the Q8_0 layouts check
- * IMATRIX but do not use it (Q8_0 is ggml's quantize_q8_0, which ignores it).
+ * IMATRIX but do not use it (Q8_0 is ggml's quantize_q8_0, which ignores it;
+ * so does Q8_K).  Q4_K and Q6_K give ggml's bytes either way: its reference
+ * quantization (quantize_row_q4_K_ref, _q6_K_ref) without IMATRIX, and
+ * quantize_q4_K / quantize_q6_K with it as quant_weights.
  *
  * F32 and F16 are conversions: NaN and infinities are kept, and F16 rounds
  * values beyond +-65504 to infinity.  The block types reject a NaN or an
  * infinity anywhere in SRC with -EDOM, and a block whose scale would not
- * fit in fp16 (Q4_0: largest magnitude >= 524160; Q8_0: >= 127 * 65520)
- * with -ERANGE; on either nothing is written.
+ * fit in fp16 (Q4_0: largest magnitude >= 524160; Q8_0: >= 127 * 65520;
+ * Q4_K and Q6_K: any value of magnitude >= 2^20, a bound below where their
+ * scales could overflow) with -ERANGE; on either nothing is written.
  *
  * Returns bytes written, or -EINVAL (bad type, NULL pointer, shape that
  * does not suit TYPE, bad IMATRIX, SRC or IMATRIX overlapping DST),

@@ -47,6 +47,7 @@
 
 #include "fp16.h"
 #include "kernels.h"
+#include "kquant.h"
 
 /*
  * An fp16 scale as a float.  aarch64 converts in one instruction (exact,
@@ -209,6 +210,21 @@ static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict 
 {
 	gemm_layout(k, s, lds, w, a, nr, nc, 8, 8);
 }
+
+static float kq_dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)
+{
+	return qg_vec_dot_q4_K_q8_K(k, w, a);
+}
+
+static float kq_dot_q6_K(int64_t k, const void *restrict w, const void *restrict a)
+{
+	return qg_vec_dot_q6_K_q8_K(k, w, a);
+}
+
+const struct qg_kq_kernel qg_kq_portable = {
+	.name = "portable k-quants", .family = QG_KF_PORTABLE,
+	.q4_K = kq_dot_q4_K, .q6_K = kq_dot_q6_K,
+};
 
 const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {

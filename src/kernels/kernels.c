@@ -379,6 +379,10 @@ static int forced_served[QG_KF_COUNT];
 
 /* The current choice; readers load these without a lock. */
 static _Atomic(const struct qg_kernel *) cur_kernel[QG_LAYOUT_COUNT];
+static const struct qg_kq_kernel *auto_kq;
+static _Atomic(const struct qg_kq_kernel *) cur_kq;
+static char kq_reason_auto[REASON_LEN], kq_reason_forced[QG_KF_COUNT][REASON_LEN];
+static _Atomic(const char *) cur_kq_reason;
 static _Atomic(const char *) cur_reason[QG_LAYOUT_COUNT];
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -446,6 +450,10 @@ static int prepare_force(enum qg_kfamily f, const char *how, char out[][REASON_L
 /* Make FAMILY current, with reasons R; QG_KF_COUNT: the automatic choice. */
 static void apply(enum qg_kfamily f, char r[][REASON_LEN])
 {
+	const struct qg_kq_kernel *kq = f < QG_KF_COUNT ? qg_kq_kernel_get(f) : NULL;
+
+	atomic_store_explicit(&cur_kq, kq ? kq : auto_kq, memory_order_release);
+	atomic_store_explicit(&cur_kq_reason, kq ? kq_reason_forced[f] : kq_reason_auto, memory_order_release);
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
 		const struct qg_kernel *k = f < QG_KF_COUNT ? qg_kernel_get(f, l) : NULL;
 		atomic_store_explicit(&cur_kernel[l], k ? k : auto_kernel[l], memory_order_release);
@@ -454,12 +462,81 @@ static void apply(enum qg_kfamily f, char r[][REASON_LEN])
 	}
 }
 
+static void init_choice(void);
+
+/* The K-quant kernels' families, best first. */
+static const enum qg_kfamily kq_pref[] = {
+	QG_KF_AVX512VNNI, QG_KF_AVX2, QG_KF_SVE256, QG_KF_I8MM, QG_KF_DOTPROD, QG_KF_NEON,
+};
+
+const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family)
+{
+	const struct qg_kq_kernel *t = NULL;
+
+	switch (family) {
+	case QG_KF_PORTABLE:
+		t = &qg_kq_portable;
+		break;
+#if defined(__x86_64__) && defined(HAVE_AVX2)
+	case QG_KF_AVX2:
+		t = &qg_kq_avx2;
+		break;
+#endif
+#if defined(__aarch64__) && defined(HAVE_NEON)
+	case QG_KF_NEON:
+		t = &qg_kq_neon;
+		break;
+#endif
+#if defined(__aarch64__) && defined(HAVE_DOTPROD)
+	case QG_KF_DOTPROD:
+		t = &qg_kq_dotprod;
+		break;
+#endif
+	default:
+		break;
+	}
+	return t && cpu_runs(qg_cpu_features(), family, NULL, 0) ? t : NULL;
+}
+
+/* The best K-quant family this CPU runs, and every reason string the choice can show. */
+static void choose_auto_kq(void)
+{
+	char why[128];
+
+	auto_kq = &qg_kq_portable;
+	snprintf(kq_reason_auto, REASON_LEN, "portable: no SIMD K-quant kernels for this CPU");
+	for (size_t i = 0; i < sizeof kq_pref / sizeof kq_pref[0]; i++) {
+		const struct qg_kq_kernel *t = qg_kq_kernel_get(kq_pref[i]);
+		if (t) {
+			auto_kq = t;
+			cpu_runs(qg_cpu_features(), kq_pref[i], why, sizeof why);
+			snprintf(kq_reason_auto, REASON_LEN, "%s: %s", family_names[kq_pref[i]], why);
+			break;
+		}
+	}
+	for (int f = 0; f < QG_KF_COUNT; f++)
+		snprintf(kq_reason_forced[f], REASON_LEN, "%s: forced", family_names[f]);
+}
+
+const char *qg_kq_kernel_reason(void)
+{
+	pthread_once(&init_once, init_choice);
+	return atomic_load_explicit(&cur_kq_reason, memory_order_acquire);
+}
+
+const struct qg_kq_kernel *qg_kq_kernel_for(void)
+{
+	pthread_once(&init_once, init_choice);
+	return atomic_load_explicit(&cur_kq, memory_order_acquire);
+}
+
 static void init_choice(void)
 {
 	const char *env = getenv("QGRAPH_KERNELS");
 
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		choose_auto(l);
+	choose_auto_kq();
 	/* every reason string is written here, once; later calls only point at them */
 	for (int f = 0; f < QG_KF_COUNT; f++)
 		forced_served[f] = prepare_force(f, "qg_kernels_force()", forced_reason[f]);

@@ -143,7 +143,52 @@ void qg_mad_f16_avx2(float *y, const uint16_t *x, float s, int64_t n);
 qg_dot_f16_fn qg_dot_f16_for(void);
 qg_mad_f16_fn qg_mad_f16_for(void);
 
+/* --- K-quant dot products ------------------------------------------------ */
+
+/*
+ * One Q4_K or Q6_K weight row of K values (a multiple of 256) against one
+ * row of K/256 block_q8_K: kquant.h's reference arithmetic, so every
+ * family's result equals qg_vec_dot_q4_K_q8_K / _q6_K_q8_K bit for bit.
+ */
+typedef float (*qg_kq_dot_fn)(int64_t k, const void *restrict w, const void *restrict a);
+
+/*
+ * Four activation rows against one weight row: OUT[r] is the one-row
+ * kernel's result for row r (at A + r * NBA block_q8_K) bit for bit, the
+ * weights decoded once for the four.
+ */
+typedef void (*qg_kq_dot4_fn)(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,
+			      float *restrict out);
+
+struct qg_kq_kernel {
+	const char *name;	/* "avx2 k-quants", shown in --info */
+	enum qg_kfamily family;
+	qg_kq_dot_fn q4_K;	/* Q4_K x Q8_K */
+	qg_kq_dot_fn q6_K;	/* Q6_K x Q8_K */
+	qg_kq_dot4_fn q4_K_x4;	/* optional (NULL: four calls of q4_K) */
+	qg_kq_dot4_fn q6_K_x4;	/* optional */
+};
+
+/* FAMILY's K-quant kernels if this build has them and this CPU runs them, else NULL. */
+const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family);
+/*
+ * The K-quant kernels that run on this CPU: the best family that has them,
+ * or the one forced (qg_kernels_force, QGRAPH_KERNELS) if it has them.
+ * Never NULL.
+ */
+const struct qg_kq_kernel *qg_kq_kernel_for(void);
+/* Why qg_kq_kernel_for() chose what it chose, one line. */
+const char *qg_kq_kernel_reason(void);
+
 /* --- per-family tables (each defined in its own file, NULL where absent) --- */
+extern const struct qg_kq_kernel qg_kq_portable;
+#if defined(__x86_64__)
+extern const struct qg_kq_kernel qg_kq_avx2;
+#endif
+#if defined(__aarch64__)
+extern const struct qg_kq_kernel qg_kq_neon;
+extern const struct qg_kq_kernel qg_kq_dotprod;
+#endif
 extern const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT];
 #if defined(__x86_64__)
 extern const struct qg_kernel qg_kernels_avx2[QG_LAYOUT_COUNT];

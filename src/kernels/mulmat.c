@@ -7,8 +7,10 @@
  *                        interleaved as the kernel's act_ileave says), then
  *                        N%4 rows of NB block_q8_0 (the last rows of X)
  *   Q4_0, Q8_0 W:        N rows of NB block_q8_0
+ *   Q4_K, Q6_K W:        N rows of K/256 block_q8_K (4-byte aligned: their
+ *                        scale is a float)
  *   F32, F16 W:          nothing (X is read as it is)
- * Blocks hold only 2-byte fields: any 2-byte-aligned scratch works, and 64
+ * Other blocks hold only 2-byte fields: any 4-byte-aligned scratch works, and 64
  * keeps every thread's writes on cache lines of its own most of the time.
  *
  * Splitting: phase 1 hands out units (a group of four rows, or one row)
@@ -29,6 +31,7 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "kquant.h"
 #include "mulmat.h"
 
 /* Bytes of W one phase-2 step works on: fits the L2 of every target core. */
@@ -50,6 +53,11 @@ static const struct qg_kernel *mm_kernel(const struct qg_mm *mm, int layout)
 	return mm->kernel ? mm->kernel : qg_kernel_for(layout);
 }
 
+static int is_kquant(enum qg_type t)
+{
+	return t == QG_TYPE_Q4_K || t == QG_TYPE_Q6_K;
+}
+
 /* Bytes of scratch for MM (valid shapes); 0 and *OVF set if they do not fit. */
 static size_t scratch_bytes(const struct qg_mm *mm, int *ovf)
 {
@@ -58,6 +66,14 @@ static size_t scratch_bytes(const struct qg_mm *mm, int *ovf)
 	uint64_t groups = 0, rows = 0;
 
 	*ovf = 0;
+	if (is_kquant(mm->wtype)) {
+		const uint64_t rb = (uint64_t)mm->k / QG_QK_K * sizeof(struct qg_block_q8_K);
+		if (n > (uint64_t)PTRDIFF_MAX / rb) {
+			*ovf = 1;
+			return 0;
+		}
+		return (size_t)(n * rb);
+	}
 	if (qg_type_is_interleaved(mm->wtype)) {
 		groups = n / 4;
 		rows = n % 4;
@@ -108,6 +124,10 @@ int qg_mul_mat_check(const struct qg_mm *mm)
 	scratch_bytes(mm, &ovf);
 	if (ovf)
 		return -EOVERFLOW;
+
+	if (mm->kq_kernel && (!is_kquant(mm->wtype) || (unsigned)mm->kq_kernel->family >= QG_KF_COUNT ||
+			      qg_kq_kernel_get(mm->kq_kernel->family) != mm->kq_kernel))
+		return -EINVAL;
 
 	int layout = qg_layout_of(mm->wtype);
 	if (layout >= 0 && mm->kernel) {
@@ -164,6 +184,12 @@ void qg_mul_mat_quantize(const struct qg_mm *mm, void *scratch, int ith, int nth
 				kn->quant_row(mm->x + (size_t)(groups * 4 + r) * mm->ldx, ra + r * nb, mm->k);
 			}
 		}
+	} else if (is_kquant(mm->wtype)) {
+		struct qg_block_q8_K *ra = scratch;
+		const int64_t nbk = mm->k / QG_QK_K;
+		const int64_t r0 = share_start(mm->n, ith, nth), r1 = share_start(mm->n, ith + 1, nth);
+		for (int64_t r = r0; r < r1; r++)
+			qg_quantize_row_q8_K(mm->x + (size_t)r * mm->ldx, ra + r * nbk, mm->k);
 	} else if (mm->wtype == QG_TYPE_Q4_0 || mm->wtype == QG_TYPE_Q8_0) {
 		struct qg_block_q8_0 *ra = scratch;
 		const int64_t r0 = share_start(mm->n, ith, nth), r1 = share_start(mm->n, ith + 1, nth);
@@ -239,6 +265,36 @@ static float dot_float(enum qg_type t, const void *wrow, const float *x, int64_t
 	return (s0 + s1) + (s2 + s3);
 }
 
+/* Q4_K, Q6_K W: rows [ROW0, ROW1) of Y, every activation row, in tiles as below. */
+static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
+{
+	const struct qg_kq_kernel *kn = mm->kq_kernel ? mm->kq_kernel : qg_kq_kernel_for();
+	const qg_kq_dot_fn dot = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K : kn->q6_K;
+	const qg_kq_dot4_fn dot4 = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_x4 : kn->q6_K_x4;
+	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
+	const int64_t tile = tile_rows(row_bytes, 1);
+	const int64_t nbk = mm->k / QG_QK_K;
+	const struct qg_block_q8_K *xa = scratch;
+
+	for (int64_t t0 = row0; t0 < row1; t0 += tile) {
+		const int64_t t1 = row1 - t0 < tile ? row1 : t0 + tile;
+		int64_t i = 0;
+		for (; dot4 && i + 4 <= mm->n; i += 4) {
+			for (int64_t r = t0; r < t1; r++) {
+				float out[4];
+				dot4(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + i * nbk, nbk, out);
+				for (int j = 0; j < 4; j++)
+					mm->y[(size_t)(i + j) * mm->ldy + (size_t)r] = out[j];
+			}
+		}
+		for (; i < mm->n; i++) {
+			float *y = mm->y + (size_t)i * mm->ldy;
+			for (int64_t r = t0; r < t1; r++)
+				y[r] = dot(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + i * nbk);
+		}
+	}
+}
+
 /* F32, F16, Q8_0, Q4_0 W: rows [ROW0, ROW1) of Y, every activation row. */
 static void compute_rows(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
@@ -284,6 +340,8 @@ void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, in
 		return;
 	if (layout >= 0)
 		compute_interleaved(mm, scratch, layout, row0, row1);
+	else if (is_kquant(mm->wtype))
+		compute_kquant(mm, scratch, row0, row1);
 	else
 		compute_rows(mm, scratch, row0, row1);
 }

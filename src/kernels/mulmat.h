@@ -3,8 +3,9 @@
  *
  * W has M rows (output features) of K values; X has N rows of K floats;
  * Y gets N rows of M floats.  X is quantized to Q8_0 once (interleaved in
- * groups of four rows where the layout's GEMM wants it), then GEMM runs on
- * each group of four rows and GEMV on the rest.
+ * groups of four rows where the layout's GEMM wants it; Q8_K for Q4_K and
+ * Q6_K weights), then GEMM runs on each group of four rows and GEMV on the
+ * rest (one dot product per output for the plain block types).
  *
  * The work is split in two phases so that a caller with threads can run
  * both on every thread with a barrier between them; nothing here creates a
@@ -28,7 +29,7 @@
 #include "quant.h"
 
 struct qg_mm {
-	enum qg_type wtype;	/* F32, F16, Q8_0, Q4_0 or an interleaved Q4_0 layout */
+	enum qg_type wtype;	/* F32, F16, Q8_0, Q4_0, an interleaved Q4_0 layout, Q4_K or Q6_K */
 	const void *w;		/* M x K in WTYPE, rows contiguous */
 	int64_t m, k;
 	const float *x;		/* N x K */
@@ -38,6 +39,8 @@ struct qg_mm {
 	size_t ldy;		/* floats between rows of Y (>= M) */
 	/* The kernel to use for an interleaved WTYPE; NULL: qg_kernel_for(). */
 	const struct qg_kernel *kernel;
+	/* The kernels to use for Q4_K or Q6_K (NULL for any other WTYPE); NULL: qg_kq_kernel_for(). */
+	const struct qg_kq_kernel *kq_kernel;
 };
 
 /*

@@ -18,6 +18,9 @@ enum qg_public_type {
 	QG_PUBLIC_TYPE_Q4_0_8X8 = 6,
 	QG_PUBLIC_TYPE_Q8_0_4X4 = 7,
 	QG_PUBLIC_TYPE_Q8_0_4X8 = 8,
+	QG_PUBLIC_TYPE_Q4_K = 9,
+	QG_PUBLIC_TYPE_Q6_K = 10,
+	QG_PUBLIC_TYPE_Q8_K = 11,
 	QG_PUBLIC_TYPE_COUNT,
 	QG_PUBLIC_TYPE_I32 = 32,	/* int32 indices and positions, in graphs only */
 	QG_PUBLIC_TYPE_I64 = 33,	/* int64 SET_ROWS indices, in graphs only */

@@ -8,7 +8,8 @@
  *
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
  * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
- * and 2 threads.  A result is the median over repetitions of one whole
+ * and 2 threads; then Q4_K and Q6_K weights (one dot product per output,
+ * no GEMM kernel yet) at n in {1, 8, 32} and the same big n = 1 case.  A result is the median over repetitions of one whole
  * mul_mat (activation quantization, barrier, GEMM/GEMV), as
  * 2*m*n*k / time.
  *
@@ -494,6 +495,70 @@ int main(int argc, char **argv)
 							.bench = "mulmat", .m = m, .n = n, .k = K_DIM,
 							.threads = o.threads[t], .layout = layout_names[l],
 							.kernel = ks[i]->name, .value = 2 * macs / sec / 1e9,
+							.unit = "GFLOP/s",
+						};
+						if (big) {
+							r.limit_name = bw_name;
+							r.limit_value = bw[t] / 1e9;
+							r.ratio = (double)wbytes / sec / bw[t];
+						} else if (n >= 8 && peak[t] > 0) {
+							r.limit_name = peak_name;
+							r.limit_value = peak[t] / 1e9;
+							r.ratio = macs / sec / peak[t];
+						}
+						report(&o, &r, sec * 1e3);
+					}
+					bench_pool_stop(&pool);
+				}
+			}
+			free(w);
+		}
+	}
+	/* the K-quants (plain layout, one dot product per output), at n <= 32 */
+	static const enum qg_type kq_types[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K };
+	for (size_t ti = 0; ti < 2 && o.layout < 0; ti++) {
+		const struct qg_kq_kernel *kk[2] = { qg_kq_kernel_get(QG_KF_PORTABLE),
+						     o.family >= 0 ? qg_kq_kernel_get(o.family) : qg_kq_kernel_for() };
+		int nkk = o.all_kernels ? 2 : 1;
+		if (!o.all_kernels)
+			kk[0] = kk[1];
+		for (int big = 0; big < 2; big++) {
+			const int64_t m = big ? M_BIG : M_SMALL;
+			if (big && o.n > 1)
+				continue;
+			size_t wbytes = (size_t)qg_matrix_size(kq_types[ti], m, K_DIM);
+			float *wf = make_x(m, K_DIM);
+			void *w = bench_alloc(wbytes);
+			qg_quantize(kq_types[ti], wf, w, wbytes, m, K_DIM, NULL);
+			free(wf);
+			char title[128];
+			snprintf(title, sizeof title, "%s weights, %lld x %d (%.1f MB)", qg_type_name(kq_types[ti]),
+				 (long long)m, K_DIM, (double)wbytes / 1e6);
+			print_header(&o, title);
+			for (int i = 0; i < nkk; i++) {
+				if (!kk[i])
+					continue;
+				for (int t = 0; t < o.nthreads; t++) {
+					struct bench_pool pool;
+					bench_pool_start(&pool, o.threads[t]);
+					for (size_t ni = 0; ni < 3; ni++) {
+						const int64_t n = ns_all[ni];
+						if ((big && n != 1) || (o.n && n != o.n))
+							continue;
+						struct qg_mm mm = {
+							.wtype = kq_types[ti], .w = w, .m = m, .k = K_DIM, .x = x,
+							.ldx = K_DIM, .n = n, .y = y, .ldy = (size_t)m, .kq_kernel = kk[i],
+						};
+						if (qg_mul_mat_check(&mm) != 0 || qg_mul_mat_scratch_size(&mm) > scratch_max) {
+							fprintf(stderr, "bench-mulmat: bad product\n");
+							return 1;
+						}
+						double sec = time_mm(&pool, &mm, scratch, &tm);
+						double macs = (double)m * (double)n * K_DIM;
+						struct bench_result r = {
+							.bench = "mulmat", .m = m, .n = n, .k = K_DIM,
+							.threads = o.threads[t], .layout = qg_type_name(kq_types[ti]),
+							.kernel = kk[i]->name, .value = 2 * macs / sec / 1e9,
 							.unit = "GFLOP/s",
 						};
 						if (big) {

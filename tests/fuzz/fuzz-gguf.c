@@ -73,14 +73,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #include "../tap.h"
 
-/* A small valid file: metadata of several types and four tensors. */
+/* A small valid file: metadata of several types and six tensors. */
 static int seed(uint32_t alignment, void **out, size_t *len)
 {
 	struct qg_gguf_writer *w = qg_gguf_writer_new(alignment);
 	static const char *const toks[] = { "<s>", "a", "bc" };
 	static unsigned char bytes[4 * 34 * 2];
-	int64_t ne[4][3] = { { 4, 2, 1 }, { 8, 1, 1 }, { 64, 2, 1 }, { 32, 2, 2 } };
-	uint32_t types[4] = { QG_GGML_F32, QG_GGML_F16, QG_GGML_Q8_0, QG_GGML_Q4_0 };
+	int64_t ne[6][3] = { { 4, 2, 1 }, { 8, 1, 1 }, { 64, 2, 1 }, { 32, 2, 2 }, { 256, 1, 1 }, { 256, 1, 1 } };
+	uint32_t types[6] = { QG_GGML_F32, QG_GGML_F16, QG_GGML_Q8_0, QG_GGML_Q4_0, QG_GGML_Q4_K, QG_GGML_Q6_K };
 	int r = 0;
 
 	for (size_t i = 0; i < sizeof bytes; i++)
@@ -90,7 +90,7 @@ static int seed(uint32_t alignment, void **out, size_t *len)
 	r |= qg_gguf_writer_kv_f64(w, "llama.rope.freq_base", QG_GGUF_F32, 10000);
 	r |= qg_gguf_writer_kv_strings(w, "tokenizer.ggml.tokens", 3, toks);
 	r |= qg_gguf_writer_kv_array(w, "test.bools", QG_GGUF_BOOL, 3, "\1\0\1");
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 6; i++) {
 		char name[32];
 		snprintf(name, sizeof name, "blk.%d.weight", i);
 		r |= qg_gguf_writer_tensor(w, name, types[i], 3, ne[i], bytes);

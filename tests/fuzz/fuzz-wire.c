@@ -11,6 +11,11 @@
  * mutates valid records (bit flips, truncation, splices, random bytes) for
  * a number of rounds that QGRAPH_TEST_SCALE sets; the sanitizer suite runs it
  * under ASan and UBSan.
+ *
+ * Names reach the daemon's lookups, logs and models as C strings: every
+ * name a record decodes to (a model request's, an upload's, an open's)
+ * must end inside what was decoded.  The seeds hold model requests (begin,
+ * commit, unload), a model's tensor upload and opens by "MODEL/tensor".
  */
 #include "config.h"
 
@@ -35,7 +40,17 @@ static int lookup(void *ctx, uint64_t handle, struct qg_wire_weights *out)
 	return 0;
 }
 
-static long n_decoded, n_built, n_hot;
+static long n_decoded, n_built, n_hot, n_named;
+
+/* NAME, a string a record of SIZE bytes decoded to, ends inside it: it cannot be longer than the record. */
+static void check_name(const char *name, size_t size)
+{
+	if (!name)
+		return;
+	if (strnlen(name, size + 1) > size)
+		abort();
+	n_named++;
+}
 
 /* What the hand-written decoder takes, protobuf-c must read the same. */
 static void check_hot(const uint8_t *data, size_t size)
@@ -70,6 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_hot(data, size);
 	Qgraph__Request *r = qg_wire_decode_request(&a, data, size);
 	n_decoded += r != NULL;
+	if (r && r->body_case == QGRAPH__REQUEST__BODY_MODEL)
+		check_name(r->model->name, size);
+	else if (r && r->body_case == QGRAPH__REQUEST__BODY_UPLOAD)
+		check_name(r->upload->name, size);
+	else if (r && r->body_case == QGRAPH__REQUEST__BODY_OPEN_WEIGHTS)
+		check_name(r->open_weights->name, size);
 	if (r && r->body_case == QGRAPH__REQUEST__BODY_SUBMIT &&
 	    qg_wire_graph_build(r->submit, &env, &g, err, sizeof err) == 0) {
 		n_built++;
@@ -159,10 +180,99 @@ static size_t seed_run(uint8_t *buf)
 	return qgraph__request__pack(&req, buf);
 }
 
+/* Model requests: begin, commit and unload of "tiny", and an unload of a path-like name. */
+static size_t seed_model(uint8_t *buf, Qgraph__ModelRequest__Op op, const char *name)
+{
+	Qgraph__ModelRequest m = QGRAPH__MODEL_REQUEST__INIT;
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+
+	m.op = op;
+	m.name = (char *)name;
+	req.request_id = 9;
+	req.body_case = QGRAPH__REQUEST__BODY_MODEL;
+	req.model = &m;
+	return qgraph__request__pack(&req, buf);
+}
+
+/* The first (and last) chunk of a model's tensor "tiny/blk.0.weight": 4 x 64 f32 to q4_0. */
+static size_t seed_model_upload(uint8_t *buf)
+{
+	Qgraph__UploadWeights u = QGRAPH__UPLOAD_WEIGHTS__INIT;
+	Qgraph__Span sp = QGRAPH__SPAN__INIT;
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+
+	sp.offset = 4096;
+	sp.bytes = 4 * 64 * 4;
+	u.src_type = QGRAPH__TYPE__TYPE_F32;
+	u.target_type = QGRAPH__TYPE__TYPE_Q4_0;
+	u.rows = 4;
+	u.cols = 64;
+	u.data = &sp;
+	u.last = 1;
+	u.name = "tiny/blk.0.weight";
+	u.model = 1;
+	req.request_id = 10;
+	req.body_case = QGRAPH__REQUEST__BODY_UPLOAD;
+	req.upload = &u;
+	return qgraph__request__pack(&req, buf);
+}
+
+/* An open of a model's tensor by its "MODEL/tensor" name. */
+static size_t seed_open(uint8_t *buf)
+{
+	Qgraph__OpenWeights ow = QGRAPH__OPEN_WEIGHTS__INIT;
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+
+	ow.name = "tiny/blk.0.weight";
+	req.request_id = 11;
+	req.body_case = QGRAPH__REQUEST__BODY_OPEN_WEIGHTS;
+	req.open_weights = &ow;
+	return qgraph__request__pack(&req, buf);
+}
+
+enum { N_SEEDS = 8, SEED_BYTES = 1024 };
+
+/* Seed V mutated into BUF (2 x SEED_BYTES): bit flips, bytes, a truncation or seed O's tail spliced in.  Its length. */
+static size_t mutate(uint8_t *buf, uint8_t base[][SEED_BYTES], const size_t *blen, int v, int o, struct tap_rng *rng)
+{
+	size_t len = blen[v];
+
+	memcpy(buf, base[v], len);
+	switch (tap_rand(rng) % 4) {
+	case 0:	/* bit flips */
+		for (int f = 0, n = 1 + (int)(tap_rand(rng) % 6); f < n; f++)
+			buf[tap_rand(rng) % len] ^= (uint8_t)(1u << (tap_rand(rng) % 8));
+		break;
+	case 1:	/* byte values at random places */
+		for (int f = 0, n = 1 + (int)(tap_rand(rng) % 4); f < n; f++)
+			buf[tap_rand(rng) % len] = (uint8_t)tap_rand(rng);
+		break;
+	case 2:	/* truncation */
+		len = tap_rand(rng) % len;
+		break;
+	default: {	/* splice the other seed's tail in */
+		size_t cut = tap_rand(rng) % len, from = tap_rand(rng) % blen[o];
+		size_t n = blen[o] - from;
+		memcpy(buf + cut, base[o] + from, n);
+		len = cut + n;
+	}
+	}
+	return len;
+}
+
 int main(void)
 {
-	uint8_t base[3][1024], buf[2048];
-	size_t blen[3] = { seed(base[0], 0), seed(base[1], 1), seed_run(base[2]) };
+	uint8_t base[N_SEEDS][SEED_BYTES], buf[2 * SEED_BYTES];
+	size_t blen[N_SEEDS] = {
+		seed(base[0], 0),
+		seed(base[1], 1),
+		seed_run(base[2]),
+		seed_model(base[3], QGRAPH__MODEL_REQUEST__OP__MODEL_BEGIN, "tiny"),
+		seed_model(base[4], QGRAPH__MODEL_REQUEST__OP__MODEL_COMMIT, "tiny"),
+		seed_model(base[5], QGRAPH__MODEL_REQUEST__OP__MODEL_UNLOAD, "../tiny/x"),
+		seed_model_upload(base[6]),
+		seed_open(base[7]),
+	};
 	struct tap_rng rng = { 0x5eed };
 	long rounds = 20000 + 200000L * tap_scale();
 
@@ -182,37 +292,32 @@ int main(void)
 		if (!e)
 			qg_wire_graph_free(&g);
 	}
-	qg_wire_arena_free(&a);
 	tap_ok(ok, "the seed records decode and build");
+	ok = 1;
+	for (int v = 3; v < N_SEEDS; v++) {
+		Qgraph__Request *r = qg_wire_decode_request(&a, base[v], blen[v]);
+		ok &= r && (r->body_case == QGRAPH__REQUEST__BODY_MODEL || r->body_case == QGRAPH__REQUEST__BODY_UPLOAD ||
+			    r->body_case == QGRAPH__REQUEST__BODY_OPEN_WEIGHTS);
+	}
+	qg_wire_arena_free(&a);
+	tap_ok(ok, "the model request seeds (begin, commit, unload, a tensor's upload, an open by name) decode");
 
+	/* the graph and run seeds as ever, then as many rounds from the model seeds, spliced with any */
 	for (long i = 0; i < rounds; i++) {
 		int v = (int)(tap_rand(&rng) % 3), o = (v + 1 + (int)(tap_rand(&rng) % 2)) % 3;
-		size_t len = blen[v];
-		memcpy(buf, base[v], len);
-		switch (tap_rand(&rng) % 4) {
-		case 0:	/* bit flips */
-			for (int f = 0, n = 1 + (int)(tap_rand(&rng) % 6); f < n; f++)
-				buf[tap_rand(&rng) % len] ^= (uint8_t)(1u << (tap_rand(&rng) % 8));
-			break;
-		case 1:	/* byte values at random places */
-			for (int f = 0, n = 1 + (int)(tap_rand(&rng) % 4); f < n; f++)
-				buf[tap_rand(&rng) % len] = (uint8_t)tap_rand(&rng);
-			break;
-		case 2:	/* truncation */
-			len = tap_rand(&rng) % len;
-			break;
-		default: {	/* splice the other seed's tail in */
-			size_t cut = tap_rand(&rng) % len, from = tap_rand(&rng) % blen[o];
-			size_t n = blen[o] - from;
-			memcpy(buf + cut, base[o] + from, n);
-			len = cut + n;
-		}
-		}
-		LLVMFuzzerTestOneInput(buf, len);
+		LLVMFuzzerTestOneInput(buf, mutate(buf, base, blen, v, o, &rng));
 	}
 	tap_ok(n_built > 0 && n_decoded > n_built, "%ld mutated records went through decode (%ld) and build (%ld) without a fault",
 	       rounds, n_decoded, n_built);
 	tap_ok(n_hot > rounds / 100, "%ld of them taken by the hand-written decoder, each as protobuf-c reads it", n_hot);
+	long decoded = n_decoded;
+	for (long i = 0; i < rounds; i++) {
+		int v = 3 + (int)(tap_rand(&rng) % (N_SEEDS - 3)), o = (v + 1 + (int)(tap_rand(&rng) % (N_SEEDS - 1))) % N_SEEDS;
+		LLVMFuzzerTestOneInput(buf, mutate(buf, base, blen, v, o, &rng));
+	}
+	tap_ok(n_named > rounds / 10 && n_decoded > decoded,
+	       "%ld mutated model records decoded (%ld); %ld names, each ending inside its record", rounds,
+	       n_decoded - decoded, n_named);
 	return tap_done();
 }
 #endif

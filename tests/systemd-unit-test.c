@@ -1,5 +1,5 @@
 /*
- * unit-test.c - qgraphd started the way daemon/qgraphd.service starts it,
+ * systemd-unit-test.c - qgraphd started the way daemon/qgraphd.service starts it,
  * without systemd: as root, under the unit's own CapabilityBoundingSet (read
  * from the unit), NoNewPrivileges and UMask (setpriv and umask), with
  * --user nobody --group nogroup and its socket in a runtime directory it

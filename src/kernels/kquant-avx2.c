@@ -1,0 +1,218 @@
+/*
+ * kquant-avx2.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with AVX2.
+ *
+ * Per super-block the integer part is exact and so equals the reference's
+ * whatever the order of its additions; the float part is qg_kq_accum, the
+ * reference's own step, and this file is built without contraction, so the
+ * result is the portable kernel's bit for bit.
+ *
+ * vpmaddubsw multiplies unsigned codes by signed activations and adds
+ * pairs into int16; it saturates, but never here: Q4_K codes are at most
+ * 15 and Q6_K's (taken unsigned, 0..63) at most 63, so a pair is at most
+ * 2 * 63 * 128 = 16128 in magnitude.  vpmaddwd by the sub-block's scale
+ * (at most 127 in magnitude) then adds pairs of those into int32, and a
+ * super-block's sum stays below 2^31 by far (256 * 63 * 128 * 128).
+ *
+ * Q6_K stores code + 32: sum((u - 32) * a) = sum(u * a) - 32 * sum(a), and
+ * Q8_K's block sums are the sums of a over each 16 values, so the offset
+ * costs one vpmaddwd of the sums by the scales per super-block.
+ */
+#include "config.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kquant.h"
+
+static inline int32_t hsum_epi32(__m256i v)
+{
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+	return _mm_cvtsi128_si32(s);
+}
+
+/*
+ * The eight 6-bit scales (SC) and mins (M) of a Q4_K super-block, a word
+ * at a time: bytes 0-3 and 4-7 hold scales and mins 0-3 in their low six
+ * bits and the top two bits of 4-7 in their high two; bytes 8-11 hold the
+ * low nibbles of scales 4-7 and, above them, of mins 4-7.
+ */
+static inline void q4k_unpack(const uint8_t *s, __m128i *sc, __m128i *m)
+{
+	uint32_t u0, u1, u2;
+
+	memcpy(&u0, s, 4);
+	memcpy(&u1, s + 4, 4);
+	memcpy(&u2, s + 8, 4);
+	/* kept in registers: bytes stored and loaded back wider would stall the load */
+	const uint64_t sc8 = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4) << 32;
+	const uint64_t m8 = (u1 & 0x3f3f3f3fu) |
+			    (uint64_t)(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4) << 32;
+	*sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
+	*m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
+}
+
+/* An fp16 scale in float: exact either way, so F16C gives the portable code's value. */
+static inline float h2f(qg_fp16 h)
+{
+	return _cvtsh_ss(h);
+}
+
+/* vpshufb controls: int16 element J of each 128-bit lane, everywhere in it */
+static inline __m256i pick16(int j)
+{
+	return _mm256_set1_epi16((short)(0x0100 + 0x0202 * j));
+}
+
+/* int16 element J of the low lane, and J1 of the high lane, each across its lane */
+static inline __m256i pick16_2(int j, int j1)
+{
+	return _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * j1)),
+				_mm_set1_epi16((short)(0x0100 + 0x0202 * j)));
+}
+
+/* Weights a little ahead of the one being read: the rows are one stream. */
+#define PREFETCH_AHEAD 512
+
+/*
+ * R activation rows (R = 1 or 4; row r at A + r * NBA super-blocks)
+ * against one Q4_K weight row: the weights are decoded once per 32 bytes
+ * and met by every row, and each row's sum is formed exactly as the
+ * one-row kernel forms it, so OUT[r] is that kernel's result bit for bit.
+ */
+static inline __attribute__((always_inline)) void rows_q4_K(int64_t k, const struct qg_block_q4_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    float *out)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+	for (int64_t b = 0; b < k / QG_QK_K; b++) {
+		__m128i sc, m16;
+		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
+		q4k_unpack(w[b].scales, &sc, &m16);
+		/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
+		const __m256i s16 = _mm256_broadcastsi128_si256(sc);
+
+		__m256i isum[4];
+		for (int r = 0; r < R; r++)
+			isum[r] = _mm256_setzero_si256();
+		for (int c = 0; c < 4; c++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+			const __m256i lo = _mm256_and_si256(q, low4);
+			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+			const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
+			const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
+			for (int r = 0; r < R; r++) {
+				const struct qg_block_q8_K *ab = &a[r * nba + b];
+				const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
+				const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
+				const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+				const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+				isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
+			}
+		}
+		/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
+		const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba + b];
+			const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab->bsums), mins);
+			/* both reductions at once: lanes 0 and 1 end up holding isum and msum */
+			__m256i h = _mm256_hadd_epi32(isum[r], msum);
+			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+			t = _mm_hadd_epi32(t, t);
+			acc[r] = qg_kq_accum(acc[r], wd * ab->d, wm * ab->d, _mm_cvtsi128_si32(t), _mm_extract_epi32(t, 1));
+		}
+	}
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
+}
+
+static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	float out;
+
+	rows_q4_K(k, vw, va, 0, 1, &out);
+	return out;
+}
+
+static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+{
+	rows_q4_K(k, vw, va, nba, 4, out);
+}
+
+/* R activation rows against one Q6_K weight row, as rows_q4_K does for Q4_K. */
+static inline __attribute__((always_inline)) void rows_q6_K(int64_t k, const struct qg_block_q6_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    float *out)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+	for (int64_t b = 0; b < k / QG_QK_K; b++) {
+		const int8_t *sc = w[b].scales;
+		__m256i isum[4];
+		for (int r = 0; r < R; r++)
+			isum[r] = _mm256_setzero_si256();
+		/* the sixteen scales as int16: 0-7 in the low lane, 8-15 in the high */
+		const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+
+		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
+		for (int h = 0; h < 2; h++) {
+			/* scales 8h .. 8h + 7 in both lanes */
+			const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
+			const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
+			const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
+			const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+			/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32) */
+			__m256i u[4];
+			u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+			u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+			u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
+			u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+					       _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
+			for (int q = 0; q < 4; q++) {
+				const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
+				const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
+				for (int r = 0; r < R; r++) {
+					const __m256i av = _mm256_loadu_si256(
+						(const __m256i *)(a[r * nba + b].qs + 128 * h + 32 * q));
+					isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
+				}
+			}
+		}
+		const float wd = h2f(w[b].d);
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba + b];
+			/* minus 32 * sum_j scale_j * bsum_j */
+			const __m256i bs = _mm256_loadu_si256((const __m256i *)ab->bsums);
+			const int32_t off = hsum_epi32(_mm256_madd_epi16(bs, s16));
+			acc[r] = qg_kq_accum(acc[r], wd * ab->d, 0.0f, hsum_epi32(isum[r]) - 32 * off, 0);
+		}
+	}
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
+}
+
+static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	float out;
+
+	rows_q6_K(k, vw, va, 0, 1, &out);
+	return out;
+}
+
+static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+{
+	rows_q6_K(k, vw, va, nba, 4, out);
+}
+
+const struct qg_kq_kernel qg_kq_avx2 = {
+	.name = "avx2 k-quants", .family = QG_KF_AVX2,
+	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
+	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+};

@@ -1,0 +1,27 @@
+/*
+ * kquant-dotprod.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with the
+ * aarch64 dot-product instructions (sdot); the body is kquant-arm.h's.
+ */
+#include "config.h"
+
+#include "kquant-arm.h"
+
+static inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t y)
+{
+	return vdotq_s32(acc, x, y);
+}
+
+static float dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)
+{
+	return kq_arm_q4_K(k, w, a, dot16);
+}
+
+static float dot_q6_K(int64_t k, const void *restrict w, const void *restrict a)
+{
+	return kq_arm_q6_K(k, w, a, dot16);
+}
+
+const struct qg_kq_kernel qg_kq_dotprod = {
+	.name = "dotprod k-quants", .family = QG_KF_DOTPROD,
+	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
+};

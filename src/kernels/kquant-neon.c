@@ -1,0 +1,31 @@
+/*
+ * kquant-neon.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with the base
+ * aarch64 NEON set (Cortex-A72, Graviton1): a 16-byte dot step is two
+ * widening multiplies (smull, smull2) and two pairwise accumulates
+ * (sadalp).  A product of a code (at most 63 in magnitude) and an
+ * activation (at most 128) fits int16.  The body is kquant-arm.h's.
+ */
+#include "config.h"
+
+#include "kquant-arm.h"
+
+static inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t y)
+{
+	acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(x), vget_low_s8(y)));
+	return vpadalq_s16(acc, vmull_high_s8(x, y));
+}
+
+static float dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)
+{
+	return kq_arm_q4_K(k, w, a, dot16);
+}
+
+static float dot_q6_K(int64_t k, const void *restrict w, const void *restrict a)
+{
+	return kq_arm_q6_K(k, w, a, dot16);
+}
+
+const struct qg_kq_kernel qg_kq_neon = {
+	.name = "neon k-quants", .family = QG_KF_NEON,
+	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
+};

@@ -1,0 +1,71 @@
+/*
+ * ggml-probe.c - asks libggml-qgraph.so (the path in argv[1], a daemon
+ * reachable through QGRAPH_SOCKET) whether it claims ops the way
+ * llama.cpp asks when it places a model's weights: with the weight in a
+ * zero-size buffer of the device's buffer type.  One line per question,
+ * "claimed" or "refused"; tests/ggml-backend.sh judges them.  Exit 77
+ * when the backend offers no device, 1 when it cannot be loaded; without
+ * an argument (make check runs every check program) it skips, in TAP.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+#include "ggml.h"
+#include "ggml-backend.h"
+
+/* Whether DEV claims OP with W (a source of OP) in a zero-size buffer of BUFT. */
+static const char *probe(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft, struct ggml_tensor *op,
+			 struct ggml_tensor *w)
+{
+	bool yes;
+
+	w->buffer = ggml_backend_buft_alloc_buffer(buft, 0);
+	if (!w->buffer)
+		return "no buffer";
+	yes = ggml_backend_dev_supports_op(dev, op);
+	ggml_backend_buffer_free(w->buffer);
+	w->buffer = NULL;
+	return yes ? "claimed" : "refused";
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 1) {	/* run by make check on its own: tests/ggml-backend.sh runs it */
+		printf("1..0 # SKIP run by tests/ggml-backend.sh with the backend's path\n");
+		return 0;
+	}
+	if (argc != 2) {
+		fprintf(stderr, "usage: ggml-probe PLUGIN.so\n");
+		return 2;
+	}
+	void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+	ggml_backend_reg_t (*init)(void) = h ? (ggml_backend_reg_t (*)(void))dlsym(h, "ggml_backend_init") : NULL;
+	if (!init) {
+		fprintf(stderr, "ggml-probe: %s: %s\n", argv[1], dlerror());
+		return 1;
+	}
+	ggml_backend_reg_t reg = init();
+	if (!reg || ggml_backend_reg_dev_count(reg) == 0)
+		return 77;
+	ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
+	ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+	struct ggml_init_params params = { .mem_size = 16 * ggml_tensor_overhead(), .no_alloc = true };
+	struct ggml_context *ctx = ggml_init(params);
+	if (!ctx)
+		return 1;
+
+	struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 256, 4);
+	struct ggml_tensor *norm = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 256);
+	struct ggml_tensor *q4 = ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_0, 256, 64);
+	struct ggml_tensor *mul = ggml_mul(ctx, x, norm), *add = ggml_add(ctx, x, norm);
+	struct ggml_tensor *mm = ggml_mul_mat(ctx, q4, x);
+
+	printf("MUL by an F32 tensor of no buffer: %s\n", ggml_backend_dev_supports_op(dev, mul) ? "claimed" : "refused");
+	printf("MUL by an F32 weight: %s\n", probe(dev, buft, mul, norm));
+	printf("ADD of an F32 weight: %s\n", probe(dev, buft, add, norm));
+	printf("MUL_MAT by Q4_0 weights: %s\n", probe(dev, buft, mm, q4));
+	ggml_free(ctx);
+	return 0;
+}

@@ -1,0 +1,480 @@
+/*
+ * kquant-test.c - the K-quants against ggml: quantized bytes equal to the
+ * pinned llama.cpp's (tests/data/kquant-vectors.bin, made by
+ * tests/make-kquant-vectors.c), dot products within rounding of its
+ * vec_dot, dequantization consistent with quantization, every K-quant
+ * kernel family this CPU runs equal to the reference bit for bit, mul_mat
+ * with Q4_K and Q6_K weights, and bad arguments refused.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "kquant.h"
+#include "mulmat.h"
+#include "quant.h"
+#include "tap.h"
+
+struct vectors {
+	uint32_t rows, cols;
+	float *w, *a;
+	uint8_t *q4k, *q6k, *q8k;
+	float *dot;		/* [rows][2] */
+	float *im;		/* [cols] importance */
+	uint8_t *q4k_im, *q6k_im;	/* ggml's bytes with the importance matrix */
+	void *buf;
+};
+
+static uint64_t rng = 12345;
+
+static uint32_t rnd(void)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(rng >> 33);
+}
+
+static float frand(void)
+{
+	return (float)rnd() / 2147483648.0f - 1.0f;	/* [-1, 1) */
+}
+
+static int load(struct vectors *v)
+{
+	const char *top = getenv("QG_TOP_SRCDIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tests/data/kquant-vectors.bin", top ? top : "..");
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		tap_diag("%s: %s", path, strerror(errno));
+		return -1;
+	}
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	if (n < 16 || memcmp(buf, "QGKQV2\0\0", 8) != 0)
+		return -1;
+	memcpy(&v->rows, buf + 8, 4);
+	memcpy(&v->cols, buf + 12, 4);
+	if (v->rows == 0 || v->rows > 64 || v->cols == 0 || v->cols % 256 || v->cols > 4096)
+		return -1;
+	size_t nb = v->cols / 256;
+	size_t need = 16 + 4 * (size_t)v->rows * v->cols + 4 * (size_t)v->cols + v->rows * nb * 144 +
+		      v->rows * nb * 210 + nb * 292 + 8 * (size_t)v->rows + 4 * (size_t)v->cols + v->rows * nb * 144 +
+		      v->rows * nb * 210;
+	if (n != need)
+		return -1;
+	/* copied out so that every field is aligned for its type */
+	v->buf = malloc(need);
+	if (!v->buf)
+		return -1;
+	memcpy(v->buf, buf, need);
+	char *p = (char *)v->buf + 16;
+	v->w = (float *)p;
+	p += 4 * (size_t)v->rows * v->cols;
+	v->a = (float *)p;
+	p += 4 * (size_t)v->cols;
+	v->q4k = (uint8_t *)p;
+	p += v->rows * nb * 144;
+	v->q6k = (uint8_t *)p;
+	p += v->rows * nb * 210;
+	v->q8k = (uint8_t *)p;	/* 16 + 4*(...) + multiples of 4: 4-aligned */
+	p += nb * 292;
+	v->dot = (float *)p;
+	p += 8 * (size_t)v->rows;
+	v->im = (float *)p;
+	p += 4 * (size_t)v->cols;
+	v->q4k_im = (uint8_t *)p;
+	p += v->rows * nb * 144;
+	v->q6k_im = (uint8_t *)p;
+	return 0;
+}
+
+/* Super-blocks of SIZE bytes that differ between A and B (N of them); the first is reported. */
+static int count_diff(const char *what, const uint8_t *a, const uint8_t *b, size_t n, size_t size)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (memcmp(a + i * size, b + i * size, size) == 0)
+			continue;
+		if (!bad++)
+			for (size_t j = 0; j < size; j++)
+				if (a[i * size + j] != b[i * size + j]) {
+					tap_diag("%s: super-block %zu differs first at byte %zu: %02x, ggml %02x", what, i,
+						 j, a[i * size + j], b[i * size + j]);
+					break;
+				}
+	}
+	return bad;
+}
+
+static void test_bytes(const struct vectors *v)
+{
+	const size_t nb = v->cols / 256, rows = v->rows;
+	uint8_t *q = malloc(rows * nb * 292);
+	int bad;
+
+	ssize_t r = qg_quantize(QG_TYPE_Q4_K, v->w, q, rows * nb * 144, rows, v->cols, NULL);
+	bad = count_diff("q4_K", q, v->q4k, rows * nb, 144);
+	tap_ok(r == (ssize_t)(rows * nb * 144) && bad == 0, "Q4_K: %zu super-blocks equal ggml's byte for byte (%d differ)",
+	       rows * nb, bad);
+
+	r = qg_quantize(QG_TYPE_Q6_K, v->w, q, rows * nb * 210, rows, v->cols, NULL);
+	bad = count_diff("q6_K", q, v->q6k, rows * nb, 210);
+	tap_ok(r == (ssize_t)(rows * nb * 210) && bad == 0, "Q6_K: %zu super-blocks equal ggml's byte for byte (%d differ)",
+	       rows * nb, bad);
+
+	r = qg_quantize(QG_TYPE_Q4_K, v->w, q, rows * nb * 144, rows, v->cols, v->im);
+	bad = count_diff("q4_K imatrix", q, v->q4k_im, rows * nb, 144);
+	tap_ok(r == (ssize_t)(rows * nb * 144) && bad == 0 && memcmp(v->q4k_im, v->q4k, rows * nb * 144) != 0,
+	       "Q4_K with an importance matrix: %zu super-blocks equal ggml's quantize_q4_K (%d differ)", rows * nb, bad);
+
+	r = qg_quantize(QG_TYPE_Q6_K, v->w, q, rows * nb * 210, rows, v->cols, v->im);
+	bad = count_diff("q6_K imatrix", q, v->q6k_im, rows * nb, 210);
+	tap_ok(r == (ssize_t)(rows * nb * 210) && bad == 0 && memcmp(v->q6k_im, v->q6k, rows * nb * 210) != 0,
+	       "Q6_K with an importance matrix: %zu super-blocks equal ggml's quantize_q6_K (%d differ)", rows * nb, bad);
+
+	r = qg_quantize(QG_TYPE_Q8_K, v->a, q, nb * 292, 1, v->cols, NULL);
+	bad = count_diff("q8_K", q, v->q8k, nb, 292);
+	tap_ok(r == (ssize_t)(nb * 292) && bad == 0, "Q8_K: %zu super-blocks equal ggml's byte for byte (%d differ)", nb,
+	       bad);
+	free(q);
+}
+
+/*
+ * Dot products against ggml's vec_dot: they sum the same exact integers
+ * per super-block but in a different float order, so they agree to a few
+ * ulps of the sum of the terms' magnitudes.
+ */
+static void test_dots(const struct vectors *v)
+{
+	const size_t nb = v->cols / 256;
+	const struct qg_block_q8_K *a = (const void *)v->q8k;
+	float *dw = malloc(sizeof(float) * v->cols), *da = malloc(sizeof(float) * v->cols);
+	int bad = 0;
+
+	qg_dequantize_row_q8_K(a, da, v->cols);
+	for (uint32_t r = 0; r < v->rows; r++) {
+		for (int t = 0; t < 2; t++) {
+			float ours, ggml = v->dot[2 * r + t];
+			if (t == 0) {
+				const struct qg_block_q4_K *w = (const void *)(v->q4k + r * nb * 144);
+				ours = qg_vec_dot_q4_K_q8_K(v->cols, w, a);
+				qg_dequantize_row_q4_K(w, dw, v->cols);
+			} else {
+				const struct qg_block_q6_K *w = (const void *)(v->q6k + r * nb * 210);
+				ours = qg_vec_dot_q6_K_q8_K(v->cols, w, a);
+				qg_dequantize_row_q6_K(w, dw, v->cols);
+			}
+			double mag = 0, exact = 0;
+			for (uint32_t i = 0; i < v->cols; i++) {
+				mag += fabs((double)dw[i] * da[i]);
+				exact += (double)dw[i] * da[i];
+			}
+			double tol = 16 * FLT_EPSILON * mag + 1e-30;
+			if (fabs((double)ours - ggml) > tol || fabs((double)ours - exact) > tol) {
+				tap_diag("row %u %s: ours %.9g ggml %.9g dequantized %.9g (tolerance %.3g)", r,
+					 t ? "q6_K" : "q4_K", ours, ggml, exact, tol);
+				bad++;
+			}
+		}
+	}
+	tap_ok(bad == 0, "dot products equal ggml's vec_dot and the dequantized sum within 16 ulps of the terms (%d off)",
+	       bad);
+	free(dw);
+	free(da);
+}
+
+/*
+ * Dequantization: every value lies on the super-block's grid as stored
+ * (Q6_K: d * scale * (code - 32); Q4_K: d * scale * code - dmin * min),
+ * and the round trip from f32 stays within what 4 and 6 bits allow on the
+ * typical super-blocks (kinds 0 and 1: relative RMS error).
+ */
+static void test_dequant(const struct vectors *v)
+{
+	const size_t n = (size_t)v->rows * v->cols;
+	float *y = malloc(sizeof(float) * n);
+	double e4 = 0, e6 = 0, s = 0;
+
+	tap_ok(qg_dequantize(QG_TYPE_Q4_K, v->q4k, y, n * 4, v->rows, v->cols) == (ssize_t)(n * 4),
+	       "Q4_K dequantizes");
+	for (size_t i = 0; i < 512; i++) {
+		double d = (double)v->w[i] - y[i];
+		e4 += d * d;
+		s += (double)v->w[i] * v->w[i];
+	}
+	tap_ok(qg_dequantize(QG_TYPE_Q6_K, v->q6k, y, n * 4, v->rows, v->cols) == (ssize_t)(n * 4),
+	       "Q6_K dequantizes");
+	for (size_t i = 0; i < 512; i++) {
+		double d = (double)v->w[i] - y[i];
+		e6 += d * d;
+	}
+	e4 = sqrt(e4 / s);
+	e6 = sqrt(e6 / s);
+	tap_diag("relative RMS error: q4_K %.4f, q6_K %.4f", e4, e6);
+	tap_ok(e4 < 0.12 && e6 < 0.03 && e6 < e4, "round trip error: q4_K %.4f < 0.12, q6_K %.4f < 0.03", e4, e6);
+
+	/* the grid: a hand-made Q6_K block decodes to d * scale * (code - 32) */
+	struct qg_block_q6_K b6;
+	memset(&b6, 0, sizeof b6);
+	for (int i = 0; i < 128; i++)
+		b6.ql[i] = (uint8_t)(i * 37);
+	for (int i = 0; i < 64; i++)
+		b6.qh[i] = (uint8_t)(i * 91 + 5);
+	for (int j = 0; j < 16; j++)
+		b6.scales[j] = (int8_t)(j * 17 - 128);
+	b6.d = 0x3c00;	/* 1.0 */
+	float y6[256];
+	qg_dequantize_row_q6_K(&b6, y6, 256);
+	int bad = 0;
+	for (int i = 0; i < 256; i++) {
+		int h = i / 128, q = (i % 128) / 32, l = i % 32;
+		int lo = (b6.ql[64 * h + l + 32 * (q & 1)] >> (4 * (q >> 1))) & 15;
+		int hi = (b6.qh[32 * h + l] >> (2 * q)) & 3;
+		bad += y6[i] != (float)b6.scales[i / 16] * (float)((lo | hi << 4) - 32);
+	}
+	tap_ok(bad == 0, "Q6_K: value i decodes from ql/qh as ggml lays them out (%d wrong)", bad);
+
+	struct qg_block_q4_K b4;
+	memset(&b4, 0, sizeof b4);
+	for (int i = 0; i < 12; i++)
+		b4.scales[i] = (uint8_t)(i * 73 + 11);
+	for (int i = 0; i < 128; i++)
+		b4.qs[i] = (uint8_t)(i * 29 + 3);
+	b4.d = 0x3c00;	/* 1.0 */
+	b4.dmin = 0x3800;	/* 0.5 */
+	float y4[256];
+	qg_dequantize_row_q4_K(&b4, y4, 256);
+	bad = 0;
+	for (int i = 0; i < 256; i++) {
+		int j = i / 32, sc, m;
+		if (j < 4) {
+			sc = b4.scales[j] & 63;
+			m = b4.scales[j + 4] & 63;
+		} else {
+			sc = (b4.scales[j + 4] & 15) | (b4.scales[j - 4] >> 6) << 4;
+			m = (b4.scales[j + 4] >> 4) | (b4.scales[j] >> 6) << 4;
+		}
+		int code = (b4.qs[32 * (j / 2) + i % 32] >> (4 * (j & 1))) & 15;
+		bad += y4[i] != (float)sc * code - 0.5f * m;
+	}
+	tap_ok(bad == 0, "Q4_K: value i decodes from the packed 6-bit scales and mins (%d wrong)", bad);
+	free(y);
+}
+
+/* Random super-blocks with every code and scale in range, extremes included. */
+static void random_blocks(struct qg_block_q4_K *w4, struct qg_block_q6_K *w6, struct qg_block_q8_K *a, int nb,
+			  int extreme)
+{
+	for (int b = 0; b < nb; b++) {
+		uint8_t *p4 = (uint8_t *)&w4[b], *p6 = (uint8_t *)&w6[b];
+		for (size_t i = 0; i < sizeof w4[b]; i++)
+			p4[i] = extreme ? 0xff : (uint8_t)rnd();
+		for (size_t i = 0; i < sizeof w6[b]; i++)
+			p6[i] = extreme == 1 ? 0x00 : extreme ? 0xff : (uint8_t)rnd();
+		w4[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+		w4[b].dmin = (qg_fp16)(0x2000 + rnd() % 0x1000);
+		w6[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+		if (extreme)
+			for (int j = 0; j < 16; j++)
+				w6[b].scales[j] = extreme == 1 ? -128 : 127;
+		a[b].d = 0.01f * (1.0f + frand());
+		for (int i = 0; i < 256; i++)
+			a[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+		for (int j = 0; j < 16; j++) {
+			int s = 0;
+			for (int i = 0; i < 16; i++)
+				s += a[b].qs[16 * j + i];
+			a[b].bsums[j] = (int16_t)s;
+		}
+	}
+}
+
+static void test_kernels(void)
+{
+	enum { NB = 16 };
+	static struct qg_block_q4_K w4[NB];
+	static struct qg_block_q6_K w6[NB];
+	static struct qg_block_q8_K a[NB];
+	int ran = 0;
+
+	const struct qg_kq_kernel *chosen = qg_kq_kernel_for();
+	tap_ok(chosen && chosen->q4_K && chosen->q6_K, "the chosen K-quant kernels: %s", chosen ? chosen->name : "none");
+	tap_ok(qg_kq_kernel_get(QG_KF_PORTABLE) == &qg_kq_portable, "the portable K-quant kernels run everywhere");
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		const struct qg_kq_kernel *kn = qg_kq_kernel_get(f);
+		if (!kn)
+			continue;
+		ran++;
+		int bad = 0, cases = 0;
+		for (int iter = 0; iter < 200; iter++) {
+			int extreme = iter < 2 ? iter + 1 : 0;
+			int nb = 1 + (int)(rnd() % NB);
+			random_blocks(w4, w6, a, nb, extreme);
+			float r4 = qg_vec_dot_q4_K_q8_K(256 * nb, w4, a), k4 = kn->q4_K(256 * nb, w4, a);
+			float r6 = qg_vec_dot_q6_K_q8_K(256 * nb, w6, a), k6 = kn->q6_K(256 * nb, w6, a);
+			cases += 2;
+			/* four activation rows at once: each of Q blocks, row r at a + r * Q */
+			const int q = nb / 4;
+			for (int t = 0; t < 2 && q > 0; t++) {
+				qg_kq_dot4_fn d4 = t ? kn->q6_K_x4 : kn->q4_K_x4;
+				if (!d4)
+					continue;
+				float out[4];
+				d4(256 * q, t ? (const void *)w6 : (const void *)w4, a, q, out);
+				for (int r = 0; r < 4; r++) {
+					float want = t ? qg_vec_dot_q6_K_q8_K(256 * q, w6, a + r * q)
+						       : qg_vec_dot_q4_K_q8_K(256 * q, w4, a + r * q);
+					cases++;
+					bad += memcmp(&want, &out[r], 4) != 0;
+				}
+			}
+			if (memcmp(&r4, &k4, 4) || memcmp(&r6, &k6, 4)) {
+				if (!bad)
+					tap_diag("%s: nb %d: q4_K %.9g vs %.9g, q6_K %.9g vs %.9g", kn->name, nb, k4, r4, k6,
+						 r6);
+				bad++;
+			}
+		}
+		tap_ok(kn->family == f && bad == 0, "%s: %d dot products equal the reference bit for bit (%d differ)",
+		       kn->name, cases, bad);
+	}
+	tap_diag("%d K-quant kernel families run on this CPU", ran);
+}
+
+/* mul_mat with K-quant weights: the dequantized product, split over any thread count alike. */
+static void test_mulmat(void)
+{
+	enum { M = 24, K = 512, N = 5 };
+	static float w[M * K], x[N * K], wd[M * K], y[N * M], y3[N * M];
+	static uint8_t wq[M * K / 256 * 210];
+	static _Alignas(64) uint8_t scratch[N * K / 256 * 292];
+	const enum qg_type types[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K };
+
+	for (int i = 0; i < M * K; i++)
+		w[i] = frand();
+	for (int i = 0; i < N * K; i++)
+		x[i] = frand();
+	for (int t = 0; t < 2; t++) {
+		struct qg_mm mm = { .wtype = types[t], .w = wq, .m = M, .k = K, .x = x, .ldx = K, .n = N, .y = y,
+				    .ldy = M };
+		qg_quantize(types[t], w, wq, sizeof wq, M, K, NULL);
+		qg_dequantize(types[t], wq, wd, sizeof wd, M, K);
+		tap_ok(qg_mul_mat_check(&mm) == 0 && qg_mul_mat_scratch_size(&mm) == N * K / 256 * 292,
+		       "%s mul_mat: accepted, scratch is N rows of Q8_K", qg_type_name(types[t]));
+		qg_mul_mat(&mm, scratch);
+		int bad = 0;
+		for (int i = 0; i < N; i++)
+			for (int r = 0; r < M; r++) {
+				double exact = 0, mag = 0;
+				for (int c = 0; c < K; c++) {
+					exact += (double)wd[r * K + c] * x[i * K + c];
+					mag += fabs((double)wd[r * K + c] * x[i * K + c]);
+				}
+				/* Q8_K rounds each activation by at most half a step of 1/127 of its block's largest */
+				bad += fabs(y[i * M + r] - exact) > 0.01 * mag + 1e-6;
+			}
+		tap_ok(bad == 0, "%s mul_mat: within Q8_K's rounding of the dequantized product (%d off)",
+		       qg_type_name(types[t]), bad);
+		mm.y = y3;
+		for (int ith = 0; ith < 3; ith++)
+			qg_mul_mat_quantize(&mm, scratch, ith, 3);
+		for (int ith = 0; ith < 3; ith++)
+			qg_mul_mat_compute(&mm, scratch, ith, 3);
+		tap_ok(memcmp(y, y3, sizeof y) == 0, "%s mul_mat: three threads give the same bits as one",
+		       qg_type_name(types[t]));
+		mm.kq_kernel = &qg_kq_portable;
+		tap_ok(qg_mul_mat(&mm, scratch) == 0 && memcmp(y, y3, sizeof y) == 0,
+		       "%s mul_mat: the portable kernels, asked for, give the same bits", qg_type_name(types[t]));
+	}
+	struct qg_mm bad = { .wtype = QG_TYPE_Q8_K, .w = wq, .m = M, .k = K, .x = x, .ldx = K, .n = N, .y = y, .ldy = M };
+	tap_ok(qg_mul_mat_check(&bad) == -EINVAL, "mul_mat: Q8_K is no weight type");
+	bad.wtype = QG_TYPE_Q4_K;
+	bad.k = 288;
+	bad.ldx = 288;
+	tap_ok(qg_mul_mat_check(&bad) == -EINVAL, "mul_mat: Q4_K with K not a multiple of 256: -EINVAL");
+	bad.k = K;
+	bad.ldx = K;
+	struct qg_kq_kernel fake = qg_kq_portable;
+	bad.kq_kernel = &fake;
+	tap_ok(qg_mul_mat_check(&bad) == -EINVAL, "mul_mat: a K-quant kernel table not the build's: -EINVAL");
+	bad.wtype = QG_TYPE_Q4_0;
+	bad.kq_kernel = &qg_kq_portable;
+	tap_ok(qg_mul_mat_check(&bad) == -EINVAL, "mul_mat: K-quant kernels with a Q4_0 weight: -EINVAL");
+}
+
+static void test_args(void)
+{
+	float x[512], y[512];
+	uint8_t q[2 * 292];
+
+	for (int i = 0; i < 512; i++)
+		x[i] = frand();
+	tap_ok(qg_row_size(QG_TYPE_Q4_K, 4096) == 16 * 144 && qg_row_size(QG_TYPE_Q6_K, 256) == 210 &&
+	       qg_row_size(QG_TYPE_Q8_K, 512) == 584 && qg_row_size(QG_TYPE_Q4_K, 32) == -EINVAL &&
+	       qg_row_size(QG_TYPE_Q6_K, 288) == -EINVAL, "row sizes: 144, 210, 292 per 256; other widths -EINVAL");
+	tap_ok(qg_type_block_values(QG_TYPE_Q4_K) == 256 && qg_type_is_weight(QG_TYPE_Q4_K) &&
+	       qg_type_is_weight(QG_TYPE_Q6_K) && !qg_type_is_weight(QG_TYPE_Q8_K) &&
+	       !qg_type_is_interleaved(QG_TYPE_Q6_K) && qg_type_from_name("Q6_K") == QG_TYPE_Q6_K &&
+	       strcmp(qg_type_name(QG_TYPE_Q4_K), "q4_K") == 0, "type facts and names");
+	tap_ok(qg_quantize(QG_TYPE_Q4_K, x, q, 143, 1, 256, NULL) == -ENOBUFS &&
+	       qg_quantize(QG_TYPE_Q6_K, x, q, sizeof q, 1, 128, NULL) == -EINVAL,
+	       "quantize: short buffer -ENOBUFS, short row -EINVAL");
+	memset(q, 0x5a, sizeof q);
+	x[300] = NAN;
+	tap_ok(qg_quantize(QG_TYPE_Q4_K, x, q, sizeof q, 1, 512, NULL) == -EDOM && q[0] == 0x5a && q[150] == 0x5a,
+	       "quantize: NaN -EDOM, nothing written");
+	x[300] = INFINITY;
+	tap_ok(qg_quantize(QG_TYPE_Q8_K, x, q, sizeof q, 1, 512, NULL) == -EDOM, "quantize Q8_K: infinity -EDOM");
+	x[300] = 0x1p20f;
+	tap_ok(qg_quantize(QG_TYPE_Q6_K, x, q, sizeof q, 1, 512, NULL) == -ERANGE && q[0] == 0x5a,
+	       "quantize: 2^20 -ERANGE, nothing written");
+	x[300] = 0.5f;
+	tap_ok(qg_dequantize(QG_TYPE_Q6_K, q, y, 1023, 1, 256) == -ENOBUFS, "dequantize: short output -ENOBUFS");
+
+	/* all zero: ggml's bytes are all zero too */
+	memset(x, 0, sizeof x);
+	memset(q, 0x5a, sizeof q);
+	int zero = 1;
+	qg_quantize(QG_TYPE_Q6_K, x, q, sizeof q, 1, 256, NULL);
+	for (int i = 0; i < 210; i++)
+		zero &= q[i] == 0;
+	qg_quantize(QG_TYPE_Q8_K, x, q, sizeof q, 1, 256, NULL);
+	for (int i = 0; i < 292; i++)
+		zero &= q[i] == 0;
+	tap_ok(zero, "zero input: Q6_K and Q8_K blocks are all zero bytes");
+
+	/* a K-quant matrix repacks only to itself */
+	uint8_t q2[2 * 292];
+	qg_quantize(QG_TYPE_Q4_K, x, q, sizeof q, 1, 256, NULL);
+	tap_ok(qg_repack(QG_TYPE_Q4_K, q2, sizeof q2, QG_TYPE_Q4_K, q, 1, 256) == 144 && memcmp(q, q2, 144) == 0 &&
+	       qg_repack(QG_TYPE_Q4_0, q2, sizeof q2, QG_TYPE_Q4_K, q, 1, 256) == -EINVAL,
+	       "repack: Q4_K to itself copies, to Q4_0 -EINVAL");
+}
+
+int main(void)
+{
+	struct vectors v;
+
+	if (load(&v) != 0) {
+		tap_ok(0, "tests/data/kquant-vectors.bin loads");
+		return tap_done();
+	}
+	tap_ok(1, "tests/data/kquant-vectors.bin: %u x %u weights", v.rows, v.cols);
+	test_bytes(&v);
+	test_dots(&v);
+	test_dequant(&v);
+	test_kernels();
+	test_mulmat();
+	test_args();
+	free(v.buf);
+	return tap_done();
+}
