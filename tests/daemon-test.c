@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "daemon-util.h"
+#include "fp16.h"
 #include "mulmat.h"
 #include "qgraph.h"
 #include "tap.h"
@@ -162,6 +163,166 @@ static void test_ops(struct qgraph_session *s)
 	qgraph_arena_free(s, ao);
 	qgraph_arena_free(s, bo);
 	qgraph_arena_free(s, yo);
+}
+
+/*
+ * ggml's ops through the daemon in one graph, as a decode step uses them:
+ * ROPE (NeoX) of a head, a fused SwiGLU, a KV-cache write (SET_ROWS of F32
+ * rows into an F16 cache at I64 indices, read back by a cast) and
+ * FLASH_ATTN_EXT over that cache with a mask; each output against a
+ * reference computed here; then an index out of range fails the run.
+ */
+static void test_ggml_ops(struct qgraph_session *s)
+{
+	enum { D = 16, H = 2, T = 3, KV = 8 };
+	struct tap_rng rng = { 29 };
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, D * H * T * 4), po = qgraph_arena_alloc(s, 64);
+	int64_t go = qgraph_arena_alloc(s, 2 * D * T * 4), ko = qgraph_arena_alloc(s, D * KV * 2);
+	int64_t io = qgraph_arena_alloc(s, 64), mo = qgraph_arena_alloc(s, KV * 2);
+	int64_t yr = qgraph_arena_alloc(s, D * H * T * 4), yg = qgraph_arena_alloc(s, D * T * 4);
+	int64_t yk = qgraph_arena_alloc(s, D * KV * 4), yf = qgraph_arena_alloc(s, D * H * 4);
+	float *x = (float *)(arena + xo), *gin = (float *)(arena + go);
+	int32_t *pos = (int32_t *)(arena + po);
+	int64_t *idx = (int64_t *)(arena + io);
+	qg_fp16 *kc = (qg_fp16 *)(arena + ko), *mask = (qg_fp16 *)(arena + mo);
+	float *ry = (float *)(arena + yr), *gy = (float *)(arena + yg), *ky = (float *)(arena + yk);
+	float *fy = (float *)(arena + yf);
+
+	fill(x, D * H * T, &rng);
+	fill(gin, 2 * D * T, &rng);
+	memset(kc, 0, D * KV * 2);
+	pos[0] = 7, pos[1] = 8, pos[2] = 9;
+	idx[0] = 5, idx[1] = 1, idx[2] = 6;
+	for (int c = 0; c < KV; c++)	/* the cache rows written, 1, 5 and 6, are seen; the rest masked */
+		mask[c] = qg_fp32_to_fp16(c == 1 || c == 5 || c == 6 ? 0.0f : -INFINITY);
+
+	struct qgraph_graph *g = qgraph_graph_new();
+	int xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 3, (const int64_t[]){ D, H, T }, xo);
+	int pi = qgraph_graph_input(g, QGRAPH_TYPE_I32, 1, (const int64_t[]){ T }, po);
+	int gi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, (const int64_t[]){ 2 * D, T }, go);
+	int ki = qgraph_graph_input(g, QGRAPH_TYPE_F16, 2, (const int64_t[]){ D, KV }, ko);
+	int ii = qgraph_graph_input(g, QGRAPH_TYPE_I64, 1, (const int64_t[]){ T }, io);
+	int mi = qgraph_graph_input(g, QGRAPH_TYPE_F16, 2, (const int64_t[]){ KV, 1 }, mo);
+	int32_t rp[16] = { 0, D, 2 }, gp[2] = { 2, 0 }, fp[1];
+	float base = 10000.0f, one = 1.0f, scale = 0.25f;
+	memcpy(&rp[5], &base, 4);
+	memcpy(&rp[6], &one, 4);
+	memcpy(&rp[8], &one, 4);
+	memcpy(&fp[0], &scale, 4);
+	int ropei = qgraph_graph_op_ex(g, QGRAPH_OP_ROPE, 2, (const int[]){ xi, pi }, 16, rp);
+	qgraph_graph_output(g, ropei, yr);
+	qgraph_graph_output(g, qgraph_graph_op_ex(g, QGRAPH_OP_GLU, 1, (const int[]){ gi }, 2, gp), yg);
+	/* the cache write: the first head of each token's rotated row, as K */
+	int kv = qgraph_graph_view(g, ropei, 2, (const int64_t[]){ D, T }, (const uint64_t[]){ D * H * 4 }, 0);
+	int seti = qgraph_graph_op_ex(g, QGRAPH_OP_SET_ROWS, 3, (const int[]){ kv, ii, ki }, 0, NULL);
+	qgraph_graph_output(g, qgraph_graph_cast(g, seti, QGRAPH_TYPE_F32), yk);
+	/* one query of H heads over the cache just written, as K and V both */
+	int qi = qgraph_graph_view(g, xi, 3, (const int64_t[]){ D, 1, H }, (const uint64_t[]){ D * 4, D * 4 }, 0);
+	qgraph_graph_output(g, qgraph_graph_op_ex(g, QGRAPH_OP_FLASH_ATTN_EXT, 4, (const int[]){ qi, seti, seti, mi },
+						  1, fp), yf);
+	int r = submit_wait(s, g, 0, NULL);
+	tap_ok(r == 0, "rope, glu, set_rows and flash_attn_ext in one graph through the daemon%s%s", r ? ": " : "",
+	       r ? qgraph_session_error(s) : "");
+
+	float rref[D * H * T], gref[D * T], kref[D * KV] = { 0 }, fref[D * H];
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			const float *xr = x + (t * H + h) * D;
+			float *yr2 = rref + (t * H + h) * D;
+			for (int j = 0; j < D / 2; j++) {
+				double th = pos[t] * pow(10000.0, -2.0 * j / D);
+				yr2[j] = (float)(xr[j] * cos(th) - xr[j + D / 2] * sin(th));
+				yr2[j + D / 2] = (float)(xr[j] * sin(th) + xr[j + D / 2] * cos(th));
+			}
+		}
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < D; j++) {
+			double v = gin[t * 2 * D + j];
+			gref[t * D + j] = (float)(v / (1 + exp(-v)) * gin[t * 2 * D + D + j]);
+			kref[idx[t] * D + j] = qg_fp16_to_fp32(qg_fp32_to_fp16(ry[t * H * D + j]));
+		}
+	for (int h = 0; h < H; h++) {
+		double sc[T], mx = -INFINITY, sum = 0;
+		for (int t = 0; t < T; t++) {
+			double dot = 0;
+			for (int j = 0; j < D; j++)
+				dot += (double)qg_fp16_to_fp32(qg_fp32_to_fp16(x[h * D + j])) * kref[idx[t] * D + j];
+			sc[t] = dot * scale;
+			mx = fmax(mx, sc[t]);
+		}
+		for (int t = 0; t < T; t++)
+			sum += sc[t] = exp(sc[t] - mx);
+		for (int j = 0; j < D; j++) {
+			double acc = 0;
+			for (int t = 0; t < T; t++)
+				acc += sc[t] / sum * kref[idx[t] * D + j];
+			fref[h * D + j] = (float)acc;
+		}
+	}
+	double er = max_rel(ry, rref, D * H * T), eg = max_rel(gy, gref, D * T), ef = max_rel(fy, fref, D * H);
+	tap_ok(r == 0 && er < 1e-5 && eg < 1e-5, "rope (neox) and swiglu equal the reference (err %.1e, %.1e)", er, eg);
+	tap_ok(r == 0 && memcmp(ky, kref, sizeof kref) == 0, "set_rows wrote rows 5, 1, 6 of the f16 cache, no other");
+	tap_ok(r == 0 && ef < 1e-4, "flash_attn_ext over the cache equals the reference (err %.1e)", ef);
+
+	idx[1] = KV;
+	r = submit_wait(s, g, 0, NULL);
+	tap_ok(r != 0 && strstr(qgraph_session_error(s), "range"), "a set_rows index out of range fails the graph: %s",
+	       qgraph_session_error(s));
+	qgraph_graph_free(g);
+
+	/*
+	 * As llama.cpp does it: the cache write is run for its effect, and
+	 * attention reads the cache through a view of it, not through the
+	 * write's result.  Made after the write, it sees the rows written.
+	 */
+	idx[1] = 1;
+	memset(kc, 0, D * KV * 2);
+	memset(fy, 0, D * H * 4);
+	g = qgraph_graph_new();
+	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 3, (const int64_t[]){ D, H, T }, xo);
+	pi = qgraph_graph_input(g, QGRAPH_TYPE_I32, 1, (const int64_t[]){ T }, po);
+	ki = qgraph_graph_input(g, QGRAPH_TYPE_F16, 2, (const int64_t[]){ D, KV }, ko);
+	ii = qgraph_graph_input(g, QGRAPH_TYPE_I64, 1, (const int64_t[]){ T }, io);
+	mi = qgraph_graph_input(g, QGRAPH_TYPE_F16, 2, (const int64_t[]){ KV, 1 }, mo);
+	int cache = qgraph_graph_view(g, ki, 2, (const int64_t[]){ D, KV }, (const uint64_t[]){ D * 2 }, 0);
+	rp[2] = 2;
+	ropei = qgraph_graph_op_ex(g, QGRAPH_OP_ROPE, 2, (const int[]){ xi, pi }, 16, rp);
+	kv = qgraph_graph_view(g, ropei, 2, (const int64_t[]){ D, T }, (const uint64_t[]){ D * H * 4 }, 0);
+	seti = qgraph_graph_effect(g, qgraph_graph_op_ex(g, QGRAPH_OP_SET_ROWS, 3, (const int[]){ kv, ii, ki }, 0, NULL));
+	qi = qgraph_graph_view(g, xi, 3, (const int64_t[]){ D, 1, H }, (const uint64_t[]){ D * 4, D * 4 }, 0);
+	int fa = qgraph_graph_op_ex(g, QGRAPH_OP_FLASH_ATTN_EXT, 4, (const int[]){ qi, cache, cache, mi }, 1, fp);
+	qgraph_graph_output(g, fa, yf);
+	r = submit_wait(s, g, 0, NULL);
+	ef = max_rel(fy, fref, D * H);
+	int written = 1;
+	for (int c = 0; c < KV; c++)
+		for (int j = 0; j < D; j++)
+			written &= qg_fp16_to_fp32(kc[c * D + j]) == kref[c * D + j];
+	tap_ok(r == 0 && written && ef < 1e-4,
+	       "set_rows run for its effect writes the cache; attention through a view of it sees it (err %.1e)%s%s",
+	       ef, r ? ": " : "", r ? qgraph_session_error(s) : "");
+	/* the write's result is the cache's bytes: no output; and a rope writes into nothing */
+	tap_ok(qgraph_graph_output(g, seti, yk) == -EINVAL && qgraph_graph_effect(g, ropei) == -EINVAL,
+	       "a write's result is no output, and a rope runs for no effect");
+	qgraph_graph_free(g);
+
+	/* what the builder refuses is refused before anything is sent */
+	g = qgraph_graph_new();
+	xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 3, (const int64_t[]){ D, H, T }, xo);
+	pi = qgraph_graph_input(g, QGRAPH_TYPE_I32, 1, (const int64_t[]){ T }, po);
+	rp[2] = 1;
+	int bad = qgraph_graph_op_ex(g, QGRAPH_OP_ROPE, 2, (const int[]){ xi, pi }, 16, rp);
+	int bad2 = qgraph_graph_op_ex(g, QGRAPH_OP_ROPE, 2, (const int[]){ xi, pi }, 17, rp);
+	int bad3 = qgraph_graph_op_ex(g, QGRAPH_OP_VIEW, 1, (const int[]){ xi }, 0, NULL);
+	uint64_t id;
+	tap_ok(bad == -EINVAL && bad2 == -EINVAL && bad3 == -EINVAL && qgraph_submit(s, g, 0, &id) == -EINVAL &&
+	       strstr(qgraph_session_error(s), "rope"), "rope mode 1, 17 words, a view: refused by the builder (%s)",
+	       qgraph_session_error(s));
+	qgraph_graph_free(g);
+	int64_t offs[] = { xo, po, go, ko, io, mo, yr, yg, yk, yf };
+	for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++)
+		qgraph_arena_free(s, offs[i]);
 }
 
 /*
@@ -896,6 +1057,7 @@ int main(void)
 	tap_ok(strstr(qgraph_session_info(s), "kernel q4_0_8x8") != NULL, "the welcome names the kernels");
 	test_pinned_pool(s);
 	test_ops(s);
+	test_ggml_ops(s);
 	test_views(s);
 	test_mul_mat(s);
 	test_kquant(s);

@@ -150,8 +150,80 @@ static void round_trip(void)
 	qg_ctx_free(ctx);
 }
 
+/*
+ * ggml's ops round trip: up to four sources each, op_params sent without
+ * their trailing zeros and put back, I64 indices, a SET_ROWS into an F16
+ * input read on by FLASH_ATTN_EXT; the daemon's builder makes the same
+ * tensors, which encode to the same bytes.
+ */
+static void round_trip_ggml(void)
+{
+	static unsigned char arena[1 << 16] __attribute__((aligned(64)));
+	struct qg_ctx *ctx = qg_ctx_new(MAXT);
+	struct list l = { .n = 0 };
+	int32_t rp[QG_MAX_OP_PARAMS] = { 0, 16, 2, 0, 4096 }, gp[2] = { QG_GLU_SWIGLU, 1 }, fp[1];
+	float f = 10000.0f, one = 1.0f, sc = 0.25f;
+
+	memcpy(&rp[5], &f, 4);
+	memcpy(&rp[6], &one, 4);
+	memcpy(&rp[8], &one, 4);
+	memcpy(&fp[0], &sc, 4);
+	struct qg_tensor *x = put(&l, qg_tensor_new_3d(ctx, QG_TYPE_F32, 16, 2, 3), 3, 0, 0, QG_WIRE_INPUT);
+	struct qg_tensor *pos = put(&l, qg_tensor_new_1d(ctx, QG_TYPE_I32, 3), 1, 0, 1024, QG_WIRE_INPUT);
+	struct qg_tensor *idx = put(&l, qg_tensor_new_1d(ctx, QG_TYPE_I64, 3), 1, 0, 1088, QG_WIRE_INPUT);
+	struct qg_tensor *kc = put(&l, qg_tensor_new_3d(ctx, QG_TYPE_F16, 16, 8, 2), 3, 0, 2048, QG_WIRE_INPUT);
+	struct qg_tensor *m = put(&l, qg_tensor_new_2d(ctx, QG_TYPE_F16, 8, 3), 2, 0, 3072, QG_WIRE_INPUT);
+	struct qg_tensor *ro = put(&l, qg_op_ex(ctx, QG_OP_ROPE, (struct qg_tensor *[]){ x, pos }, 2, rp, 16), 3, 0,
+				   4096, QG_WIRE_OUTPUT);
+	struct qg_tensor *gl = put(&l, qg_op_ex(ctx, QG_OP_GLU, (struct qg_tensor *[]){ ro }, 1, gp, 2), 3, 0, 8192,
+				   QG_WIRE_OUTPUT);
+	struct qg_tensor *rows = put(&l, qg_tensor_permute(ctx, ro, 0, 2, 1, 3), 4, 0, -1, 0);
+	struct qg_tensor *st = put(&l, qg_op_ex(ctx, QG_OP_SET_ROWS, (struct qg_tensor *[]){ rows, idx, kc }, 3, NULL,
+						0), 3, 0, -1, 0);
+	struct qg_tensor *q = put(&l, qg_tensor_permute(ctx, x, 0, 2, 1, 3), 4, 0, -1, 0);
+	put(&l, qg_op_ex(ctx, QG_OP_FLASH_ATTN_EXT, (struct qg_tensor *[]){ q, st, st, m }, 4, fp, 1), 4, 0, 12288,
+	    QG_WIRE_OUTPUT);
+	(void)gl;
+	tap_ok(l.n == 11 && qg_ctx_error(ctx) == 0, "a graph of rope, glu, set_rows and flash_attn_ext (%zu tensors) %s",
+	       l.n, qg_ctx_error_text(ctx));
+
+	struct qg_wire_record r1, r2;
+	int e = qg_wire_graph_encode(l.t, l.info, l.n, NULL, 0, NULL, 0, &r1);
+	tap_ok(e == 0 && r1.tp[5]->n_iparams == 9 && r1.tp[5]->iparams[4] == 4096 && r1.tp[6]->n_iparams == 2 &&
+	       r1.tp[8]->n_src == 3 && r1.tp[8]->n_iparams == 0 && r1.tp[10]->n_src == 4 && r1.tp[10]->src[3] == 4 &&
+	       r1.tp[2]->type == QGRAPH__TYPE__TYPE_I64,
+	       "encoded: four sources, op_params without trailing zeros, i64 (%d)", e);
+	struct qg_wire_env env = { .arena = arena, .arena_bytes = sizeof arena, .max_tensors = MAXT };
+	struct qg_wire_graph g;
+	char err[200];
+	e = e ? e : qg_wire_graph_build(&r1.sg, &env, &g, err, sizeof err);
+	tap_ok(e == 0, "the daemon's builder accepts it%s%s", e ? ": " : "", e ? err : "");
+	int same = e == 0;
+	for (size_t i = 0; same && i < l.n; i++)
+		if (!same_tensor(l.t[i], g.tensors[i])) {
+			tap_diag("tensor %zu (%s) differs", i, qg_op_name(l.t[i]->op));
+			same = 0;
+		}
+	tap_ok(same, "and builds the same tensors, op_params whole");
+	struct qg_wire_tensor info2[MAXT];
+	memcpy(info2, l.info, sizeof info2);
+	e = same ? qg_wire_graph_encode(g.tensors, info2, l.n, NULL, 0, NULL, 0, &r2) : -1;
+	unsigned char *b1 = NULL, *b2 = NULL;
+	size_t n1 = packed(&r1, &b1), n2 = e == 0 ? packed(&r2, &b2) : 0;
+	tap_ok(e == 0 && b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0, "whose encoding is the same %zu bytes", n1);
+	free(b1);
+	free(b2);
+	if (e == 0)
+		qg_wire_record_free(&r2);
+	if (same)
+		qg_wire_graph_free(&g);
+	qg_wire_record_free(&r1);
+	qg_ctx_free(ctx);
+}
+
 int main(void)
 {
 	round_trip();
+	round_trip_ggml();
 	return tap_done();
 }

@@ -311,6 +311,131 @@ static void test_views(struct raw *r)
 		qgraph__tensor__init(&t[i]);
 }
 
+/*
+ * ggml's ops sent by hand: a ROPE whose positions and op_params are right
+ * runs; bent, each is refused with the reason (a mode it does not take,
+ * more words or sources than a node holds, floats where words go, a
+ * source that is not earlier, positions of the wrong count), and a
+ * SET_ROWS result, a view of its destination, is no output.
+ */
+static void rope_graph(Qgraph__Tensor *t, int64_t *ne, uint32_t *src, int32_t *params, Qgraph__Span *sp)
+{
+	for (int i = 0; i < 3; i++) {
+		qgraph__tensor__init(&t[i]);
+		qgraph__span__init(&sp[i]);
+		t[i].n_ne = 3;
+		t[i].ne = &ne[3 * i];
+	}
+	ne[0] = 8, ne[1] = 2, ne[2] = 3;	/* x [8, 2 heads, 3 tokens] at 0 */
+	ne[3] = 3, ne[4] = 1, ne[5] = 1;	/* positions [3] at 4096 */
+	ne[6] = 8, ne[7] = 2, ne[8] = 3;	/* rope at 8192 */
+	t[0].flags = 1;
+	sp[0].bytes = 8 * 2 * 3 * 4;
+	t[0].arena = &sp[0];
+	t[1].type = QGRAPH__TYPE__TYPE_I32;
+	t[1].n_ne = 1;
+	t[1].flags = 1;
+	sp[1].offset = 4096;
+	sp[1].bytes = 12;
+	t[1].arena = &sp[1];
+	memset(params, 0, 16 * sizeof *params);
+	params[1] = 8;	/* n_dims */
+	params[2] = 2;	/* NeoX */
+	float base = 10000.0f, one = 1.0f;
+	memcpy(&params[5], &base, 4);
+	memcpy(&params[6], &one, 4);
+	memcpy(&params[8], &one, 4);
+	src[0] = 0, src[1] = 1;
+	t[2].op = QGRAPH__OP__OP_ROPE;
+	t[2].src = src;
+	t[2].n_src = 2;
+	t[2].iparams = params;
+	t[2].n_iparams = 9;
+	t[2].flags = 2;
+	sp[2].offset = 8192;
+	sp[2].bytes = 8 * 2 * 3 * 4;
+	t[2].arena = &sp[2];
+}
+
+static void test_ggml_ops(struct raw *r)
+{
+	Qgraph__Tensor t[4], *tp[4] = { &t[0], &t[1], &t[2], &t[3] };
+	Qgraph__Span sp[4];
+	int64_t ne[12];
+	uint32_t src[8];
+	int32_t params[20];
+	float fparams[1] = { 1.0f };
+	uint8_t buf[8192];
+	char err[512];
+	float *x = (float *)(void *)(r->base + r->l.arena_offset), *y = x + 8192 / 4;
+	int32_t *pos = (int32_t *)(void *)(x + 4096 / 4);
+
+	for (int i = 0; i < 48; i++)
+		x[i] = (float)i;
+	pos[0] = pos[1] = pos[2] = 0;	/* at position 0 a rotation is the identity */
+	rope_graph(t, ne, src, params, sp);
+	raw_push(r, buf, pack_submit(tp, 3, buf));
+	int st = raw_answer(r, err, sizeof err);
+	tap_ok(st == 0 && memcmp(x, y, 48 * 4) == 0, "a rope sent by hand runs, identity at position 0 (%d %s)", st, err);
+
+	static const struct {
+		const char *what, *says;
+	} bends[] = {
+		{ "rope mode 1", "op_params" }, { "17 words of op_params", "up to 16" },
+		{ "seven sources", "at most 6" }, { "floats where ggml's words go", "nothing else" },
+		{ "a source that is not earlier", "not an earlier" }, { "a position source of f32", "rope" },
+		{ "a set_rows result as an output", "computed tensor" },
+		{ "a rope flagged to run for its effect", "for its effect" },
+		{ "an input flagged to run for its effect", "for its effect" },
+	};
+	for (size_t b = 0; b < sizeof bends / sizeof bends[0]; b++) {
+		size_t n = 3;
+		rope_graph(t, ne, src, params, sp);
+		switch (b) {
+		case 0: params[2] = 1; break;
+		case 1: t[2].n_iparams = 17; break;
+		case 2: for (int i = 0; i < 7; i++) src[i] = i % 2; t[2].n_src = 7; break;
+		case 3: t[2].fparams = fparams; t[2].n_fparams = 1; break;
+		case 4: src[1] = 2; break;
+		case 5: t[1].type = QGRAPH__TYPE__TYPE_F32; break;
+		case 6:	/* rows x[8, 6] into itself... at I32 indices: a view of its destination, so no output */
+			ne[0] = 8, ne[1] = 6, ne[2] = 1;
+			ne[3] = 6;
+			sp[1].bytes = 24;
+			ne[6] = 8, ne[7] = 6, ne[8] = 1;
+			qgraph__tensor__init(&t[3]);
+			qgraph__span__init(&sp[3]);
+			t[3].n_ne = 3;
+			t[3].ne = &ne[9];
+			ne[9] = 8, ne[10] = 6, ne[11] = 1;
+			t[3].flags = 1;
+			sp[3].offset = 12288;
+			sp[3].bytes = 8 * 6 * 4;
+			t[3].arena = &sp[3];
+			/* tensors: 0 rows, 1 indices, 3 the destination, then set_rows as tensor 2 needs it earlier */
+			tp[2] = &t[3];
+			tp[3] = &t[2];
+			src[0] = 0, src[1] = 1, src[2] = 2;
+			t[2].op = QGRAPH__OP__OP_SET_ROWS;
+			t[2].n_src = 3;
+			t[2].n_iparams = 0;
+			sp[2].bytes = 8 * 6 * 4;
+			n = 4;
+			break;
+		case 7: t[2].flags = 4 | 2; break;
+		case 8: t[0].flags = 4 | 1; break;
+		}
+		raw_push(r, buf, pack_submit(tp, n, buf));
+		st = raw_answer(r, err, sizeof err);
+		tap_ok(st > 0 && strstr(err, bends[b].says) && good_works(), "%s: refused (%s), others unaffected",
+		       bends[b].what, err);
+		tp[2] = &t[2];
+		tp[3] = &t[3];
+	}
+	for (int i = 0; i < 4; i++)
+		qgraph__tensor__init(&t[i]);
+}
+
 /* The good client: a small graph, result checked. */
 static struct qgraph_session *good;
 static int good_works(void)
@@ -442,6 +567,7 @@ int main(void)
 	tap_ok(st == 0 && st2 == 0 && good_works(), "a client's CPU word, true or false, only ever makes the loop yield");
 	atomic_store(&rh->waiter_cpu, 0);
 	test_views(&r);
+	test_ggml_ops(&r);
 
 	const struct bad_case cases[] = {
 		{ "an input outside the arena", c_outside, 2 }, { "an output span that wraps", c_wrap, 2 },

@@ -42,13 +42,15 @@ static void types(void)
 	for (unsigned i = 0; i < d->n_values; i++) {
 		int wire = d->values[i].value, eng = qg_wire_type(wire);
 		const char *name = schema_name(d->values[i].name, "TYPE_", want, sizeof want);
-		const char *got = eng < 0 ? "(none)" : eng == (int)QG_TYPE_I32 ? "i32" : qg_type_name((enum qg_type)eng);
+		const char *got = eng < 0 ? "(none)" : qg_type_name_any((enum qg_type)eng);
 		if (eng < 0 || strcasecmp(got, name) || qg_wire_type_of((enum qg_type)eng) != wire) {
 			tap_diag("wire type %d (%s): engine %d (%s)", wire, name, eng, got);
 			bad++;
 		}
 		int pub = qg_wire_public_type(wire);
-		const char *pname = pub == (int)QGRAPH_TYPE_I32 ? "i32" : qgraph_type_name((enum qgraph_type)pub);
+		const char *pname = pub == (int)QGRAPH_TYPE_I32   ? "i32"
+				    : pub == (int)QGRAPH_TYPE_I64 ? "i64"
+								  : qgraph_type_name((enum qgraph_type)pub);
 		if (pub < 0 || !pname || strcasecmp(pname, name) || qg_wire_type_of_public(pub) != wire ||
 		    qg_wire_engine_type_of_public(pub) != eng) {
 			tap_diag("wire type %d (%s): public %d (%s)", wire, name, pub, pname ? pname : "(none)");
@@ -70,11 +72,12 @@ static void ops(void)
 	static const int public_ops[] = {
 		QGRAPH_OP_MUL_MAT, QGRAPH_OP_ADD, QGRAPH_OP_MUL, QGRAPH_OP_SCALE, QGRAPH_OP_SILU,
 		QGRAPH_OP_GELU, QGRAPH_OP_RMS_NORM, QGRAPH_OP_SOFT_MAX, QGRAPH_OP_CPY, QGRAPH_OP_GET_ROWS,
-		QGRAPH_OP_RESHAPE, QGRAPH_OP_VIEW, QGRAPH_OP_TRANSPOSE, QGRAPH_OP_PERMUTE,
+		QGRAPH_OP_RESHAPE, QGRAPH_OP_VIEW, QGRAPH_OP_TRANSPOSE, QGRAPH_OP_PERMUTE, QGRAPH_OP_ROPE,
+		QGRAPH_OP_GLU, QGRAPH_OP_SET_ROWS, QGRAPH_OP_FLASH_ATTN_EXT, QGRAPH_OP_NORM,
 	};
 	static const char *public_names[] = {
 		"mul_mat", "add", "mul", "scale", "silu", "gelu", "rms_norm", "soft_max", "cpy", "get_rows",
-		"reshape", "view", "transpose", "permute",
+		"reshape", "view", "transpose", "permute", "rope", "glu", "set_rows", "flash_attn_ext", "norm",
 	};
 	char want[32];
 	int bad = 0;

@@ -225,6 +225,45 @@ QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a,
 	return add(g, ctx, t, (struct qg_wire_tensor){ .n_dims = ndims, .offset = -1 });
 }
 
+/* The dimensions T declares on the wire: up to its last that is not 1, and at least MIN. */
+static int dims_of(const struct qg_tensor *t, int min)
+{
+	int n = QG_MAX_DIMS;
+
+	while (n > min && n > 1 && t->ne[n - 1] == 1)
+		n--;
+	return n;
+}
+
+QGRAPH_API int qgraph_graph_op_ex(struct qgraph_graph *g, enum qgraph_op op, int n_src, const int *src, int n_params,
+				  const int32_t *params)
+{
+	struct qg_tensor *s[QG_MAX_SRC];
+
+	if (!g)
+		return -EINVAL;
+	if (n_src < 1 || n_src > QG_MAX_SRC || !src || n_params < 0 || n_params > QG_MAX_OP_PARAMS ||
+	    (n_params && !params))
+		return graph_fail(g, -EINVAL);
+	for (int i = 0; i < n_src; i++)
+		if (!(s[i] = tensor_at(g, src[i])))
+			return g->err;
+	int wop = qg_wire_op_of_public(op), eop = wop < 0 ? -1 : qg_wire_op(wop);
+	if (eop < 0 || qg_op_is_view((enum qg_op)eop))
+		return graph_fail(g, -EINVAL);	/* views have builders of their own */
+	struct qg_ctx *ctx = room(g);
+	if (!ctx)
+		return -ENOMEM;
+	struct qg_tensor *t = qg_op_ex(ctx, (enum qg_op)eop, s, n_src, params, n_params);
+	if (!t)
+		return graph_refused(g, ctx);
+	/* as many dimensions as its first source declares, or the result's own if it has more */
+	int n = dims_of(t, g->info[src[0]].n_dims < 1 ? 1 : g->info[src[0]].n_dims);
+	if (op == QGRAPH_OP_SET_ROWS)
+		n = g->info[src[2]].n_dims;
+	return add(g, ctx, t, (struct qg_wire_tensor){ .n_dims = n, .offset = -1 });
+}
+
 QGRAPH_API int qgraph_graph_weights_nd(struct qgraph_graph *g, uint64_t handle, enum qgraph_type type, int ndims,
 				       const int64_t *ne)
 {
@@ -346,12 +385,25 @@ QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int i, int64_t offset
 		return -EINVAL;
 	if (i < 0)
 		return graph_fail(g, i);
-	if ((size_t)i >= g->n || g->t[i]->op == QG_OP_NONE || qg_op_is_view(g->t[i]->op) || offset < 0 ||
-	    offset % 64)
+	/* views, and ops whose result is the bytes of a source they write (CPY into a tensor, SET_ROWS), are no outputs */
+	if ((size_t)i >= g->n || g->t[i]->op == QG_OP_NONE || g->t[i]->view_src || offset < 0 || offset % 64 ||
+	    (g->info[i].flags & QG_WIRE_EFFECT))
 		return graph_fail(g, -EINVAL);
 	g->info[i].offset = offset;
 	g->info[i].flags |= QG_WIRE_OUTPUT;
 	g->t[i]->flags |= QG_TENSOR_OUTPUT;
+	return i;
+}
+
+QGRAPH_API int qgraph_graph_effect(struct qgraph_graph *g, int i)
+{
+	if (!g)
+		return -EINVAL;
+	if (i < 0)
+		return graph_fail(g, i);
+	if ((size_t)i >= g->n || g->t[i]->op == QG_OP_NONE || qg_op_is_view(g->t[i]->op) || !g->t[i]->view_src)
+		return graph_fail(g, -EINVAL);
+	g->info[i].flags |= QG_WIRE_EFFECT;
 	return i;
 }
 

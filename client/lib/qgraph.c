@@ -32,6 +32,7 @@ SAME_PUBLIC(type, TYPE, Q6_K);
 SAME_PUBLIC(type, TYPE, Q8_K);
 SAME_PUBLIC(type, TYPE, COUNT);
 SAME_PUBLIC(type, TYPE, I32);
+SAME_PUBLIC(type, TYPE, I64);
 SAME_PUBLIC(op, OP, MUL_MAT);
 SAME_PUBLIC(op, OP, ADD);
 SAME_PUBLIC(op, OP, MUL);
@@ -46,6 +47,11 @@ SAME_PUBLIC(op, OP, RESHAPE);
 SAME_PUBLIC(op, OP, VIEW);
 SAME_PUBLIC(op, OP, TRANSPOSE);
 SAME_PUBLIC(op, OP, PERMUTE);
+SAME_PUBLIC(op, OP, ROPE);
+SAME_PUBLIC(op, OP, GLU);
+SAME_PUBLIC(op, OP, SET_ROWS);
+SAME_PUBLIC(op, OP, FLASH_ATTN_EXT);
+SAME_PUBLIC(op, OP, NORM);
 
 #define SAME_TYPE(pub, eng) \
 	_Static_assert((int)QGRAPH_TYPE_##pub == (int)QG_TYPE_##eng, "qgraph_type " #pub " matches qg_type")

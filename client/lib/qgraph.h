@@ -369,9 +369,19 @@ enum qgraph_op {
 	QGRAPH_OP_VIEW = 12,
 	QGRAPH_OP_TRANSPOSE = 13,
 	QGRAPH_OP_PERMUTE = 14,
+	/* ggml's ops of these names, with ggml's op_params (qgraph_graph_op_ex only) */
+	QGRAPH_OP_ROPE = 15,
+	QGRAPH_OP_GLU = 16,
+	QGRAPH_OP_SET_ROWS = 17,
+	QGRAPH_OP_FLASH_ATTN_EXT = 18,
+	QGRAPH_OP_NORM = 19,
 };
 
-#define QGRAPH_TYPE_I32 ((enum qgraph_type)32)	/* int32 GET_ROWS indices, in graphs only */
+#define QGRAPH_TYPE_I32 ((enum qgraph_type)32)	/* int32 indices and positions, in graphs only */
+#define QGRAPH_TYPE_I64 ((enum qgraph_type)33)	/* int64 SET_ROWS indices, in graphs only */
+
+#define QGRAPH_OP_MAX_SRC 6	/* sources of one op (ggml's GGML_MAX_SRC) */
+#define QGRAPH_OP_MAX_PARAMS 16	/* int32 words of op parameters (ggml's op_params) */
 
 struct qgraph_graph;
 
@@ -411,7 +421,42 @@ QGRAPH_API int qgraph_graph_weights(struct qgraph_graph *g, uint64_t handle, enu
 QGRAPH_API int qgraph_graph_weights_nd(struct qgraph_graph *g, uint64_t handle, enum qgraph_type type, int ndims,
 				       const int64_t *ne);
 QGRAPH_API int qgraph_graph_op(struct qgraph_graph *g, enum qgraph_op op, int a, int b, float param);
+/*
+ * op_ex:   the general form, as a ggml node: OP on the N_SRC (1 to
+ *          QGRAPH_OP_MAX_SRC) tensors SRC, with the N_PARAMS (0 to
+ *          QGRAPH_OP_MAX_PARAMS) int32 words PARAMS of ggml's op_params
+ *          (floats by their bits; the words not given are 0).  Every op
+ *          of qgraph_graph_op too (a float parameter is word 0, and a word
+ *          an op does not read must be 0), and ggml's:
+ *   ROPE(a, pos[, freq_factors]): a F32 [head dim, heads, tokens, ...],
+ *          pos I32 [tokens]; words 1 n_dims, 2 mode (0 normal, 2 NeoX),
+ *          4 n_ctx_orig, 5..10 freq_base, freq_scale, ext_factor,
+ *          attn_factor, beta_fast, beta_slow, 15 the first value turned
+ *   GLU(a[, b]): F32; word 0 the gate (0 ReGLU, 1 GeGLU, 2 SwiGLU), word
+ *          1 swapped; one source: its rows' halves are the value and the
+ *          gate (the result half as wide), two: a is the value, b the gate
+ *   SET_ROWS(rows, idx, dst): rows F32 or F16, idx I32 or I64, dst F32 or
+ *          F16 (not weights): row idx[j] of dst becomes row j of rows; the
+ *          result is dst's bytes, as CPY's (not an output itself)
+ *   FLASH_ATTN_EXT(q, k, v[, mask]): q F32, k and v F16, mask F16; word 0
+ *          the scale (max_bias and logit_softcap 0); the result F32
+ *          [v's head dim, heads, tokens, ...]
+ *   NORM(a): F32, word 0 eps (a float): each row less its mean, over
+ *          the square root of its variance plus eps
+ *          Indices out of range are found when the graph runs: the run
+ *          fails, its status says so.
+ */
+QGRAPH_API int qgraph_graph_op_ex(struct qgraph_graph *g, enum qgraph_op op, int n_src, const int *src, int n_params,
+				  const int32_t *params);
 QGRAPH_API int qgraph_graph_output(struct qgraph_graph *g, int t, int64_t offset);
+/*
+ * effect:  run node T, an op that writes into a source (CPY into a tensor,
+ *          SET_ROWS: a KV-cache write), though no output reads it; a node
+ *          made after T runs after it, so it reads what T wrote through
+ *          any view of those bytes.  Returns T or -errno (-EINVAL for any
+ *          other tensor).  Such a node is never an output itself.
+ */
+QGRAPH_API int qgraph_graph_effect(struct qgraph_graph *g, int t);
 /*
  * Views: tensors with no bytes of their own, read through A's.  An op
  * takes them as sources like any tensor; to put a view's values in the

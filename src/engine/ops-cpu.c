@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "kernels.h"
 #include "mulmat.h"
 #include "ops.h"
 
@@ -367,6 +368,248 @@ static int compute_get_rows(const struct qg_tensor *t, int ith, int nth, void *s
 	return err;
 }
 
+/* --- ROPE ---------------------------------------------------------------- */
+
+/* The dimension (of N_DIMS) at which the YaRN ramp turns for rotations of N_ROT per N_CTX_ORIG positions. */
+static float yarn_dim(int n_dims, int n_ctx_orig, float n_rot, float base)
+{
+	return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+/* What one ROPE node reads of its parameters, worked out once a thread. */
+struct rope {
+	int n_dims, n_offs;
+	bool neox;
+	float freq_scale, ext_factor, attn_factor, theta_scale, lo, hi;
+	const struct qg_tensor *ff;
+};
+
+static struct rope rope_of(const struct qg_tensor *t)
+{
+	struct rope r = {
+		.n_dims = t->op_params[1], .n_offs = t->op_params[15], .neox = t->op_params[2] == 2,
+		.freq_scale = qg_op_param_f32(t, 6), .ext_factor = qg_op_param_f32(t, 7),
+		.attn_factor = qg_op_param_f32(t, 8), .ff = t->src[2],
+	};
+	const int n_ctx_orig = t->op_params[4];
+	const float base = qg_op_param_f32(t, 5);
+
+	r.theta_scale = powf(base, -2.0f / (float)r.n_dims);
+	/* the band of dimensions where YaRN blends interpolation into extrapolation */
+	r.lo = floorf(yarn_dim(r.n_dims, n_ctx_orig, qg_op_param_f32(t, 9), base));
+	r.hi = ceilf(yarn_dim(r.n_dims, n_ctx_orig, qg_op_param_f32(t, 10), base));
+	r.lo = r.lo > 0.0f ? r.lo : 0.0f;
+	r.hi = r.hi < (float)(r.n_dims - 1) ? r.hi : (float)(r.n_dims - 1);
+	return r;
+}
+
+/* cos and sin (times the magnitude scale) of each pair's angle at position POS, into CS[0..n_dims). */
+static void rope_angles(const struct rope *r, float pos, float *cs)
+{
+	float theta = pos;
+
+	for (int i0 = 0; i0 < r->n_dims; i0 += 2) {
+		float ff = 1.0f;
+		if (r->ff)
+			ff = *(const float *)((const char *)r->ff->data + (size_t)(i0 / 2) * r->ff->nb[0]);
+		const float extrap = theta / ff, interp = r->freq_scale * extrap;
+		float angle = interp, mscale = r->attn_factor;
+		if (r->ext_factor != 0.0f) {
+			float span = r->hi - r->lo > 0.001f ? r->hi - r->lo : 0.001f;
+			float y = ((float)(i0 / 2) - r->lo) / span;
+			float mix = (1.0f - (y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y)) * r->ext_factor;
+			angle = interp * (1.0f - mix) + extrap * mix;
+			mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
+		}
+		cs[i0] = cosf(angle) * mscale;
+		cs[i0 + 1] = sinf(angle) * mscale;
+		theta *= r->theta_scale;
+	}
+}
+
+static int compute_rope(const struct qg_tensor *t, int ith, int nth, void *scratch)
+{
+	const struct qg_tensor *a = t->src[0], *pos = t->src[1];
+	const struct rope r = rope_of(t);
+	const int64_t ne0 = t->ne[0], half = r.n_dims / 2;
+	float *cs = thread_tmp(scratch, ne0, ith);
+	int64_t cached = -1;	/* the token whose angles CS holds */
+
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		const float *x = (const float *)row_at(a, it.i1, it.i2, it.i3);
+		float *y = (float *)row_at(t, it.i1, it.i2, it.i3);
+		if (cached != it.i2 + it.i3 * t->ne[2]) {
+			int32_t p;
+			memcpy(&p, (const char *)pos->data + it.i2 * pos->nb[0], sizeof p);
+			rope_angles(&r, (float)p, cs);
+			cached = it.i2 + it.i3 * t->ne[2];
+		}
+		for (int64_t i0 = 0; i0 < ne0; i0++)	/* what is not turned is copied */
+			if (i0 < r.n_offs || i0 >= r.n_offs + r.n_dims)
+				y[i0] = x[i0];
+		for (int64_t j = 0; j < half; j++) {
+			/* normal: pairs of neighbours; NeoX: a value and the one half the rotated span on */
+			const int64_t u = r.n_offs + (r.neox ? j : 2 * j), v = u + (r.neox ? half : 1);
+			const float x0 = x[u], x1 = x[v], c = cs[2 * j], s = cs[2 * j + 1];
+			y[u] = x0 * c - x1 * s;
+			y[v] = x0 * s + x1 * c;
+		}
+	}
+	return 0;
+}
+
+/* --- NORM ---------------------------------------------------------------- */
+
+static int compute_norm(const struct qg_tensor *t, int ith, int nth)
+{
+	const struct qg_tensor *a = t->src[0];
+	const float eps = qg_op_param_f32(t, 0);
+	const int64_t n = t->ne[0];
+
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		char *y = row_at(t, it.i1, it.i2, it.i3);
+		const char *x = row_at(a, it.i1, it.i2, it.i3);
+		double sum = 0.0, var = 0.0;
+		for (int64_t i0 = 0; i0 < n; i0++)
+			sum += F32_AT(x, a, i0);
+		const float mean = (float)(sum / (double)n);
+		/* the row is read whole (twice) before it is written: in place is right */
+		for (int64_t i0 = 0; i0 < n; i0++) {
+			const float v = F32_AT(x, a, i0) - mean;
+			var += (double)v * v;
+		}
+		const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
+		for (int64_t i0 = 0; i0 < n; i0++)
+			F32_AT(y, t, i0) = (F32_AT(x, a, i0) - mean) * scale;
+	}
+	return 0;
+}
+
+/* --- GLU ----------------------------------------------------------------- */
+
+static int compute_glu(const struct qg_tensor *t, int ith, int nth)
+{
+	const struct qg_tensor *a = t->src[0], *b = t->src[1];
+	const int gate = t->op_params[0];
+	const bool swapped = !b && t->op_params[1];
+	const int64_t nc = t->ne[0];
+
+	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
+		const float *x = (const float *)row_at(a, it.i1, it.i2, it.i3);
+		const float *g = b ? (const float *)row_at(b, it.i1, it.i2, it.i3) : x + (swapped ? 0 : nc);
+		float *y = (float *)row_at(t, it.i1, it.i2, it.i3);
+		if (swapped)
+			x += nc;
+		for (int64_t i = 0; i < nc; i++) {
+			const float v = x[i];
+			const float h = gate == QG_GLU_SWIGLU ? v / (1.0f + expf(-v))
+					: gate == QG_GLU_GEGLU ? gelu(v)
+							       : (v > 0.0f ? v : 0.0f);
+			y[i] = h * g[i];
+		}
+	}
+	return 0;
+}
+
+/* --- SET_ROWS ------------------------------------------------------------ */
+
+static int compute_set_rows(const struct qg_tensor *t, int ith, int nth, void *scratch)
+{
+	const struct qg_tensor *a = t->src[0], *idx = t->src[1];
+	const int64_t ne0 = t->ne[0];
+	float *tmp = thread_tmp(scratch, ne0, ith);
+	int64_t j0, j1;
+	int err = 0;
+
+	qg_op_split(a->ne[1], ith, nth, &j0, &j1);
+	for (int64_t i3 = 0; i3 < a->ne[3]; i3++) {
+		for (int64_t i2 = 0; i2 < a->ne[2]; i2++) {
+			const char *ix = (const char *)idx->data + bcast(i2, idx->ne[1]) * idx->nb[1] +
+					 bcast(i3, idx->ne[2]) * idx->nb[2];
+			for (int64_t j = j0; j < j1; j++) {
+				int64_t k;
+				if (idx->type == QG_TYPE_I64) {
+					memcpy(&k, ix + j * idx->nb[0], sizeof k);
+				} else {
+					int32_t k32;
+					memcpy(&k32, ix + j * idx->nb[0], sizeof k32);
+					k = k32;
+				}
+				if (k < 0 || k >= t->ne[1]) {
+					err = -ERANGE;
+					continue;
+				}
+				load_row(a->type, row_at(a, j, i2, i3), a->nb[0], ne0, tmp);
+				store_row(t->type, row_at(t, k, i2, i3), t->nb[0], ne0, tmp);
+			}
+		}
+	}
+	return err;
+}
+
+/* --- FLASH_ATTN_EXT ------------------------------------------------------ */
+
+/* Bytes of one thread's FLASH_ATTN_EXT scratch: q as halves, the V accumulator. */
+static size_t fa_slot(const struct qg_tensor *t)
+{
+	return align_up((size_t)t->src[0]->ne[0] * sizeof(qg_fp16)) + align_up((size_t)t->ne[0] * sizeof(float));
+}
+
+static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void *scratch)
+{
+	const struct qg_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2], *m = t->src[3];
+	const int64_t dk = q->ne[0], dv = v->ne[0], n_kv = k->ne[1];
+	const int64_t rk2 = q->ne[2] / k->ne[2], rv2 = q->ne[2] / v->ne[2];
+	const float scale = qg_op_param_f32(t, 0);
+	const qg_dot_f16_fn dot = qg_dot_f16_for();
+	const qg_mad_f16_fn mad = qg_mad_f16_for();
+	qg_fp16 *qh = (qg_fp16 *)((char *)scratch + (size_t)ith * fa_slot(t));
+	float *acc = (float *)((char *)qh + align_up((size_t)dk * sizeof(qg_fp16)));
+	int64_t r0, r1;
+
+	qg_op_split(q->ne[1] * q->ne[2] * q->ne[3], ith, nth, &r0, &r1);
+	for (int64_t r = r0; r < r1; r++) {
+		/* query row (i1, head i2, i3), its result row (i2, i1, i3) */
+		const int64_t i1 = r % q->ne[1], i2 = r / q->ne[1] % q->ne[2], i3 = r / (q->ne[1] * q->ne[2]);
+		const float *qr = (const float *)row_at(q, i1, i2, i3);
+		const char *mr = m ? row_at(m, i1, bcast(i2, m->ne[2]), bcast(i3, m->ne[3])) : NULL;
+		float mx = -INFINITY, sum = 0.0f;
+
+		for (int64_t i = 0; i < dk; i++)
+			qh[i] = qg_fp32_to_fp16(qr[i]);
+		memset(acc, 0, (size_t)dv * sizeof *acc);
+		for (int64_t c = 0; c < n_kv; c++) {
+			float mv = 0.0f;
+			if (mr) {
+				qg_fp16 h;
+				memcpy(&h, mr + c * m->nb[0], sizeof h);
+				mv = qg_fp16_to_fp32(h);
+				if (mv == -INFINITY)
+					continue;
+			}
+			const qg_fp16 *kr = (const qg_fp16 *)row_at(k, c, i2 / rk2, i3);
+			const float s = dot(kr, qh, dk) * scale + mv;
+			/* online softmax: a new maximum rescales what was summed so far */
+			float ms = 1.0f, vs = 1.0f;
+			if (s > mx) {
+				ms = mx == -INFINITY ? 0.0f : expf(mx - s);
+				mx = s;
+				for (int64_t d = 0; d < dv; d++)
+					acc[d] *= ms;
+			} else {
+				vs = expf(s - mx);
+			}
+			mad(acc, (const qg_fp16 *)row_at(v, c, i2 / rv2, i3), vs, dv);
+			sum = sum * ms + vs;
+		}
+		float *y = (float *)row_at(t, i2, i1, i3);
+		const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+		for (int64_t d = 0; d < dv; d++)
+			y[d] = acc[d] * inv;
+	}
+	return 0;
+}
+
 /* --- dispatch ----------------------------------------------------------- */
 
 int qg_op_check_data(const struct qg_tensor *t)
@@ -393,7 +636,11 @@ size_t qg_op_scratch_size(const struct qg_tensor *t, int nth)
 		return mm_slot(t) * (size_t)(t->ne[2] * t->ne[3]);
 	case QG_OP_CPY:
 	case QG_OP_GET_ROWS:
+	case QG_OP_ROPE:
+	case QG_OP_SET_ROWS:
 		return (size_t)nth * align_up((size_t)t->ne[0] * sizeof(float));
+	case QG_OP_FLASH_ATTN_EXT:
+		return (size_t)nth * fa_slot(t);
 	default:
 		return 0;
 	}
@@ -420,6 +667,16 @@ int qg_op_compute(const struct qg_tensor *t, int phase, int ith, int nth, void *
 		return compute_cpy(t, ith, nth, scratch);
 	case QG_OP_GET_ROWS:
 		return compute_get_rows(t, ith, nth, scratch);
+	case QG_OP_ROPE:
+		return compute_rope(t, ith, nth, scratch);
+	case QG_OP_GLU:
+		return compute_glu(t, ith, nth);
+	case QG_OP_NORM:
+		return compute_norm(t, ith, nth);
+	case QG_OP_SET_ROWS:
+		return compute_set_rows(t, ith, nth, scratch);
+	case QG_OP_FLASH_ATTN_EXT:
+		return compute_flash_attn(t, ith, nth, scratch);
 	default:
 		return -EINVAL;
 	}

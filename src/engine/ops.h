@@ -38,6 +38,51 @@
  *                     (i2, i3).  An index outside [0, R) is found when the
  *                     op runs: that row is zeroed and the run fails -ERANGE.
  *
+ * ggml's ops, built by qg_op_ex with ggml's op_params (int32 words, floats
+ * by their bits; a word an op does not read must be 0), with ggml's
+ * semantics (ggml-cpu/ops.cpp at the pinned llama.cpp):
+ *   ROPE(a, pos[, ff])
+ *                     a: F32 [ne0, heads, n, b], rows packed; pos: I32
+ *                     [n]; ff (frequency factors, optional): F32, at
+ *                     least n_dims/2 values.  Params: [1] n_dims (even),
+ *                     [2] mode (0 normal: pairs (i, i+1); 2 NeoX: pairs
+ *                     (i, i+n_dims/2)), [4] n_ctx_orig, [5] freq_base,
+ *                     [6] freq_scale, [7] ext_factor, [8] attn_factor,
+ *                     [9] beta_fast, [10] beta_slow, [15] n_offs (the
+ *                     first value rotated); n_offs + n_dims <= ne0.  Pair
+ *                     j of the row of token i2 turns by pos[i2] *
+ *                     freq_base^(-2j/n_dims) / ff[j], YaRN-corrected,
+ *                     scaled by attn_factor; the other values are copied.
+ *   GLU(a[, b])       Params: [0] the gate (QG_GLU_*), [1] swapped.  With
+ *                     b: y = gate(a) * b, a and b F32 of one shape.
+ *                     Without: a's row is x (first half) and g (second
+ *                     half; swapped: the other way), y = gate(x) * g,
+ *                     ne0 halved.  Gates: ReGLU max(x, 0), GeGLU gelu(x)
+ *                     (as GELU), SwiGLU silu(x).
+ *   SET_ROWS(rows, idx, dst)
+ *                     rows: F32 or F16 [n0, n, n2, n3]; idx: I32 or I64
+ *                     [n, i2, i3], i2 dividing n2, i3 dividing n3; dst:
+ *                     F32 or F16 [n0, R, n2, n3], rows packed.  Row
+ *                     idx[j, k2 % i2, k3 % i3] of dst's slice (k2, k3)
+ *                     becomes row j of rows' slice (k2, k3), converted
+ *                     (F16 rounded to nearest).  The result is a view of
+ *                     dst.  An index outside [0, R) is found when the op
+ *                     runs: that row is not written and the run fails
+ *                     -ERANGE.  NULL when dst is weights.
+ *   FLASH_ATTN_EXT(q, k, v[, mask])
+ *                     q: F32 [dk, n, h, b]; k: F16 [dk, n_kv, hk, b]; v:
+ *                     F16 [dv, n_kv, hv, b], hk and hv dividing h (grouped
+ *                     heads); mask: F16 [>= n_kv, >= n, m2, m3], m2
+ *                     dividing h, m3 dividing b.  Params: [0] scale, [1]
+ *                     max_bias (0), [2] logit_softcap (0), [3] precision
+ *                     (0 or 10).  Result F32 [dv, h, n, b]: for query row
+ *                     (i1, head i2, i3), softmax over the n_kv keys of
+ *                     scale * (q . k) + mask, times v; q is rounded to F16
+ *                     before its dot products, as ggml does.  A row whose
+ *                     mask is -inf everywhere gives zeros.
+ *   NORM(a)           Params: [0] eps (a float, >= 0).  Per row: y = (a -
+ *                     mean a) / sqrt(mean((a - mean a)^2) + eps).
+ *
  * Builders return NULL (and record the error in CTX) on bad types or
  * shapes, never abort, and pass a NULL source on as a NULL result.
  */
@@ -63,7 +108,25 @@ struct qg_tensor *qg_op_cpy(struct qg_ctx *ctx, struct qg_tensor *a, struct qg_t
 struct qg_tensor *qg_op_cast(struct qg_ctx *ctx, struct qg_tensor *a, enum qg_type type);
 struct qg_tensor *qg_op_get_rows(struct qg_ctx *ctx, struct qg_tensor *t, struct qg_tensor *idx);
 
-/* The float parameter of SCALE, RMS_NORM (eps) and SOFT_MAX (scale). */
+/* GLU's gates: ggml's enum ggml_glu_op numbers. */
+enum qg_glu {
+	QG_GLU_REGLU = 0,
+	QG_GLU_GEGLU = 1,
+	QG_GLU_SWIGLU = 2,
+};
+
+/*
+ * The general form: OP on SRC[0..N_SRC) (1 to QG_MAX_SRC) with PARAMS[0..
+ * N_PARAMS) (0 to QG_MAX_OP_PARAMS; the rest are 0), ggml's op_params.
+ * Every op but the views: the first ops read PARAMS[0] as their float
+ * (SCALE's factor, 1 when absent; RMS_NORM's eps; SOFT_MAX's scale, 1 when
+ * absent) and refuse any other word that is not 0; CPY takes two sources
+ * (a cast has its own builder).  NULL (and CTX's error) otherwise.
+ */
+struct qg_tensor *qg_op_ex(struct qg_ctx *ctx, enum qg_op op, struct qg_tensor *const *src, int n_src,
+			   const int32_t *params, int n_params);
+
+/* Float parameter I (by its bits): SCALE's, RMS_NORM's eps, SOFT_MAX's scale, ROPE's [5..10]. */
 float qg_op_param_f32(const struct qg_tensor *t, int i);
 void qg_op_set_param_f32(struct qg_tensor *t, int i, float v);
 
@@ -90,7 +153,7 @@ bool qg_op_can_inplace(enum qg_op op);
  */
 bool qg_op_cpy_is_unpack(const struct qg_tensor *t);
 
-/* T's work: multiply-accumulates for MUL_MAT (result elements times K), result elements for the rest. */
+/* T's work: multiply-accumulates for MUL_MAT and FLASH_ATTN_EXT, result elements for the rest. */
 uint64_t qg_op_work(const struct qg_tensor *t);
 
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
@@ -103,8 +166,8 @@ size_t qg_op_scratch_size(const struct qg_tensor *t, int nth);
 /*
  * Thread ITH of NTH runs its share of phase PHASE of node T (a checked
  * node, data in place); SCRATCH holds qg_op_scratch_size(T, NTH) bytes,
- * 64-byte aligned, shared by the threads.  Returns 0 or -errno (GET_ROWS:
- * -ERANGE on an index out of range); never aborts.
+ * 64-byte aligned, shared by the threads.  Returns 0 or -errno (GET_ROWS
+ * and SET_ROWS: -ERANGE on an index out of range); never aborts.
  */
 int qg_op_compute(const struct qg_tensor *t, int phase, int ith, int nth, void *scratch);
 

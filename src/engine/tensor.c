@@ -83,6 +83,8 @@ size_t qg_type_elem_size(enum qg_type type)
 		return 2;
 	case QG_TYPE_I32:
 		return 4;
+	case QG_TYPE_I64:
+		return 8;
 	default:
 		return 0;
 	}
@@ -90,12 +92,13 @@ size_t qg_type_elem_size(enum qg_type type)
 
 int64_t qg_type_row_bytes(enum qg_type type, int64_t cols)
 {
-	if (type == QG_TYPE_I32) {
+	if (type == QG_TYPE_I32 || type == QG_TYPE_I64) {
+		int64_t size = (int64_t)qg_type_elem_size(type);
 		if (cols <= 0)
 			return -EINVAL;
-		if (cols > INT64_MAX / 4)
+		if (cols > INT64_MAX / size)
 			return -EOVERFLOW;
-		return cols * 4;
+		return cols * size;
 	}
 	return qg_row_size(type, cols);
 }
@@ -103,16 +106,22 @@ int64_t qg_type_row_bytes(enum qg_type type, int64_t cols)
 /* Bytes of one block (or element) of TYPE: NB[0] of a tensor. */
 static size_t type_block_bytes(enum qg_type type)
 {
-	if (type == QG_TYPE_I32)
-		return 4;
+	if (type == QG_TYPE_I32 || type == QG_TYPE_I64)
+		return qg_type_elem_size(type);
 	int bv = qg_type_block_values(type);
 	return bv > 0 ? (size_t)qg_row_size(type, bv) : 0;
 }
 
-/* TYPE's name, I32 included. */
+const char *qg_type_name_any(enum qg_type type)
+{
+	if (type == QG_TYPE_I32 || type == QG_TYPE_I64)
+		return type == QG_TYPE_I32 ? "i32" : "i64";
+	return qg_type_name(type) ? qg_type_name(type) : "?";
+}
+
 static const char *type_name(enum qg_type type)
 {
-	return type == QG_TYPE_I32 ? "i32" : qg_type_name(type) ? qg_type_name(type) : "?";
+	return qg_type_name_any(type);
 }
 
 /* A fresh tensor struct from the arena, zeroed, or NULL (and the error) when full. */
@@ -162,7 +171,7 @@ struct qg_tensor *qg_tensor_new(struct qg_ctx *ctx, enum qg_type type, int n_dim
 
 	if (!ctx)
 		return NULL;
-	if (n_dims < 1 || n_dims > QG_MAX_DIMS || !ne || (unsigned)type > QG_TYPE_I32)
+	if (n_dims < 1 || n_dims > QG_MAX_DIMS || !ne || (unsigned)type > QG_TYPE_I64)
 		return qg_ctx_fail(ctx, -EINVAL, "tensor: bad type or dimensions");
 	memcpy(full, ne, (size_t)n_dims * sizeof *ne);
 	t = ctx_take(ctx);
@@ -173,7 +182,7 @@ struct qg_tensor *qg_tensor_new(struct qg_ctx *ctx, enum qg_type type, int n_dim
 		ctx->n_used--;
 		return qg_ctx_fail(ctx, r, "tensor: bad shape [%lld %lld %lld %lld] for %s",
 				   (long long)full[0], (long long)full[1], (long long)full[2],
-				   (long long)full[3], type == QG_TYPE_I32 ? "i32" : qg_type_name(type));
+				   (long long)full[3], qg_type_name_any(type));
 	}
 	return t;
 }
@@ -226,7 +235,7 @@ int64_t qg_tensor_nrows(const struct qg_tensor *t)
 
 size_t qg_tensor_nbytes(const struct qg_tensor *t)
 {
-	int bv = t->type == QG_TYPE_I32 ? 1 : qg_type_block_values(t->type);
+	int bv = t->type == QG_TYPE_I32 || t->type == QG_TYPE_I64 ? 1 : qg_type_block_values(t->type);
 	size_t n;
 
 	size_t step;
@@ -297,6 +306,11 @@ static const char *const op_names[QG_OP_COUNT] = {
 	[QG_OP_VIEW] = "view",
 	[QG_OP_PERMUTE] = "permute",
 	[QG_OP_TRANSPOSE] = "transpose",
+	[QG_OP_ROPE] = "rope",
+	[QG_OP_GLU] = "glu",
+	[QG_OP_SET_ROWS] = "set_rows",
+	[QG_OP_FLASH_ATTN_EXT] = "flash_attn_ext",
+	[QG_OP_NORM] = "norm",
 };
 
 const char *qg_op_name(enum qg_op op)

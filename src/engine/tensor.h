@@ -24,12 +24,13 @@
 
 #include "quant.h"
 
-/* Indices for GET_ROWS: one int32 per element (not a quant.h format). */
+/* Indices (GET_ROWS, SET_ROWS) and positions (ROPE): one integer per element (not quant.h formats). */
 #define QG_TYPE_I32 ((enum qg_type)QG_TYPE_COUNT)
+#define QG_TYPE_I64 ((enum qg_type)(QG_TYPE_COUNT + 1))
 
 #define QG_MAX_DIMS 4
-#define QG_MAX_SRC 4
-#define QG_MAX_OP_PARAMS 8	/* int32 words */
+#define QG_MAX_SRC 6		/* as ggml's GGML_MAX_SRC: a node of a ggml graph fits */
+#define QG_MAX_OP_PARAMS 16	/* int32 words, floats by their bits: ggml's op_params */
 #define QG_MAX_NAME 32
 
 enum qg_op {
@@ -49,6 +50,12 @@ enum qg_op {
 	QG_OP_VIEW,
 	QG_OP_PERMUTE,
 	QG_OP_TRANSPOSE,
+	/* ggml's ops of the same names, with ggml's op_params (ops.h) */
+	QG_OP_ROPE,
+	QG_OP_GLU,
+	QG_OP_SET_ROWS,
+	QG_OP_FLASH_ATTN_EXT,
+	QG_OP_NORM,
 	QG_OP_COUNT
 };
 
@@ -100,10 +107,12 @@ size_t qg_ctx_bytes(const struct qg_ctx *ctx);
 size_t qg_ctx_used(const struct qg_ctx *ctx);
 size_t qg_ctx_capacity(const struct qg_ctx *ctx);
 
-/* Bytes per element of a plain type (F32 4, F16 2, I32 4), 0 for block types. */
+/* Bytes per element of a plain type (F32 4, F16 2, I32 4, I64 8), 0 for block types. */
 size_t qg_type_elem_size(enum qg_type type);
-/* Bytes of one row of COLS values of TYPE (I32 included), or -errno as qg_row_size(). */
+/* Bytes of one row of COLS values of TYPE (I32 and I64 included), or -errno as qg_row_size(). */
 int64_t qg_type_row_bytes(enum qg_type type, int64_t cols);
+/* TYPE's name, I32 and I64 included ("?" for none). */
+const char *qg_type_name_any(enum qg_type type);
 
 /*
  * A new contiguous tensor of TYPE with N_DIMS (1..4) dimensions NE (the rest

@@ -617,3 +617,44 @@ const struct qg_kernel qg_kernels_avx2[QG_LAYOUT_COUNT] = {
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };
+
+/* Eight halves at P as floats (F16C). */
+static inline __m256 load_f16x8(const uint16_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+float qg_dot_f16_avx2(const uint16_t *a, const uint16_t *b, int64_t n)
+{
+	/* two accumulators: the FMA's latency, not its throughput, bounds one */
+	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+	int64_t i = 0;
+
+	for (; i + 16 <= n; i += 16) {
+		acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
+		acc1 = _mm256_fmadd_ps(load_f16x8(a + i + 8), load_f16x8(b + i + 8), acc1);
+	}
+	if (i + 8 <= n) {
+		acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
+		i += 8;
+	}
+	acc0 = _mm256_add_ps(acc0, acc1);
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(acc0), _mm256_extractf128_ps(acc0, 1));
+	s = _mm_hadd_ps(s, s);
+	s = _mm_hadd_ps(s, s);
+	float sum = _mm_cvtss_f32(s);
+	for (; i < n; i++)
+		sum += _cvtsh_ss(a[i]) * _cvtsh_ss(b[i]);
+	return sum;
+}
+
+void qg_mad_f16_avx2(float *y, const uint16_t *x, float s, int64_t n)
+{
+	const __m256 vs = _mm256_set1_ps(s);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(load_f16x8(x + i), vs, _mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] += _cvtsh_ss(x[i]) * s;
+}

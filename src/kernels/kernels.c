@@ -25,6 +25,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -625,4 +626,35 @@ enum qg_type qg_best_weight_type(void)
 		if (qg_kernel_get(order[i].f, order[i].l))
 			return qg_layout_type(order[i].l);
 	return QG_TYPE_Q4_0_8X8;
+}
+
+/* ------------------------------------------------------- F16 vectors */
+
+/* Whether the F16 vector ops take AVX2's: the CPU has it, and the matrix kernels are not forced to portable. */
+static bool f16_avx2(void)
+{
+#if defined(__x86_64__) && defined(HAVE_AVX2)
+	const struct qg_cpu *c = qg_cpu_features();
+	return c->avx2 && c->fma && c->f16c && qg_kernel_for(QG_LAYOUT_8X8)->family != QG_KF_PORTABLE;
+#else
+	return false;
+#endif
+}
+
+qg_dot_f16_fn qg_dot_f16_for(void)
+{
+#if defined(__x86_64__) && defined(HAVE_AVX2)
+	if (f16_avx2())
+		return qg_dot_f16_avx2;
+#endif
+	return qg_dot_f16_portable;
+}
+
+qg_mad_f16_fn qg_mad_f16_for(void)
+{
+#if defined(__x86_64__) && defined(HAVE_AVX2)
+	if (f16_avx2())
+		return qg_mad_f16_avx2;
+#endif
+	return qg_mad_f16_portable;
 }

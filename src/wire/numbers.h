@@ -22,7 +22,8 @@ enum qg_public_type {
 	QG_PUBLIC_TYPE_Q6_K = 10,
 	QG_PUBLIC_TYPE_Q8_K = 11,
 	QG_PUBLIC_TYPE_COUNT,
-	QG_PUBLIC_TYPE_I32 = 32,	/* int32 GET_ROWS indices, in graphs only */
+	QG_PUBLIC_TYPE_I32 = 32,	/* int32 indices and positions, in graphs only */
+	QG_PUBLIC_TYPE_I64 = 33,	/* int64 SET_ROWS indices, in graphs only */
 };
 
 enum qg_public_op {
@@ -40,6 +41,11 @@ enum qg_public_op {
 	QG_PUBLIC_OP_VIEW = 12,
 	QG_PUBLIC_OP_TRANSPOSE = 13,
 	QG_PUBLIC_OP_PERMUTE = 14,
+	QG_PUBLIC_OP_ROPE = 15,
+	QG_PUBLIC_OP_GLU = 16,
+	QG_PUBLIC_OP_SET_ROWS = 17,
+	QG_PUBLIC_OP_FLASH_ATTN_EXT = 18,
+	QG_PUBLIC_OP_NORM = 19,
 };
 
 #endif /* QG_WIRE_NUMBERS_H */

@@ -88,8 +88,9 @@ static const struct {
 	{ QG_TYPE_Q6_K, QG_PUBLIC_TYPE_Q6_K, QGRAPH__TYPE__TYPE_Q6_K },
 	{ QG_TYPE_Q8_K, QG_PUBLIC_TYPE_Q8_K, NO_WIRE },
 	{ QG_TYPE_I32, QG_PUBLIC_TYPE_I32, QGRAPH__TYPE__TYPE_I32 },
+	{ QG_TYPE_I64, QG_PUBLIC_TYPE_I64, QGRAPH__TYPE__TYPE_I64 },
 };
-_Static_assert(sizeof type_table / sizeof type_table[0] == QG_TYPE_COUNT + 1, "a row for every engine type and i32");
+_Static_assert(sizeof type_table / sizeof type_table[0] == QG_TYPE_COUNT + 2, "a row for every engine type, i32 and i64");
 
 static const struct {
 	enum qg_op engine;
@@ -111,6 +112,11 @@ static const struct {
 	{ QG_OP_VIEW, QG_PUBLIC_OP_VIEW, QGRAPH__OP__OP_VIEW },
 	{ QG_OP_PERMUTE, QG_PUBLIC_OP_PERMUTE, QGRAPH__OP__OP_PERMUTE },
 	{ QG_OP_TRANSPOSE, QG_PUBLIC_OP_TRANSPOSE, QGRAPH__OP__OP_TRANSPOSE },
+	{ QG_OP_ROPE, QG_PUBLIC_OP_ROPE, QGRAPH__OP__OP_ROPE },
+	{ QG_OP_GLU, QG_PUBLIC_OP_GLU, QGRAPH__OP__OP_GLU },
+	{ QG_OP_SET_ROWS, QG_PUBLIC_OP_SET_ROWS, QGRAPH__OP__OP_SET_ROWS },
+	{ QG_OP_FLASH_ATTN_EXT, QG_PUBLIC_OP_FLASH_ATTN_EXT, QGRAPH__OP__OP_FLASH_ATTN_EXT },
+	{ QG_OP_NORM, QG_PUBLIC_OP_NORM, QGRAPH__OP__OP_NORM },
 };
 _Static_assert(sizeof op_table / sizeof op_table[0] == QG_OP_COUNT, "a row for every engine op");
 
@@ -258,6 +264,36 @@ static size_t owner_index(const struct build *b, size_t i, const struct qg_tenso
 	return i;	/* not reached: every root is a wire tensor */
 }
 
+/*
+ * Build wire tensor I of an op of the general form (ggml's): up to
+ * QG_MAX_SRC sources, up to QG_MAX_OP_PARAMS words of op_params (the rest
+ * 0), and the engine's builder for every check of types, shapes and values.
+ */
+static int general_node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_tensor **out)
+{
+	struct qg_tensor *src[QG_MAX_SRC];
+	int op = qg_wire_op(wt->op), err;
+
+	if (op < 0)
+		return fail(b, -EINVAL, i, "unknown op %d", (int)wt->op);
+	if (wt->n_src > QG_MAX_SRC)
+		return fail(b, -EINVAL, i, "%zu sources: %s takes at most %d", wt->n_src, qg_op_name((enum qg_op)op),
+			    QG_MAX_SRC);
+	if (wt->n_iparams > QG_MAX_OP_PARAMS || wt->n_fparams || wt->n_nb || wt->view_offset)
+		return fail(b, -EINVAL, i, "%s takes up to %d op_params words and nothing else (%zu words, %zu floats)",
+			    qg_op_name((enum qg_op)op), QG_MAX_OP_PARAMS, wt->n_iparams, wt->n_fparams);
+	for (size_t j = 0; j < wt->n_src; j++)
+		if ((err = source(b, i, wt, j, &src[j])))
+			return err;
+	if (op == QG_OP_SET_ROWS && wt->n_src > 2 && qg_tensor_is_weights(src[2]))
+		return fail(b, -EINVAL, i, "set_rows would write into weights %zu (weights are read-only to graphs)",
+			    owner_index(b, i, src[2]));
+	*out = qg_op_ex(b->g->ctx, (enum qg_op)op, src, (int)wt->n_src, wt->iparams, (int)wt->n_iparams);
+	if (!*out)
+		return fail(b, -EINVAL, i, "%s", qg_ctx_error_text(b->g->ctx));
+	return 0;
+}
+
 /* Build the op of wire tensor I from its (already built) sources. */
 static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_tensor **out)
 {
@@ -267,6 +303,8 @@ static int node(struct build *b, size_t i, const Qgraph__Tensor *wt, struct qg_t
 
 	if ((err = source(b, i, wt, 0, &a)))
 		return err;
+	if (wt->op >= QGRAPH__OP__OP_ROPE)
+		return general_node(b, i, wt, out);
 	switch (wt->op) {
 	case QGRAPH__OP__OP_MUL_MAT:
 	case QGRAPH__OP__OP_ADD:
@@ -350,6 +388,7 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 			struct qg_wire_graph *out, char *err, size_t errlen)
 {
 	struct build b = { .sg = sg, .env = env, .g = out, .err = err, .errlen = errlen };
+	size_t n_effects = 0;
 	int r = 0;
 
 	if (err && errlen)
@@ -394,7 +433,7 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 				goto out;
 			}
 		}
-		if (wt->flags & ~3u) {
+		if (wt->flags & ~(QG_WIRE_INPUT | QG_WIRE_OUTPUT | QG_WIRE_EFFECT)) {
 			r = fail(&b, -EINVAL, i, "unknown flags %#x", wt->flags);
 			goto out;
 		}
@@ -419,7 +458,7 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 			}
 		}
 		if (wt->flags & 2) {	/* an output: computed, contiguous, in the arena */
-			if (wt->op == QGRAPH__OP__OP_NONE || qg_op_is_view(t->op) || (t->op == QG_OP_CPY && t->src[1])) {
+			if (wt->op == QGRAPH__OP__OP_NONE || t->view_src) {	/* views, and ops writing into a source */
 				r = fail(&b, -EINVAL, i, "an output must be a computed tensor");
 				goto out;
 			}
@@ -436,9 +475,18 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 			r = fail(&b, -EINVAL, i, "only leafs and outputs live in the arena");
 			goto out;
 		}
+		if (wt->flags & QG_WIRE_EFFECT) {
+			/* what nothing reads runs only for what it writes: an op writing into a source, no view */
+			if (wt->op == QGRAPH__OP__OP_NONE || qg_op_is_view(t->op) || !t->view_src ||
+			    (wt->flags & QG_WIRE_OUTPUT)) {
+				r = fail(&b, -EINVAL, i, "only a node that writes into a source (cpy, set_rows) runs for its effect");
+				goto out;
+			}
+			n_effects++;
+		}
 		out->tensors[i] = t;
 	}
-	if (out->n_outputs == 0) {
+	if (out->n_outputs == 0 && n_effects == 0) {
 		r = fail(&b, -EINVAL, SIZE_MAX, "a graph without outputs");
 		goto out;
 	}
@@ -465,8 +513,9 @@ int qg_wire_graph_build(const Qgraph__SubmitGraph *sg, const struct qg_wire_env 
 		if (q->output && (!far_out || q->end > far_out->end))
 			far_out = q;
 	}
+	/* in the order of the list: a node run for its effect comes before the later nodes that read its bytes */
 	for (size_t i = 0; i < sg->n_tensors; i++) {
-		if (!(sg->tensors[i]->flags & 2))
+		if (!(sg->tensors[i]->flags & (QG_WIRE_OUTPUT | QG_WIRE_EFFECT)))
 			continue;
 		if ((r = qg_graph_build(out->graph, out->tensors[i]))) {
 			r = fail(&b, r, i, "cannot be added to the graph (%s)", strerror(-r));
@@ -544,17 +593,32 @@ static int encode_tensor(struct qg_wire_record *r, size_t i, const struct qg_ten
 	wt->ne = &r->nes[QG_MAX_DIMS * i];
 	memcpy(wt->ne, t->ne, sizeof t->ne);
 	wt->weights = info->weights;
-	wt->flags = info->flags & (t->op == QG_OP_NONE ? QG_WIRE_INPUT : QG_WIRE_OUTPUT);
-	for (size_t j = 0; j < 2 && t->op != QG_OP_NONE && t->src[j]; j++) {
-		size_t slot = qg_hash_find(h, t->src[j]);
+	wt->flags = info->flags & (t->op == QG_OP_NONE ? QG_WIRE_INPUT : QG_WIRE_OUTPUT | QG_WIRE_EFFECT);
+	/* the first ops take two sources at most; ggml's, up to QG_MAX_SRC, none missing before the last */
+	const size_t max_src = t->op >= QG_OP_ROPE ? QG_MAX_SRC : 2;
+	size_t n_src = 0;
+	for (size_t j = 0; j < QG_MAX_SRC && t->op != QG_OP_NONE; j++)
+		if (t->src[j])
+			n_src = j + 1;
+	if (n_src > max_src)
+		return -EINVAL;
+	for (size_t j = 0; j < n_src; j++) {
+		size_t slot = t->src[j] ? qg_hash_find(h, t->src[j]) : QG_HASH_NONE;
 		if (slot == QG_HASH_NONE || slot_index[slot] >= i)
-			return -EINVAL;	/* a source the list does not hold before it */
-		r->srcs[2 * i + j] = (uint32_t)slot_index[slot];
-		wt->src = &r->srcs[2 * i];
+			return -EINVAL;	/* a source the list does not hold before it (or a gap) */
+		r->srcs[QG_MAX_SRC * i + j] = (uint32_t)slot_index[slot];
+		wt->src = &r->srcs[QG_MAX_SRC * i];
 		wt->n_src = j + 1;
 	}
-	if (t->op != QG_OP_NONE && (t->src[2] || t->src[3]))
-		return -EINVAL;
+	if (t->op >= QG_OP_ROPE) {
+		/* ggml's op_params, without the trailing zeros the daemon puts back */
+		size_t n = QG_MAX_OP_PARAMS;
+		while (n > 0 && t->op_params[n - 1] == 0)
+			n--;
+		memcpy(&r->iparams[QG_MAX_OP_PARAMS * i], t->op_params, n * sizeof *r->iparams);
+		wt->n_iparams = n;
+		wt->iparams = &r->iparams[QG_MAX_OP_PARAMS * i];
+	}
 	switch (t->op) {
 	case QG_OP_SCALE:
 	case QG_OP_RMS_NORM:
@@ -564,9 +628,9 @@ static int encode_tensor(struct qg_wire_record *r, size_t i, const struct qg_ten
 		wt->fparams = &r->fparams[i];
 		break;
 	case QG_OP_PERMUTE:
-		memcpy(&r->iparams[QG_MAX_DIMS * i], t->op_params, QG_MAX_DIMS * sizeof *r->iparams);
+		memcpy(&r->iparams[QG_MAX_OP_PARAMS * i], t->op_params, QG_MAX_DIMS * sizeof *r->iparams);
 		wt->n_iparams = QG_MAX_DIMS;
-		wt->iparams = &r->iparams[QG_MAX_DIMS * i];
+		wt->iparams = &r->iparams[QG_MAX_OP_PARAMS * i];
 		break;
 	case QG_OP_VIEW: {
 		/* one stride a dimension, the row's first; the offset from its source's first byte */
@@ -604,16 +668,16 @@ int qg_wire_graph_encode(struct qg_tensor *const *t, const struct qg_wire_tensor
 		return -EINVAL;
 	memset(out, 0, sizeof *out);
 	if (!t || !info || n == 0 || n_wait > QG_WIRE_MAX_EVENTS || n_record > QG_WIRE_MAX_EVENTS ||
-	    (n_wait && !wait) || (n_record && !record) || n > SIZE_MAX / (2 * QG_MAX_DIMS * sizeof(uint64_t)))
+	    (n_wait && !wait) || (n_record && !record) || n > SIZE_MAX / (QG_MAX_OP_PARAMS * sizeof(uint64_t)))
 		return -EINVAL;
 	out->t = calloc(n, sizeof *out->t);
 	out->tp = calloc(n, sizeof *out->tp);
 	out->spans = calloc(n, sizeof *out->spans);
-	out->srcs = calloc(2 * n, sizeof *out->srcs);
+	out->srcs = calloc(QG_MAX_SRC * n, sizeof *out->srcs);
 	out->nes = calloc(QG_MAX_DIMS * n, sizeof *out->nes);
 	out->nbs = calloc(QG_MAX_DIMS * n, sizeof *out->nbs);
 	out->fparams = calloc(n, sizeof *out->fparams);
-	out->iparams = calloc(QG_MAX_DIMS * n, sizeof *out->iparams);
+	out->iparams = calloc(QG_MAX_OP_PARAMS * n, sizeof *out->iparams);
 	if (!out->t || !out->tp || !out->spans || !out->srcs || !out->nes || !out->nbs || !out->fparams ||
 	    !out->iparams || qg_hash_init(&h, n) || !(slot_index = calloc(h.size, sizeof *slot_index)))
 		goto out;

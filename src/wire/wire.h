@@ -87,13 +87,14 @@ void qg_wire_graph_free(struct qg_wire_graph *g);
  */
 #define QG_WIRE_INPUT 1u	/* Tensor.flags: a leaf the client writes */
 #define QG_WIRE_OUTPUT 2u	/* Tensor.flags: a result the client reads */
+#define QG_WIRE_EFFECT 4u	/* Tensor.flags: a node writing into a source (CPY, SET_ROWS) that runs though nothing reads it */
 #define QG_WIRE_MAX_EVENTS 16	/* events a graph waits for, and records, each */
 
 struct qg_wire_tensor {
 	int n_dims;		/* dimensions declared, 1 to 4 (0: up to the last that is not 1) */
 	uint64_t weights;	/* a weights leaf's handle, else 0 */
 	int64_t offset;		/* the arena offset of an input leaf or an output, else -1 */
-	unsigned flags;		/* QG_WIRE_INPUT (leafs), QG_WIRE_OUTPUT (ops) */
+	unsigned flags;		/* QG_WIRE_INPUT (leafs), QG_WIRE_OUTPUT or QG_WIRE_EFFECT (ops) */
 };
 
 struct qg_wire_event {
