@@ -85,4 +85,12 @@ else
 	skip "its output cannot be written: no /dev/full here"
 fi
 
+# the file's own words reach no terminal raw: an architecture holding an
+# escape sequence (the same five bytes as "llama") is printed escaped
+perl -0777 -pe 's/\x05\x00{7}llama/\x05\x00\x00\x00\x00\x00\x00\x00\x1b]0;X/' "$T/m.gguf" >"$T/esc.gguf"
+tool inspect "$T/esc.gguf" >"$T/out" 2>&1
+st=$?
+[ $st -eq 0 ] && has '^architecture: "\\x1b\]0;X"$' && ! grep -q "$(printf '\033')" "$T/out"
+ok $? "an architecture with a control byte is printed escaped (exit $st), no ESC in the output"
+
 tap_done

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -100,7 +101,18 @@ int cmd_inspect(int argc, char **argv)
 	const char *arch = qg_gguf_kv_string(g, "general.architecture");
 	printf("file: %s\nformat: GGUF version %u, %zu bytes, alignment %u, data at offset %zu\n", path,
 	       qg_gguf_version(g), len, qg_gguf_alignment(g), qg_gguf_data_offset(g));
-	printf("architecture: %s\n", arch ? arch : "(none)");
+	/* the file's own words: as they are when printable, else quoted and escaped */
+	bool plain = arch != NULL;
+	for (const char *c = arch; c && *c; c++)
+		plain &= (unsigned char)*c >= 0x20 && (unsigned char)*c != 0x7f;
+	fputs("architecture: ", stdout);
+	if (plain)
+		fputs(arch, stdout);
+	else if (arch)
+		print_quoted(arch, strlen(arch), 120);
+	else
+		fputs("(none)", stdout);
+	putchar('\n');
 	printf("metadata: %zu keys\n", qg_gguf_kv_count(g));
 	for (size_t i = 0; i < qg_gguf_kv_count(g); i++) {
 		const struct qg_gguf_kv *kv = qg_gguf_kv_at(g, i);
