@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cap-ng.h>
@@ -209,11 +210,19 @@ int qgd_memory_init(struct qgd_server *srv)
 		.require_hugetlb = cfg->require_hugepages,
 		.interleave_nodes = nodes,
 	};
+	/* a large pool takes seconds to fault in and lock: say so, for whoever waits on the socket */
+	qgd_info("memory: reserving %s a pool of %llu MiB", o.lock == QG_HUGEPOOL_LOCK_MUST ? "and locking" :
+		 "(locking if allowed)", (unsigned long long)(cfg->pool_bytes >> 20));
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int r = qg_hugepool_new(&o, &srv->pool, err, sizeof err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (r) {
 		qgd_error("memory pool of %llu bytes: %s", (unsigned long long)cfg->pool_bytes, err);
 		return r;
 	}
+	qgd_info("memory: pool of %llu MiB reserved in %.2f s", (unsigned long long)(cfg->pool_bytes >> 20),
+		 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
 	const struct qg_hugepool_info *in = qg_hugepool_info(srv->pool);
 	if (in->locked || privileged) {
 		qgd_info("memory: %s", in->text);

@@ -355,6 +355,73 @@ static void test_session_errors(void)
 	daemon_cleanup(&d);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * connect_timeout_ms: a client started together with qgraphd waits for it
+ * rather than failing; with nothing at the path it gives up after about
+ * the time-out, still -ENOENT; QGRAPH_CONNECT_TIMEOUT stands in for the
+ * field and a bad one is refused.
+ */
+static void test_connect_wait(void)
+{
+	static struct test_daemon d;
+	struct qgraph_session *s = NULL;
+	char err[256] = "";
+
+	int ready = daemon_spawn(&d, NULL);
+	if (!tap_ok(ready >= 0, "start qgraphd, not waiting for it")) {
+		daemon_cleanup(&d);
+		return;
+	}
+	/* the daemon has just been forked: its socket is not there or not listening yet */
+	struct qgraph_connect_opts o = { .size = sizeof o, .socket = d.sock, .name = "api-wait",
+					 .connect_timeout_ms = 30000 };
+	int e = qgraph_connect(&o, &s, err, sizeof err);
+	tap_ok(e == 0, "connect with a time-out waits for a starting daemon (%d: %s)", e, err);
+	qgraph_session_close(s);
+	tap_ok(daemon_wait_ready(&d, ready) == 0, "and the daemon says it is ready");
+	tap_ok(daemon_log_has(&d, "memory: reserving") && daemon_log_has(&d, "reserved in"),
+	       "the daemon logs the pool's reservation, starting and done");
+	if (tap_failed)
+		daemon_dump_log(&d);
+	daemon_stop(&d, SIGTERM);
+	daemon_cleanup(&d);
+
+	char none[64];
+	snprintf(none, sizeof none, "/tmp/qgd-none-%d/qgraphd.sock", (int)getpid());
+	struct qgraph_connect_opts n = { .size = sizeof n, .socket = none, .connect_timeout_ms = 200 };
+	double t0 = now_s();
+	s = NULL;
+	e = qgraph_connect(&n, &s, err, sizeof err);
+	double took = now_s() - t0;
+	tap_ok((e == -ENOENT || e == -ECONNREFUSED) && !s, "nothing there: -ENOENT after the time-out (%d: %s)", e,
+	       err);
+	tap_ok(took >= 0.19 && took < 5, "and it waited about 200 ms (%.3f s)", took);
+
+	setenv("QGRAPH_CONNECT_TIMEOUT", "200", 1);
+	n.connect_timeout_ms = 0;
+	t0 = now_s();
+	e = qgraph_connect(&n, &s, err, sizeof err);
+	took = now_s() - t0;
+	tap_ok(e == -ENOENT && took >= 0.19 && took < 5, "QGRAPH_CONNECT_TIMEOUT=200 waits as long (%d, %.3f s)", e,
+	       took);
+	setenv("QGRAPH_CONNECT_TIMEOUT", "soon", 1);
+	e = qgraph_connect(&n, &s, err, sizeof err);
+	tap_ok(e == -EINVAL && strstr(err, "QGRAPH_CONNECT_TIMEOUT"), "a bad QGRAPH_CONNECT_TIMEOUT is -EINVAL, named (%d: %s)",
+	       e, err);
+	unsetenv("QGRAPH_CONNECT_TIMEOUT");
+	n.connect_timeout_ms = -1;
+	e = qgraph_connect(&n, &s, err, sizeof err);
+	tap_ok(e == -EINVAL, "a negative connect_timeout_ms is -EINVAL (%d: %s)", e, err);
+}
+
 int main(void)
 {
 	test_names();
@@ -364,5 +431,6 @@ int main(void)
 	test_exports();
 	test_encode();
 	test_session_errors();
+	test_connect_wait();
 	return tap_done();
 }

@@ -26,9 +26,13 @@ struct test_daemon {
 	char log[128];
 };
 
-/* Start a daemon with EXTRA options (space separated, may be NULL); 0 when it is ready. */
+/*
+ * Start a daemon with EXTRA options (space separated, may be NULL) without
+ * waiting for it: the read end of its --ready-fd pipe, for
+ * daemon_wait_ready(), or -errno.
+ */
 __attribute__((unused))
-static int daemon_start(struct test_daemon *d, const char *extra)
+static int daemon_spawn(struct test_daemon *d, const char *extra)
 {
 	const char *top = getenv("QG_TOP_BUILDDIR");
 	const char *exec = getenv("QG_EXEC");
@@ -65,9 +69,16 @@ static int daemon_start(struct test_daemon *d, const char *extra)
 		_exit(127);
 	}
 	close(ready[1]);
+	return ready[0];
+}
+
+/* Wait until the daemon daemon_spawn() started says it is ready on READY_FD (closed here); 0 then. */
+__attribute__((unused))
+static int daemon_wait_ready(struct test_daemon *d, int ready_fd)
+{
 	char buf[16] = "";
-	ssize_t n = read(ready[0], buf, sizeof buf - 1);	/* EOF if it died first */
-	close(ready[0]);
+	ssize_t n = read(ready_fd, buf, sizeof buf - 1);	/* EOF if it died first */
+	close(ready_fd);
 	if (n < 6 || strncmp(buf, "READY\n", 6) != 0) {
 		int st;
 		waitpid(d->pid, &st, 0);
@@ -76,6 +87,15 @@ static int daemon_start(struct test_daemon *d, const char *extra)
 	}
 	setenv("QGRAPH_SOCKET", d->sock, 1);
 	return 0;
+}
+
+/* Start a daemon with EXTRA options (space separated, may be NULL); 0 when it is ready. */
+__attribute__((unused))
+static int daemon_start(struct test_daemon *d, const char *extra)
+{
+	int fd = daemon_spawn(d, extra);
+
+	return fd < 0 ? fd : daemon_wait_ready(d, fd);
 }
 
 /* Send SIG and wait; returns the wait status. */

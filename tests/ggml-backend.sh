@@ -37,7 +37,7 @@ tap_tmpdir ggml
 
 # stat KEY: the daemon's statistic KEY (text form), or nothing
 stat() {
-	"$submit" --socket "$T/s.sock" stats 2>/dev/null | awk -v k="$1" '$1 == k { print $2; exit }'
+	"$submit" --socket "$T/s.sock" stats --all 2>/dev/null | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
 echo "1..$((11 + n_ops))"

@@ -247,7 +247,7 @@ else
 		;;
 	esac
 	sock=$(printf '%s\n' $QG_GGML_ENV | sed -n 's/^QGRAPH_SOCKET=//p' | tail -n 1)
-	mm() { "$top/client/tools/qgraph-submit" --socket "$sock" stats 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
+	mm() { "$top/client/tools/qgraph-submit" --socket "$sock" stats --all 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
 	mm0=$(mm)
 	# the backend registers its device (an ACCEL one: --list-devices leaves out the CPU's)
 	# shellcheck disable=SC2086

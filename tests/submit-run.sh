@@ -106,6 +106,19 @@ json_cmd info info --json
 run_tool "-V prints the version as every program does" 0 "^qgraph-submit (qgraph) [0-9]" -V
 run_tool "an unknown global option is named" 2 "unrecognized option '--frobnicate'" --frobnicate stats
 run_tool "stats --help names --json and --prometheus" 0 "--prometheus" stats --help
+# stats: a summary by default, every line with --all
+tool stats >"$T/stats.short" 2>&1
+st=$?
+tool stats --all >"$T/stats.all" 2>&1
+st_all=$?
+n_short=$(wc -l <"$T/stats.short") n_all=$(wc -l <"$T/stats.all")
+ok $([ $st -eq 0 ] && [ "$n_short" -le 16 ] && grep -q '^sessions [1-9]' "$T/stats.short" &&
+	grep -q '^pool_used [0-9]' "$T/stats.short" && grep -q '^graphs_run [1-9]' "$T/stats.short" &&
+	grep -q '^latency_median_le_ns [1-9]' "$T/stats.short" && ! grep -q '^latency_le_ns ' "$T/stats.short"
+	echo $?) "stats prints a summary of $n_short lines with sessions, pool use, graphs run and the median latency (exit $st)"
+ok $([ $st_all -eq 0 ] && [ "$n_all" -gt "$n_short" ] && grep -q '^latency_le_ns ' "$T/stats.all" &&
+	grep -q '^session ' "$T/stats.all"; echo $?) "stats --all prints every line ($n_all, exit $st_all)"
+[ "$n_short" -le 16 ] || sed 's/^/# /' "$T/stats.short"
 tool stats --json >"$T/stats.json" 2>&1
 st=$?
 ok $([ $st -eq 0 ] && grep -q '^{"version": "' "$T/stats.json"; echo $?) "stats --json prints one JSON object (exit $st)"

@@ -182,12 +182,22 @@ struct qgraph_connect_opts {
 	const char *name;	/* shown in the daemon's logs and stats */
 	uint64_t arena_bytes;	/* 0: the daemon's default */
 	int timeout_ms;		/* for the handshake; 0: 5000 */
+	/*
+	 * How long to wait for a daemon that is starting (its socket missing,
+	 * or there but refusing while it reserves its pool), retrying every
+	 * 10 to 100 ms; 0: $QGRAPH_CONNECT_TIMEOUT (ms), else no wait.  64
+	 * bits so that the struct grows past any padding an older caller's
+	 * had (whose SIZE then leaves this field at its default).
+	 */
+	int64_t connect_timeout_ms;
 };
 #define QGRAPH_CONNECT_OPTS_INIT { .size = sizeof(struct qgraph_connect_opts) }
 
 /*
  * Connect to qgraphd.  Returns 0 and the session in *OUT, or -errno
- * (-ENOENT / -ECONNREFUSED: no daemon, -EDQUOT: a quota or limit of the
+ * (-ENOENT / -ECONNREFUSED: no daemon, still none after
+ * connect_timeout_ms, -EINVAL: QGRAPH_CONNECT_TIMEOUT is not a number of
+ * milliseconds, -EDQUOT: a quota or limit of the
  * daemon refused the session, naming it, -ESHUTDOWN: the daemon is
  * stopping, -EPROTO: the daemon refused for another reason or spoke
  * nonsense); ERR (ERRLEN bytes, may be NULL) then says why in words.

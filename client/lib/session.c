@@ -207,10 +207,9 @@ static int connect_opts(const struct qgraph_connect_opts *opts, struct qgraph_co
 /*
  * S's socket, connected to O->socket, else to the user's own daemon and
  * else the system's (every path tried named if none answers; O->socket
- * then names the one in PATH), checked for who serves it and given O's
- * timeouts.  0 or -errno with the session error set.
+ * then names the one in PATH).  0 or -errno with the session error set.
  */
-static int open_socket(struct qgraph_session *s, struct qgraph_connect_opts *o, char path[PATH_MAX])
+static int connect_any(struct qgraph_session *s, struct qgraph_connect_opts *o, char path[PATH_MAX])
 {
 	int r = 0;
 
@@ -236,12 +235,71 @@ static int open_socket(struct qgraph_session *s, struct qgraph_connect_opts *o, 
 			return r;
 		o->socket = path;	/* a retry goes to the daemon that answered */
 	}
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * S's socket, connected as connect_any() does, retried while no daemon
+ * answers (-ENOENT, -ECONNREFUSED: one may be starting, its socket not
+ * yet there or not yet listening) until O->connect_timeout_ms has passed,
+ * sleeping 10 ms, doubling to 100; then checked for who serves it and
+ * given O's timeouts.  0 or -errno with the session error set.
+ */
+static int open_socket(struct qgraph_session *s, struct qgraph_connect_opts *o, char path[PATH_MAX])
+{
+	int64_t wait = o->connect_timeout_ms < (INT64_C(1) << 40) ? o->connect_timeout_ms : INT64_C(1) << 40;
+	int64_t deadline = wait > 0 ? now_ms() + wait : 0;
+	long pause_ms = 10;
+	int r;
+
+	while ((r = connect_any(s, o, path)) == -ENOENT || r == -ECONNREFUSED) {
+		int64_t left = deadline - now_ms();
+		if (!deadline || left <= 0)
+			return r;
+		long ms = pause_ms < left ? pause_ms : (long)left;
+		nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L }, NULL);
+		pause_ms = pause_ms * 2 > 100 ? 100 : pause_ms * 2;
+	}
+	if (r)
+		return r;
 	if ((r = check_daemon(s, o->socket)))
 		return r;
 	struct timeval tv = { .tv_sec = (o->timeout_ms ? o->timeout_ms : 5000) / 1000,
 			      .tv_usec = (o->timeout_ms ? o->timeout_ms : 5000) % 1000 * 1000 };
 	setsockopt(s->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	setsockopt(s->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	return 0;
+}
+
+/*
+ * $QGRAPH_CONNECT_TIMEOUT (milliseconds) in *MS, left as it is when
+ * unset or empty.  0, or -EINVAL for anything but a number from 0 to a
+ * day, said in ERR (ERRLEN bytes, may be NULL).
+ */
+static int env_connect_timeout(int64_t *ms, char *err, size_t errlen)
+{
+	const char *v = getenv("QGRAPH_CONNECT_TIMEOUT");
+	char *end;
+
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+	if (errno || *end || n < 0 || n > 86400000) {
+		if (err && errlen)
+			snprintf(err, errlen, "QGRAPH_CONNECT_TIMEOUT=%s: not a time-out in milliseconds "
+				 "(0 to 86400000)", v);
+		return -EINVAL;
+	}
+	*ms = n;
 	return 0;
 }
 
@@ -260,6 +318,13 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		return -EINVAL;
 	*out = NULL;
 	if (opts && (r = connect_opts(opts, &o)))
+		return r;
+	if (o.connect_timeout_ms < 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "connect_timeout_ms %lld is negative", (long long)o.connect_timeout_ms);
+		return -EINVAL;
+	}
+	if (!o.connect_timeout_ms && (r = env_connect_timeout(&o.connect_timeout_ms, err, errlen)))
 		return r;
 	s = calloc(1, sizeof *s);
 	if (!s)

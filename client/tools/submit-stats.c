@@ -246,7 +246,7 @@ static size_t each_line(const char *buf, const char *word, void (*fn)(const char
 	return n;
 }
 
-enum { STATS_TEXT, STATS_JSON, STATS_PROMETHEUS };
+enum { STATS_SHORT, STATS_TEXT, STATS_JSON, STATS_PROMETHEUS };
 
 /* What the line printers share: the format, whether an element was printed, which session metric, bad lines. */
 struct printing {
@@ -349,6 +349,39 @@ static void print_pairs(const struct stat_pair *p, size_t n, int format, const c
 	}
 }
 
+/*
+ * The summary of the stats text BUF on stdout: the lines of the keys a
+ * person looks at first, as the daemon gave them (so a script reading
+ * "key value" reads them alike), then latency_median_le_ns, the bound of
+ * the histogram's bucket that holds the median, when any request
+ * completed.  0, or -1 for a line that does not parse.
+ */
+static int print_short(const char *buf)
+{
+	static const char *const keys[] = {
+		"version", "uptime_ms", "sessions", "pool", "pool_bytes", "pool_used", "weights_stored",
+		"weights_referenced_bytes", "graphs_run", "mul_mat_interleaved", "requests", "errors",
+	};
+	struct stats st;
+	int bad = parse_stats(buf, &st);
+
+	for (const char *line = buf; *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		const char *sp = memchr(line, ' ', len);
+		for (size_t k = 0; sp && k < sizeof keys / sizeof keys[0]; k++)
+			if (strlen(keys[k]) == (size_t)(sp - line) && strncmp(line, keys[k], (size_t)(sp - line)) == 0)
+				printf("%.*s\n", (int)len, line);
+		line += len + (eol != NULL);
+	}
+	for (size_t i = 0; st.latency_count && i < st.n_le; i++)
+		if (st.le_count[i] * 2 >= st.latency_count) {
+			printf("latency_median_le_ns %llu\n", st.le_ns[i]);
+			break;
+		}
+	return fflush(stdout) || bad ? -1 : 0;
+}
+
 /* The stats text BUF as FORMAT on stdout.  0, or -1 for a line that does not parse. */
 static int print_stats(const char *buf, int format)
 {
@@ -357,6 +390,8 @@ static int print_stats(const char *buf, int format)
 
 	if (format == STATS_TEXT)
 		return fputs(buf, stdout) < 0 ? -1 : 0;
+	if (format == STATS_SHORT)
+		return print_short(buf);
 	int bad = parse_stats(buf, &st);
 	/* the scalars first (JSON members, metrics), then lists in arrays and labelled series */
 	if (format == STATS_JSON) {
@@ -453,23 +488,27 @@ static int print_stats(const char *buf, int format)
 int cmd_stats(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "all", no_argument, NULL, 'a' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	static char buf[1 << 20];	/* room for every session of a busy daemon */
-	int format = STATS_TEXT, c;
+	int format = STATS_SHORT, c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'a': format = STATS_TEXT; break;
 		case 'j': format = STATS_JSON; break;
 		case 'p': format = STATS_PROMETHEUS; break;
 		case 'h':
-			printf("Usage: qgraph-submit stats [--json | --prometheus]\n"
-			       "Print the daemon's sessions, memory, plans and kernels: as \"key value\" lines,\n"
-			       "one JSON object (--json), or the Prometheus text format, metrics qgraph_*\n"
-			       "(--prometheus, e.g. for node_exporter's textfile collector).\n");
+			printf("Usage: qgraph-submit stats [--all | --json | --prometheus]\n"
+			       "Print the daemon's sessions, memory, plans and kernels: a summary as \"key value\"\n"
+			       "lines (sessions, pool used, weights stored, graphs run, the median latency),\n"
+			       "every counter, session and kernel so (--all), one JSON object (--json), or the\n"
+			       "Prometheus text format, metrics qgraph_* (--prometheus, e.g. for\n"
+			       "node_exporter's textfile collector).\n");
 			return 0;
 		default: return EXIT_USAGE;
 		}
