@@ -124,7 +124,7 @@ ok $? "stock llama-server stops on SIGTERM"
 # ------------------------------------------------------------ the plugin
 daemon_start d --pool-size 256M || bail "qgraphd did not start" "$T/d.log"
 sub="$top/client/tools/qgraph-submit --socket $T/d.sock"
-stat() { $sub stats 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'; }
+stat() { $sub stats --all 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'; }
 penv="GGML_BACKEND_PATH=$plugin QGRAPH_SOCKET=$T/d.sock"
 
 # shellcheck disable=SC2086
