@@ -492,12 +492,11 @@ int qgd_models_preload(struct qgd_server *srv, const char *path, const char *nam
 		goto out;
 	}
 	if (!name) {
-		const char *b = strrchr(path, '/');
-		b = b ? b + 1 : path;
-		size_t n = strlen(b);
-		if (n > 5 && strcmp(b + n - 5, ".gguf") == 0)
-			n -= 5;
-		snprintf(base, sizeof base, "%.*s", (int)(n < sizeof base - 1 ? n : sizeof base - 1), b);
+		if ((rc = qg_gguf_model_name(path, base, sizeof base))) {
+			qgd_error("preload %s: the file's name gives no model name (%s): rename the file",
+				  path, strerror(-rc));
+			goto out;
+		}
 		name = base;
 	}
 	if (!name_ok(name) || find(srv, name, true, 0)) {

@@ -540,6 +540,27 @@ static int write_imatrix(const char *path, const char *cols_arg)
 	return bad;
 }
 
+/* The model name a file's path gives: the base name without ".gguf", whole or refused. */
+static void test_model_name(void)
+{
+	char buf[16];
+	int r;
+
+	r = qg_gguf_model_name("/srv/models/llama-1b.gguf", buf, sizeof buf);
+	tap_ok(r == 0 && strcmp(buf, "llama-1b") == 0, "model name of a path: \"%s\" (%d)", r ? "" : buf, r);
+	r = qg_gguf_model_name("m.bin", buf, sizeof buf);
+	tap_ok(r == 0 && strcmp(buf, "m.bin") == 0, "a name without .gguf is kept whole (%d)", r);
+	/* 15 bytes fit the 16 of BUF; 16 would be cut, and are refused instead */
+	r = qg_gguf_model_name("dir/abcdefghijklmno.gguf", buf, sizeof buf);
+	tap_ok(r == 0 && strlen(buf) == 15, "a name that just fits (%d)", r);
+	r = qg_gguf_model_name("dir/abcdefghijklmnop.gguf", buf, sizeof buf);
+	tap_ok(r == -ENAMETOOLONG, "a name one byte too long is refused, not cut (%d)", r);
+	r = qg_gguf_model_name("dir/.gguf", buf, sizeof buf);
+	tap_ok(r == 0 && strcmp(buf, ".gguf") == 0, "\".gguf\" alone is a name, with nothing to take off (%d)", r);
+	r = qg_gguf_model_name("dir/", buf, sizeof buf);
+	tap_ok(r == -EINVAL, "a directory gives no name (%d)", r);
+}
+
 int main(int argc, char **argv)
 {
 	fill_data();
@@ -552,5 +573,6 @@ int main(int argc, char **argv)
 	test_round_trip(64);
 	test_hostile();
 	test_writer_errors();
+	test_model_name();
 	return tap_done();
 }

@@ -118,14 +118,9 @@ QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, con
 	if (!s || !path)
 		return -EINVAL;
 	if (!name) {
-		const char *b = strrchr(path, '/');
-		b = b ? b + 1 : path;
-		size_t n = strlen(b);
-		if (n > 5 && strcmp(b + n - 5, ".gguf") == 0)
-			n -= 5;
-		if (n >= sizeof base)
-			return qg_client_fail(s, -EINVAL, "%s: the file's name is too long for a model name: give one", path);
-		snprintf(base, sizeof base, "%.*s", (int)n, b);
+		if ((r = qg_gguf_model_name(path, base, sizeof base)))
+			return qg_client_fail(s, -EINVAL, "%s: the file's name gives no model name (%s): give one", path,
+					      strerror(-r));
 		name = base;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -95,6 +95,23 @@ const char *qg_gguf_vtype_name(uint32_t vtype)
 	return vtype < QG_GGUF_VTYPE_COUNT ? vtype_names[vtype] : NULL;
 }
 
+int qg_gguf_model_name(const char *path, char *out, size_t size)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	size_t n = strlen(b);
+
+	if (n > 5 && strcmp(b + n - 5, ".gguf") == 0)
+		n -= 5;
+	if (n == 0)
+		return -EINVAL;
+	if (n >= size)
+		return -ENAMETOOLONG;
+	memcpy(out, b, n);
+	out[n] = '\0';
+	return 0;
+}
+
 /* ---------------------------------------------------------------- reader */
 
 struct qg_gguf {

@@ -129,6 +129,15 @@ int qg_ggml_type_size(uint32_t type, uint32_t *block_values, uint32_t *block_byt
 /* The name of value type VTYPE ("u32", "string"), or NULL. */
 const char *qg_gguf_vtype_name(uint32_t vtype);
 
+/*
+ * The model name a GGUF file's PATH gives when its loader names none: the
+ * file's base name without ".gguf", into OUT (SIZE bytes).  The one rule
+ * for the daemon's preload and libqgraph's qgraph_model_load: 0, or
+ * -ENAMETOOLONG when it does not fit (never cut short: a cut name could
+ * be another model's), -EINVAL for an empty one.
+ */
+int qg_gguf_model_name(const char *path, char *out, size_t size);
+
 /* ---------------------------------------------------------------- writer */
 
 struct qg_gguf_writer;
