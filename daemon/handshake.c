@@ -175,8 +175,9 @@ void qgd_handshake(struct qgd_session *s)
 		same_user += t->uid == s->uid;
 		served++;
 	}
-	if (served >= cfg->max_sessions) {
-		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "max-sessions: %u sessions is the limit", cfg->max_sessions);
+	char why[96];
+	if (qgd_session_room(srv, served, why, sizeof why)) {
+		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "%s", why);
 		return;
 	}
 	if (same_user >= cfg->max_sessions_per_user) {

@@ -183,8 +183,7 @@ static void admit(struct qgd_server *srv, int fd)
 				    "refused: not among the users and groups served (allow-users, allow-groups)", why);
 		return;
 	}
-	if (c.served >= cfg->max_sessions) {
-		snprintf(why, sizeof why, "max-sessions: %u sessions is the limit", cfg->max_sessions);
+	if (qgd_session_room(srv, c.served, why, sizeof why)) {
 		qgd_refuse_early(s, -EDQUOT, "refused: max-sessions", why);
 		return;
 	}

@@ -135,3 +135,11 @@ void qgd_session_free(struct qgd_session *s)
 	free(s->groups);
 	free(s);
 }
+
+int qgd_session_room(const struct qgd_server *srv, uint32_t served, char *why, size_t len)
+{
+	if (served < srv->cfg.max_sessions)
+		return 0;
+	snprintf(why, len, "max-sessions: %u sessions is the limit", srv->cfg.max_sessions);
+	return -EDQUOT;
+}

@@ -82,5 +82,12 @@ void qgd_session_free(struct qgd_session *s);
 int qgd_session_step(struct qgd_session *s);
 /* True if S has a request waiting in its ring (or taken, and not held up by a running graph). */
 bool qgd_session_pending(struct qgd_session *s);
+/*
+ * The max-sessions rule, for the door (server.c, as a connection comes)
+ * and the handshake (handshake.c, as its Hello comes: others may have
+ * become ready meanwhile): with SERVED sessions served, is there room for
+ * one more?  0, or -EDQUOT with the reason, naming the key, in WHY.
+ */
+int qgd_session_room(const struct qgd_server *srv, uint32_t served, char *why, size_t len);
 
 #endif /* QGD_SESSION_H */
