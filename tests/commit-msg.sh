@@ -4,7 +4,7 @@
 # anything else with its reason; autogen.sh installs a hook that runs it
 # in a git checkout without one, and in no other tree.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 hook=$src/build-aux/commit-msg
 tap_tmpdir commit-msg

@@ -3,7 +3,7 @@
 # file stops it at start with the file's name and line, a good file is
 # used, and the command line wins over the file.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 qgd="${QG_EXEC:-} $top/daemon/qgraphd"
 tap_tmpdir conf

@@ -9,7 +9,7 @@
 # fails); the daemon's statistics show the weights uploaded and the
 # interleaved kernels used; then the daemon stops cleanly.  Needs ./configure --with-ggml=DIR; skipped otherwise.  Prints TAP.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 plugin=$top/client/ggml/.libs/libggml-qgraph.so
 bindir=${QG_GGML_BINDIR:-}

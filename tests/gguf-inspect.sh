@@ -5,7 +5,7 @@
 # file cut short, a file that is not GGUF and a missing file are refused
 # with exit status 1 and a message that names the field.  Prints TAP.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 if [ -n "${QEMU_AARCH64:-}" ]; then
 	bin=$top/client/tools/.libs/qgraph-submit

@@ -6,7 +6,7 @@
 # changed under a lock on that file (other tests that change it take the
 # same lock) and put back at the end.  Prints TAP.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 nr=/proc/sys/vm/nr_hugepages
 if [ "$(id -u)" != 0 ]; then

@@ -5,7 +5,7 @@
 # goes to sbin, the units name the installed paths, and `make uninstall
 # DESTDIR=D` leaves no file behind.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 make=${MAKE:-make}
 if [ -n "${QG_EXEC:-}" ] || [ ! -f "$top/Makefile" ]; then

@@ -7,7 +7,7 @@
 # see libqgraph's public header (qgraph.h) and not its private ones.
 # QG_CC and QG_*_CPPFLAGS come from make (Makefile.am's qg_*_cppflags).
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 cc=${QG_CC:-cc}
 tap_tmpdir layers

@@ -28,7 +28,7 @@
 # runs (e.g. QGRAPH_SOCKET=...); QG_LLAMA_KEEP=DIR keeps the model, the
 # text, the base and every log in DIR.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 threads=${QG_LLAMA_THREADS:-2}
 gen=$top/tests/make-llama-gguf

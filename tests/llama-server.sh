@@ -23,7 +23,7 @@
 # The HTTP requests are tests/llama-server-client.py's (python3's standard
 # library).  Every llama-server runs with -t $QG_LLAMA_THREADS (default 2).
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 threads=${QG_LLAMA_THREADS:-2}
 gen=$top/tests/make-llama-gguf

@@ -6,7 +6,7 @@
 # pages; every program says its version as "PROG (qgraph) VERSION" and
 # names the bug-report address in --help.  Prints TAP.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 tap_tmpdir man
 

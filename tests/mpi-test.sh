@@ -11,7 +11,7 @@
 # (tests/mpi-ffn is not built otherwise: sanitizers, cross builds), where
 # it skips, unless QG_REQUIRE_MPI=1 (.ci/run's native suite).  Prints TAP.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 ffn=$top/tests/mpi-ffn
 mpirun=${QG_MPIRUN:-}

@@ -8,7 +8,7 @@
 # On a cross build the tool runs under $QG_EXEC (qemu), as tests/qemu-run.sh
 # sets it, with the uninstalled libqgraph on its library path.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 if [ -n "${QEMU_AARCH64:-}" ]; then
 	bin=$top/client/tools/.libs/qgraph-quantize

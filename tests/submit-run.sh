@@ -5,7 +5,7 @@
 # not graph files, and a daemon that is gone, get their documented exit
 # status and message.  Prints TAP.
 set -u
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/lib/tap.sh"
 
 if [ -n "${QEMU_AARCH64:-}" ]; then
 	bin=$top/client/tools/.libs/qgraph-submit

@@ -42,7 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../daemon-util.h"
+#include "daemon-util.h"
 #include "bench.h"
 #include "mulmat.h"
 #include "qgraph.h"

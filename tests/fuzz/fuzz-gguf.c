@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifndef QG_LIBFUZZER
 #include <time.h>
 
-#include "../tap.h"
+#include "../lib/tap.h"
 
 /* A small valid file: metadata of several types and six tensors. */
 static int seed(uint32_t alignment, void **out, size_t *len)

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire-util.h"
+#include "../lib/wire-util.h"
 #include "backend-cpu.h"
 #include "backend.h"
 #include "buffer.h"
@@ -212,7 +212,7 @@ out:
 }
 
 #ifndef QG_LIBFUZZER
-#include "../tap.h"
+#include "../lib/tap.h"
 
 /* A graph under construction, in its wire form. */
 #define MAXT 16

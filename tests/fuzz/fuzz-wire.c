@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire-util.h"
+#include "../lib/wire-util.h"
 #include "hotpath.h"
 #include "quant.h"
 #include "wire.h"
@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifndef QG_LIBFUZZER
-#include "../tap.h"
+#include "../lib/tap.h"
 
 /* A valid record: weights (handle 1) x input -> mul_mat, + input2 (broadcast), silu, output. */
 static size_t seed(uint8_t *buf, int variant)

@@ -1,12 +1,12 @@
-# tests/tap.sh - what the shell tests share, sourced first by each:
-#	. "$(dirname "$0")/tap.sh"
+# tests/lib/tap.sh - what the shell tests share, sourced first by each:
+#	. "$(dirname "$0")/lib/tap.sh"
 # It sets LC_ALL=C, top (the build tree) and src (the source tree), and
 # gives TAP results and the plan, a temporary directory removed at exit,
 # and private qgraphd daemons: started on a socket in that directory,
 # waited for, and stopped with a check that they exited cleanly.  A test
 # with more to undo at exit puts it in tap_at_exit (a command, eval'd
 # after the daemons are gone).
-# The C tests' counterparts are tests/tap.h and tests/daemon-util.h.
+# The C tests' counterparts are tests/lib/tap.h and tests/lib/daemon-util.h.
 
 LC_ALL=C
 export LC_ALL
