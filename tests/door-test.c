@@ -38,6 +38,7 @@
 #include "ring.h"
 #include "shm.h"
 #include "sock.h"
+#include "raw-client.h"
 #include "tap.h"
 #include "wire.h"
 
@@ -435,89 +436,21 @@ static void test_emfile(void)
 }
 
 /* A hand-made session: socket, region and rings, enough to push records and read answers. */
-struct raw {
-	int sock, bell;
-	struct qg_region_layout l;
-	unsigned char *base;
-	struct qg_ring submit, complete;
-};
-
-static int raw_connect(struct raw *r, const char *path)
-{
-	uint8_t buf[8192];
-	int fds[2], nfds;
-
-	memset(r, 0, sizeof *r);
-	r->sock = qg_sock_connect(path);
-	if (r->sock < 0)
-		return r->sock;
-	Qgraph__Hello h = QGRAPH__HELLO__INIT;
-	h.protocol = 1;
-	h.client_name = "door";
-	h.arena_bytes = 1 << 20;
-	qg_sock_send(r->sock, buf, qgraph__hello__pack(&h, buf), NULL, 0);
-	struct pollfd p = { .fd = r->sock, .events = POLLIN };
-	if (poll(&p, 1, 5000) != 1)
-		return -ETIMEDOUT;
-	ssize_t n = qg_sock_recv(r->sock, buf, sizeof buf, fds, 2, &nfds);
-	if (n <= 0 || nfds != 2)
-		return -EPROTO;
-	Qgraph__Welcome *w = qgraph__welcome__unpack(NULL, (size_t)n, buf);
-	if (!w || !w->region)
-		return -EPROTO;
-	struct qg_region_layout l;
-	struct qg_region rg;
-	qg_wire_layout_unpack(w->region, &l);
-	qgraph__welcome__free_unpacked(w, NULL);
-	if (qg_region_attach(fds[0], &l, &rg))
-		return -EPROTO;
-	close(fds[0]);
-	r->bell = fds[1];
-	r->l = rg.layout;
-	r->base = rg.base;
-	r->submit = rg.submit;
-	r->complete = rg.complete;
-	return 0;
-}
-
-static void raw_close(struct raw *r)
-{
-	if (r->base)
-		qg_shm_unmap(r->base, r->l.region_bytes);
-	if (r->sock >= 0)
-		close(r->sock);
-	if (r->bell > 0)
-		close(r->bell);
-	r->base = NULL;
-	r->sock = r->bell = -1;
-}
-
-/* Push a record and ring; then the answer: its status, request id and error, or -ETIMEDOUT. */
+/* Push a record and ring; then the answer: its status, request id and error, or -errno. */
 static int raw_ask(struct raw *r, const void *rec, size_t len, uint64_t *id, char *err, size_t errlen)
 {
-	uint8_t buf[4096];
+	struct raw_reply rep;
 
-	if (qg_ring_push(&r->submit, rec, (uint32_t)len))
+	if (raw_push(r, rec, len))
 		return -ENOSPC;
-	qg_doorbell_ring_if_asleep((struct qg_region_header *)r->base, r->bell);
-	for (int i = 0; i < 5000; i++) {
-		ssize_t n = qg_ring_pop(&r->complete, buf, sizeof buf);
-		if (n == -EAGAIN) {
-			usleep(1000);
-			continue;
-		}
-		if (n < 0)
-			return (int)n;
-		Qgraph__Completion *c = qgraph__completion__unpack(NULL, (size_t)n, buf);
-		if (!c)
-			return -EPROTO;
-		int st = c->status;
-		*id = c->request_id;
-		snprintf(err, errlen, "%s", c->error ? c->error : "");
-		qgraph__completion__free_unpacked(c, NULL);
-		return st;
+	int e = raw_reply(r, 5000, &rep);
+	*id = rep.request_id;
+	if (errlen) {	/* cut to ERRLEN */
+		size_t n = strnlen(rep.error, errlen - 1);
+		memcpy(err, rep.error, n);
+		err[n] = '\0';
 	}
-	return -ETIMEDOUT;
+	return e ? e : rep.status;
 }
 
 /*
@@ -535,7 +468,7 @@ static void test_max_message(void)
 
 	if (!tap_ok(start(&d, "--max-message 8K") == 0, "start qgraphd with max-message 8K"))
 		return daemon_cleanup(&d);
-	int c = raw_connect(&r, d.sock);
+	int c = raw_connect_hello(&r, d.sock, 1, "door", 1 << 20, NULL, 0);
 	tap_ok(c == 0, "a hand-made session (%d)", c);
 	memset(rec, 0xff, sizeof rec);
 	rec[0] = 0x08;	/* field 1, a varint: request_id 4242 */
@@ -569,7 +502,7 @@ static void test_log(void)
 
 	if (!tap_ok(start(&d, NULL) == 0, "start qgraphd"))
 		return daemon_cleanup(&d);
-	raw_connect(&r, d.sock);
+	raw_connect_hello(&r, d.sock, 1, "door", 1 << 20, NULL, 0);
 	memset(junk, 0xff, sizeof junk);
 	int answered = 0;
 	for (int i = 0; i < 30; i++)

@@ -24,107 +24,30 @@
 #include "ring.h"
 #include "shm.h"
 #include "sock.h"
+#include "raw-client.h"
 #include "tap.h"
 #include "wire.h"
 
 static struct test_daemon d;
 
-struct raw {
-	int sock, bell;
-	struct qg_region_layout l;
-	unsigned char *base;
-	struct qg_ring submit, complete;
-	char error[512];
-};
-
 /* Connect by hand; HELLO_BYTES (if not NULL) replaces the Hello.  0 or -errno. */
-static int raw_connect(struct raw *r, int protocol, const void *hello_bytes, size_t hello_len)
+static int hostile_connect(struct raw *r, int protocol, const void *hello_bytes, size_t hello_len)
 {
-	uint8_t buf[8192];
-	int fds[2], nfds;
-
-	memset(r, 0, sizeof *r);
-	r->sock = qg_sock_connect(d.sock);
-	if (r->sock < 0)
-		return r->sock;
-	Qgraph__Hello h = QGRAPH__HELLO__INIT;
-	h.protocol = protocol;
-	h.client_name = "hostile";
-	h.arena_bytes = 1 << 20;
-	size_t len = hello_bytes ? hello_len : qgraph__hello__pack(&h, buf);
-	qg_sock_send(r->sock, hello_bytes ? hello_bytes : buf, len, NULL, 0);
-	struct pollfd p = { .fd = r->sock, .events = POLLIN };
-	if (poll(&p, 1, 5000) != 1)
-		return -ETIMEDOUT;
-	ssize_t n = qg_sock_recv(r->sock, buf, sizeof buf, fds, 2, &nfds);
-	if (n <= 0)
-		return n == 0 ? -ECONNRESET : (int)n;
-	Qgraph__Welcome *w = qgraph__welcome__unpack(NULL, (size_t)n, buf);
-	if (!w)
-		return -EPROTO;
-	if (w->error && *w->error) {
-		snprintf(r->error, sizeof r->error, "%s", w->error);
-		qgraph__welcome__free_unpacked(w, NULL);
-		return -EPROTO;
-	}
-	struct qg_region_layout l;
-	struct qg_region rg;
-	qg_wire_layout_unpack(w->region, &l);
-	qgraph__welcome__free_unpacked(w, NULL);
-	if (qg_region_attach(fds[0], &l, &rg))
-		return -EPROTO;
-	close(fds[0]);
-	r->bell = fds[1];
-	r->l = rg.layout;
-	r->base = rg.base;
-	r->submit = rg.submit;
-	r->complete = rg.complete;
-	return 0;
+	return raw_connect_hello(r, d.sock, protocol, "hostile", 1 << 20, hello_bytes, hello_len);
 }
 
-static void raw_close(struct raw *r)
-{
-	if (r->base)
-		qg_shm_unmap(r->base, r->l.region_bytes);
-	if (r->sock >= 0)
-		close(r->sock);
-	if (r->bell > 0)
-		close(r->bell);
-	r->base = NULL;
-	r->sock = r->bell = -1;
-}
-
-/* The daemon's answer to the next record: its status (and error text), or -ETIMEDOUT. */
+/* The daemon's answer to the next record: its status (and error text), or -errno. */
 static int raw_answer(struct raw *r, char *err, size_t errlen)
 {
-	uint8_t buf[4096];
+	struct raw_reply rep;
+	int e = raw_reply(r, 5000, &rep);
 
-	for (int i = 0; i < 5000; i++) {
-		ssize_t n = qg_ring_pop(&r->complete, buf, sizeof buf);
-		if (n == -EAGAIN) {
-			usleep(1000);
-			continue;
-		}
-		if (n < 0)
-			return (int)n;
-		Qgraph__Completion *c = qgraph__completion__unpack(NULL, (size_t)n, buf);
-		if (!c)
-			return -EPROTO;
-		int st = c->status;
-		snprintf(err, errlen, "%s", c->error ? c->error : "");
-		qgraph__completion__free_unpacked(c, NULL);
-		return st;
+	if (errlen) {	/* cut to ERRLEN */
+		size_t n = strnlen(rep.error, errlen - 1);
+		memcpy(err, rep.error, n);
+		err[n] = '\0';
 	}
-	return -ETIMEDOUT;
-}
-
-/* Publish a record and ring the doorbell if the daemon sleeps, as libqgraph does. */
-static int raw_push(struct raw *r, const void *rec, size_t len)
-{
-	int err = qg_ring_push(&r->submit, rec, (uint32_t)len);
-
-	qg_doorbell_ring_if_asleep((struct qg_region_header *)r->base, r->bell);
-	return err;
+	return e ? e : rep.status;
 }
 
 static size_t pack_submit(Qgraph__Tensor **t, size_t n, uint8_t *buf)
@@ -534,13 +457,13 @@ int main(void)
 	tap_ok(good && good_works(), "a good client works");
 
 	struct raw r;
-	tap_ok(raw_connect(&r, 7, NULL, 0) == -EPROTO && strstr(r.error, "7") && strstr(r.error, "1"),
+	tap_ok(hostile_connect(&r, 7, NULL, 0) == -EPROTO && strstr(r.error, "7") && strstr(r.error, "1"),
 	       "an unknown protocol version is refused, naming both: %s", r.error);
 	raw_close(&r);
-	tap_ok(raw_connect(&r, 1, "\xff\xff\xff\xff garbage", 12) != 0, "a garbage Hello is refused");
+	tap_ok(hostile_connect(&r, 1, "\xff\xff\xff\xff garbage", 12) != 0, "a garbage Hello is refused");
 	raw_close(&r);
 
-	int c = raw_connect(&r, 1, NULL, 0);
+	int c = hostile_connect(&r, 1, NULL, 0);
 	tap_ok(c == 0, "a hand-made session (%d)", c);
 	uint8_t buf[8192];
 	Qgraph__Tensor t[3], *tp[3] = { &t[0], &t[1], &t[2] };
@@ -668,7 +591,7 @@ int main(void)
 	raw_close(&r);
 
 	/* ring positions scribbled: the session is dropped, nobody else notices */
-	raw_connect(&r, 1, NULL, 0);
+	hostile_connect(&r, 1, NULL, 0);
 	atomic_store(&r.submit.ctl->tail, 12345);
 	uint64_t one = 1;
 	(void)!write(r.bell, &one, sizeof one);
@@ -676,7 +599,7 @@ int main(void)
 	int dropped = poll(&p, 1, 3000) == 1 && recv(r.sock, buf, 1, 0) == 0;
 	tap_ok(dropped && good_works(), "a scribbled tail drops that session only");
 	raw_close(&r);
-	raw_connect(&r, 1, NULL, 0);
+	hostile_connect(&r, 1, NULL, 0);
 	atomic_store(&r.complete.ctl->head, 0x7fff0000u);
 	base_graph(t, ne, src, sp);
 	raw_push(&r, buf, pack_submit(tp, 2, buf));
@@ -686,7 +609,7 @@ int main(void)
 	raw_close(&r);
 
 	/* descriptors sent after the handshake are closed, and the session dropped */
-	raw_connect(&r, 1, NULL, 0);
+	hostile_connect(&r, 1, NULL, 0);
 	int pfd[2];
 	pipe(pfd);
 	qg_sock_send(r.sock, "x", 1, pfd, 2);

@@ -2,7 +2,8 @@
  * raw-client.h - a client that speaks qgraphd's protocol by hand, for tests
  * that need what libqgraph does not do: an upload held open between its
  * chunks, a request with its own time-out, a record pushed without waiting
- * for its answer.  (hostile-test.c has its own copy, written before this.)
+ * for its answer, a Hello of the test's own bytes.  The one raw client of
+ * the tests (hostile-test, door-test, quota and upload tests use it).
  */
 #ifndef QG_TESTS_RAW_CLIENT_H
 #define QG_TESTS_RAW_CLIENT_H
@@ -40,9 +41,15 @@ struct raw_reply {
 	char error[512];
 };
 
-/* Connect to the daemon at SOCK with an arena of ARENA bytes.  0, or -errno (R->error says why). */
+/*
+ * Connect to the daemon at SOCK saying Hello: protocol PROTOCOL, client
+ * NAME, an arena of ARENA bytes; or, if HELLO_BYTES is not NULL, those
+ * HELLO_LEN bytes instead of a Hello.  0, or -errno (R->error says why
+ * when the daemon did).
+ */
 __attribute__((unused))
-static int raw_connect(struct raw *r, const char *sock, uint64_t arena)
+static int raw_connect_hello(struct raw *r, const char *sock, int protocol, const char *name, uint64_t arena,
+			     const void *hello_bytes, size_t hello_len)
 {
 	uint8_t buf[8192];
 	int fds[2], nfds;
@@ -53,10 +60,11 @@ static int raw_connect(struct raw *r, const char *sock, uint64_t arena)
 	if (r->sock < 0)
 		return r->sock;
 	Qgraph__Hello h = QGRAPH__HELLO__INIT;
-	h.protocol = QGRAPH__PROTOCOL__PROTOCOL_V1;
-	h.client_name = "raw";
+	h.protocol = protocol;
+	h.client_name = (char *)name;
 	h.arena_bytes = arena;
-	qg_sock_send(r->sock, buf, qgraph__hello__pack(&h, buf), NULL, 0);
+	size_t len = hello_bytes ? hello_len : qgraph__hello__pack(&h, buf);
+	qg_sock_send(r->sock, hello_bytes ? hello_bytes : buf, len, NULL, 0);
 	struct pollfd p = { .fd = r->sock, .events = POLLIN };
 	if (poll(&p, 1, 5000) != 1)
 		return -ETIMEDOUT;
@@ -87,6 +95,13 @@ static int raw_connect(struct raw *r, const char *sock, uint64_t arena)
 	return 0;
 }
 
+/* Connect to the daemon at SOCK with an arena of ARENA bytes.  0, or -errno (R->error says why). */
+__attribute__((unused))
+static int raw_connect(struct raw *r, const char *sock, uint64_t arena)
+{
+	return raw_connect_hello(r, sock, QGRAPH__PROTOCOL__PROTOCOL_V1, "raw", arena, NULL, 0);
+}
+
 __attribute__((unused))
 static void raw_close(struct raw *r)
 {
@@ -100,6 +115,16 @@ static void raw_close(struct raw *r)
 	r->sock = r->bell = -1;
 }
 
+/* Publish the record REC of LEN bytes, whatever it holds, and ring the doorbell if the daemon sleeps.  0 or -errno. */
+__attribute__((unused))
+static int raw_push(struct raw *r, const void *rec, size_t len)
+{
+	int err = qg_ring_push(&r->submit, rec, (uint32_t)len);
+
+	qg_doorbell_ring_if_asleep((struct qg_region_header *)r->base, r->bell);
+	return err;
+}
+
 /* Publish request REQ and ring the doorbell if the daemon sleeps, as libqgraph does.  0 or -errno. */
 __attribute__((unused))
 static int raw_send(struct raw *r, const Qgraph__Request *req)
@@ -110,10 +135,7 @@ static int raw_send(struct raw *r, const Qgraph__Request *req)
 	if (len > sizeof buf)
 		return -EMSGSIZE;
 	qgraph__request__pack(req, buf);
-	int err = qg_ring_push(&r->submit, buf, (uint32_t)len);
-
-	qg_doorbell_ring_if_asleep((struct qg_region_header *)r->base, r->bell);
-	return err;
+	return raw_push(r, buf, len);
 }
 
 /* The next completion, waiting at most TIMEOUT_MS: 0 and *OUT, or -ETIMEDOUT / -EPROTO. */
