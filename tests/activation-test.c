@@ -28,6 +28,7 @@
 
 #include "daemon-util.h"
 #include "qgraph.h"
+#include "smoke.h"
 #include "tap.h"
 
 static char top[] = "/tmp/qgd-act-XXXXXX";
@@ -126,27 +127,9 @@ static int run_graph(const char *sock, char *msg, size_t len)
 
 	if (qgraph_connect(&o, &s, msg, len))
 		return -1;
-	unsigned char *arena = qgraph_arena(s, NULL);
-	int64_t xo = qgraph_arena_alloc(s, 32), yo = qgraph_arena_alloc(s, 32), ne[1] = { 8 };
-	float *x = (float *)(arena + xo), *y = (float *)(arena + yo);
-	for (int i = 0; i < 8; i++)
-		x[i] = (float)i + 0.5f;
-	struct qgraph_graph *g = qgraph_graph_new();
-	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_SCALE, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, xo),
-					       -1, 4.0f), yo);
-	uint64_t id;
-	struct qgraph_result res = { 0 };
-	int r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
-	if (!r)
-		r = qgraph_wait(s, id, 10000, &res);
-	qgraph_graph_free(g);
-	int good = !r && res.status == 0;
-	for (int i = 0; i < 8 && good; i++)
-		good = y[i] == 4.0f * x[i];
-	if (!good)
-		snprintf(msg, len, "the graph failed: %d/%d %s", r, res.status, qgraph_session_error(s));
+	int r = smoke_scale(s, 8, 4.0f, 0.5f, msg, len);
 	qgraph_session_close(s);
-	return good ? 0 : -1;
+	return r;
 }
 
 static int stop(pid_t pid)

@@ -26,6 +26,7 @@
 
 #include "daemon-util.h"
 #include "qgraph.h"
+#include "smoke.h"
 #include "tap.h"
 
 enum {
@@ -76,28 +77,9 @@ static int client_body(const char *sock, char *msg, size_t len)
 		snprintf(msg, len, "stats failed: %s", qgraph_session_error(s));
 		return 3;
 	}
-	unsigned char *arena = qgraph_arena(s, NULL);
-	int64_t xo = qgraph_arena_alloc(s, 16 * 4), yo = qgraph_arena_alloc(s, 16 * 4);
-	float *x = (float *)(arena + xo), *y = (float *)(arena + yo);
-	int64_t ne[1] = { 16 };
-	for (int i = 0; i < 16; i++)
-		x[i] = (float)i - 4.5f;
-	struct qgraph_graph *g = qgraph_graph_new();
-	int t = qgraph_graph_op(g, QGRAPH_OP_SCALE, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, xo), -1, 3.0f);
-	qgraph_graph_output(g, t, yo);
-	uint64_t id;
-	struct qgraph_result res = { 0 };
-	r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
-	if (!r)
-		r = qgraph_wait(s, id, 10000, &res);
-	qgraph_graph_free(g);
-	int good = !r && res.status == 0;
-	for (int i = 0; i < 16 && good; i++)
-		good = y[i] == 3.0f * x[i];
-	if (!good)
-		snprintf(msg, len, "the graph failed: %d/%d %s", r, res.status, qgraph_session_error(s));
+	r = smoke_scale(s, 16, 3.0f, -4.5f, msg, len);
 	qgraph_session_close(s);
-	return good ? 0 : 3;
+	return r ? 3 : 0;
 }
 
 /* Fork a client running as UID, GID and GROUPS; its exit code, and what it said in MSG. */

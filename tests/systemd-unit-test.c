@@ -24,6 +24,7 @@
 
 #include "daemon-util.h"
 #include "qgraph.h"
+#include "smoke.h"
 #include "tap.h"
 
 enum { CLIENT_UID = 60021 };
@@ -74,28 +75,9 @@ static int client_body(const char *sock, char *msg, size_t len)
 
 	if (r)
 		return 2;
-	unsigned char *arena = qgraph_arena(s, NULL);
-	int64_t xo = qgraph_arena_alloc(s, 8 * 4), yo = qgraph_arena_alloc(s, 8 * 4);
-	float *x = (float *)(arena + xo), *y = (float *)(arena + yo);
-	int64_t ne[1] = { 8 };
-	for (int i = 0; i < 8; i++)
-		x[i] = (float)i - 2.5f;
-	struct qgraph_graph *g = qgraph_graph_new();
-	int t = qgraph_graph_op(g, QGRAPH_OP_SCALE, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, xo), -1, 2.0f);
-	qgraph_graph_output(g, t, yo);
-	uint64_t id;
-	struct qgraph_result res = { 0 };
-	r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
-	if (!r)
-		r = qgraph_wait(s, id, 10000, &res);
-	qgraph_graph_free(g);
-	int good = !r && res.status == 0;
-	for (int i = 0; i < 8 && good; i++)
-		good = y[i] == 2.0f * x[i];
-	if (!good)
-		snprintf(msg, len, "the graph failed: %d/%d %s", r, res.status, qgraph_session_error(s));
+	r = smoke_scale(s, 8, 2.0f, -2.5f, msg, len);
 	qgraph_session_close(s);
-	return good ? 0 : 3;
+	return r ? 3 : 0;
 }
 
 /* Fork a client as CLIENT_UID, primary group its own, supplementary the socket's group; its exit code. */
