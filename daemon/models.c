@@ -243,7 +243,7 @@ static bool name_ok(const char *name)
 	if (n == 0 || n > 47)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (name[i] == '/' || (unsigned char)name[i] < 0x20)
+		if (name[i] == '/' || (unsigned char)name[i] < 0x20 || name[i] == 0x7f)
 			return false;
 	return true;
 }

@@ -277,6 +277,7 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 	tap_ok(r == -EINVAL && strstr(qgraph_session_error(s), "at offset") && model_listed(s, "broken", &tensors, &bytes) < 0,
 	       "a file cut short is refused, naming the field: %s", qgraph_session_error(s));
 	tap_ok(qgraph_model_load(s, path, "a/b", NULL, NULL) == -EINVAL, "a model name with '/' is refused");
+	tap_ok(qgraph_model_load(s, path, "del\x7f", NULL, NULL) == -EINVAL, "a model name with DEL (0x7f) is refused");
 	qgraph_session_close(s);
 
 	/* the model outlives the session that loaded it */
