@@ -45,6 +45,7 @@
 #include "session.h"
 #include "weights.h"
 #include "quant.h"
+#include "utf8.h"
 
 struct model_tensor {
 	char name[QGD_WEIGHTS_NAME_MAX];	/* "MODEL/tensor" */
@@ -235,7 +236,11 @@ static int add_tensor(struct qgd_server *srv, struct qgd_model *m, const char *n
 	return 0;
 }
 
-/* A model name: 1 to 47 bytes (room for "/tensor"), no '/', no control bytes. */
+/*
+ * A model name: 1 to 47 bytes (room for "/tensor") of well-formed UTF-8,
+ * no '/', no control bytes: it reaches logs, listings and other users'
+ * terminals.
+ */
 static bool name_ok(const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
@@ -245,7 +250,7 @@ static bool name_ok(const char *name)
 	for (size_t i = 0; i < n; i++)
 		if (name[i] == '/' || (unsigned char)name[i] < 0x20 || name[i] == 0x7f)
 			return false;
-	return true;
+	return qg_utf8_valid(name, n);
 }
 
 /*

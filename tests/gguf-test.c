@@ -22,6 +22,7 @@
 #include "gguf.h"
 #include "quant.h"
 #include "tap.h"
+#include "utf8.h"
 
 /* ---------------------------------------------------------------- a valid file */
 
@@ -561,6 +562,36 @@ static void test_model_name(void)
 	tap_ok(r == -EINVAL, "a directory gives no name (%d)", r);
 }
 
+/* Well-formed UTF-8, the rule model names are held to: each case one way or the other. */
+static void test_utf8(void)
+{
+	static const struct { const char *s; bool ok; const char *what; } cases[] = {
+		{ "", true, "empty" },
+		{ "llama-3.2-1b", true, "ASCII" },
+		{ "mod\xc3\xa8le", true, "two bytes (U+00E8)" },
+		{ "\xe2\x82\xac", true, "three bytes (U+20AC)" },
+		{ "\xf0\x9f\xa6\x99", true, "four bytes (U+1F999)" },
+		{ "\xf4\x8f\xbf\xbf", true, "U+10FFFF, the last" },
+		{ "\xed\x9f\xbf", true, "U+D7FF, before the surrogates" },
+		{ "\xff", false, "0xff" },
+		{ "\x80", false, "a lone continuation byte" },
+		{ "\xc3", false, "a lead byte at the end" },
+		{ "\xe2\x82", false, "three bytes cut short" },
+		{ "\xc3(", false, "a lead byte without its continuation" },
+		{ "\xc0\xaf", false, "overlong '/' (two bytes)" },
+		{ "\xe0\x80\xaf", false, "overlong '/' (three bytes)" },
+		{ "\xf0\x80\x80\xaf", false, "overlong '/' (four bytes)" },
+		{ "\xed\xa0\x80", false, "a surrogate (U+D800)" },
+		{ "\xf4\x90\x80\x80", false, "past U+10FFFF" },
+		{ "\xf5\x80\x80\x80", false, "lead byte 0xf5" },
+		{ "ok\xe2\x82\xacx\xe2(\xac", false, "a bad continuation after good ones" },
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		tap_ok(qg_utf8_valid(cases[i].s, strlen(cases[i].s)) == cases[i].ok, "UTF-8 %s: %s", cases[i].what,
+		       cases[i].ok ? "taken" : "refused");
+}
+
 int main(int argc, char **argv)
 {
 	fill_data();
@@ -574,5 +605,6 @@ int main(int argc, char **argv)
 	test_hostile();
 	test_writer_errors();
 	test_model_name();
+	test_utf8();
 	return tap_done();
 }

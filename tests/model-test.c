@@ -278,6 +278,11 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 	       "a file cut short is refused, naming the field: %s", qgraph_session_error(s));
 	tap_ok(qgraph_model_load(s, path, "a/b", NULL, NULL) == -EINVAL, "a model name with '/' is refused");
 	tap_ok(qgraph_model_load(s, path, "del\x7f", NULL, NULL) == -EINVAL, "a model name with DEL (0x7f) is refused");
+	tap_ok(qgraph_model_load(s, path, "bad\xff", NULL, NULL) == -EINVAL, "a model name of bytes that are not UTF-8 is refused");
+	tap_ok(qgraph_model_load(s, path, "over\xc0\xaflong", NULL, NULL) == -EINVAL, "a model name with an overlong '/' is refused");
+	r = qgraph_model_load(s, path, "mod\xc3\xa8le", NULL, NULL);
+	tap_ok(r == 0 && qgraph_model_unload(s, "mod\xc3\xa8le") == 0, "a model name of UTF-8 beyond ASCII is taken (%s)",
+	       r ? qgraph_session_error(s) : "ok");
 	qgraph_session_close(s);
 
 	/* the model outlives the session that loaded it */
