@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "tap.h"
@@ -32,42 +33,28 @@ enum { MEMBER_UID = 60051, OUTSIDER_UID = 60052 };
 
 static gid_t nogroup;
 
+/* In the child: connect by default (no QGRAPH_SOCKET, XDG_RUNTIME_DIR XDG) and ask for stats; 0 works, 1 no connection. */
+static int client_body(void *xdg, char *msg, size_t len)
+{
+	struct qgraph_session *s = NULL;
+	char stats[4096];
+
+	unsetenv("QGRAPH_SOCKET");
+	setenv("XDG_RUNTIME_DIR", xdg, 1);
+	if (qgraph_connect(NULL, &s, msg, len))
+		return 1;
+	int rc = qgraph_stats(s, stats, sizeof stats) > 0 ? 0 : 3;
+	qgraph_session_close(s);
+	return rc;
+}
+
 /* In a child as UID (supplementary group GROUP unless -1), XDG_RUNTIME_DIR XDG: connect by default; its message. */
 static int client_as(uid_t uid, gid_t group, const char *xdg, char *msg, size_t len)
 {
-	int p[2], st = 0;
+	gid_t groups[1] = { group };
+	struct child_id id = { .uid = uid, .gid = uid, .groups = groups, .ngroups = group == (gid_t)-1 ? 0 : 1 };
 
-	msg[0] = 0;
-	if (pipe(p))
-		return -1;
-	pid_t pid = tap_fork();
-	if (pid == 0) {
-		struct qgraph_session *s = NULL;
-		char m[1024] = "";
-		int rc = 0;
-		close(p[0]);
-		unsetenv("QGRAPH_SOCKET");
-		setenv("XDG_RUNTIME_DIR", xdg, 1);
-		gid_t groups[1] = { group };
-		if (setgroups(group == (gid_t)-1 ? 0 : 1, groups) || setgid(uid) || setuid(uid)) {
-			snprintf(m, sizeof m, "cannot become uid %u", (unsigned)uid);
-			rc = 4;
-		} else if (qgraph_connect(NULL, &s, m, sizeof m)) {
-			rc = 1;
-		} else {
-			char stats[4096];
-			rc = qgraph_stats(s, stats, sizeof stats) > 0 ? 0 : 3;
-			qgraph_session_close(s);
-		}
-		(void)!write(p[1], m, strlen(m));
-		_exit(rc);
-	}
-	close(p[1]);
-	ssize_t n = read(p[0], msg, len - 1);
-	msg[n > 0 ? n : 0] = 0;
-	close(p[0]);
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return child_run_as(&id, client_body, (void *)xdg, msg, len);
 }
 
 int main(void)

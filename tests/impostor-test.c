@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "tap.h"
@@ -38,10 +39,30 @@ enum {
 #define VICTIM_DIR "/tmp/qgraph-54321"
 #define VICTIM_SOCK VICTIM_DIR "/qgraphd.sock"
 
-/* Become UID (and its own gid, no supplementary groups); 0 or -1. */
-static int become(uid_t uid)
+struct victim {
+	const char *sock, *trust;
+};
+
+static int victim_body(void *arg, char *msg, size_t len)
 {
-	return setgroups(0, NULL) || setgid(uid) || setuid(uid) ? -1 : 0;
+	const struct victim *v = arg;
+	struct qgraph_connect_opts o = { .socket = v->sock, .name = "impostor-victim" };
+	struct qgraph_session *s = NULL;
+	char stats[4096];
+
+	unsetenv("QGRAPH_SOCKET");
+	unsetenv("XDG_RUNTIME_DIR");
+	if (v->trust)
+		setenv("QGRAPH_DAEMON_USER", v->trust, 1);
+	else
+		unsetenv("QGRAPH_DAEMON_USER");
+	int rc = qgraph_connect(&o, &s, msg, len);
+	if (rc == 0 && qgraph_stats(s, stats, sizeof stats) < 0) {
+		snprintf(msg, len, "stats failed: %s", qgraph_session_error(s));
+		rc = -EIO;
+	}
+	qgraph_session_close(s);
+	return rc == -EPERM ? EPERM : rc ? 1 : 0;
 }
 
 /*
@@ -52,45 +73,11 @@ static int become(uid_t uid)
  */
 static int victim_connects(const char *sock, const char *trust, char *msg, size_t len)
 {
-	int p[2], st = 0;
+	struct child_id id = { .uid = VICTIM, .gid = VICTIM };
+	struct victim v = { sock, trust };
+	int r = child_run_as(&id, victim_body, &v, msg, len);
 
-	msg[0] = 0;
-	if (pipe(p))
-		return -1000;
-	pid_t pid = tap_fork();
-	if (pid == 0) {
-		char m[1024] = "", stats[4096];
-		int rc;
-
-		close(p[0]);
-		unsetenv("QGRAPH_SOCKET");
-		unsetenv("XDG_RUNTIME_DIR");
-		if (trust)
-			setenv("QGRAPH_DAEMON_USER", trust, 1);
-		else
-			unsetenv("QGRAPH_DAEMON_USER");
-		if (become(VICTIM)) {
-			snprintf(m, sizeof m, "cannot become uid %d: %s", VICTIM, strerror(errno));
-			rc = 1;
-		} else {
-			struct qgraph_connect_opts o = { .socket = sock, .name = "impostor-victim" };
-			struct qgraph_session *s = NULL;
-			rc = qgraph_connect(&o, &s, m, sizeof m);
-			if (rc == 0 && qgraph_stats(s, stats, sizeof stats) < 0) {
-				snprintf(m, sizeof m, "stats failed: %s", qgraph_session_error(s));
-				rc = -EIO;
-			}
-			qgraph_session_close(s);
-		}
-		(void)!write(p[1], m, strlen(m));
-		_exit(rc == -EPERM ? EPERM : rc ? 1 : 0);
-	}
-	close(p[1]);
-	ssize_t n = read(p[0], msg, len - 1);
-	msg[n > 0 ? n : 0] = 0;
-	close(p[0]);
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return r == 4 ? 1 : r;	/* 4: could not become the victim, any other failure */
 }
 
 /* Start D as UID through setpriv with EXTRA options; what daemon_start returned. */

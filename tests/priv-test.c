@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "smoke.h"
@@ -64,7 +65,7 @@ static int status_field(pid_t pid, const char *field, char *out, size_t len)
 }
 
 /* In the child: connect, ask for stats, run SCALE(x, 3) on 16 floats.  0 works, 1 refused, 2 no connection. */
-static int client_body(const char *sock, char *msg, size_t len)
+static int client_body(void *sock, char *msg, size_t len)
 {
 	struct qgraph_connect_opts o = { .socket = sock, .name = "priv-test", .arena_bytes = 1 << 20 };
 	struct qgraph_session *s = NULL;
@@ -86,31 +87,9 @@ static int client_body(const char *sock, char *msg, size_t len)
 static int client_as(const char *sock, uid_t uid, gid_t gid, const gid_t *groups, int ngroups, char *msg,
 		     size_t len)
 {
-	int p[2], st = 0;
+	struct child_id id = { .uid = uid, .gid = gid, .groups = groups, .ngroups = ngroups };
 
-	msg[0] = 0;
-	if (pipe(p))
-		return -1;
-	pid_t pid = tap_fork();
-	if (pid == 0) {
-		char m[512] = "";
-		int rc;
-		close(p[0]);
-		if (setgroups((size_t)ngroups, groups) || setgid(gid) || setuid(uid)) {
-			snprintf(m, sizeof m, "cannot become uid %u: %s", (unsigned)uid, strerror(errno));
-			rc = 4;
-		} else {
-			rc = client_body(sock, m, sizeof m);
-		}
-		(void)!write(p[1], m, strlen(m));
-		_exit(rc);
-	}
-	close(p[1]);
-	ssize_t n = read(p[0], msg, len - 1);
-	msg[n > 0 ? n : 0] = 0;
-	close(p[0]);
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return child_run_as(&id, client_body, (void *)sock, msg, len);
 }
 
 static void check_status(pid_t pid)

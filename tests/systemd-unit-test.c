@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "smoke.h"
@@ -67,10 +68,12 @@ static int unit_caps(char *out, size_t len, int *nnp)
 }
 
 /* In the child: connect through SOCK, run SCALE(x, 2) on 8 floats; 0 when the result is right. */
-static int client_body(const char *sock, char *msg, size_t len)
+static int client_body(void *sock, char *msg, size_t len)
 {
 	struct qgraph_connect_opts o = { .socket = sock, .name = "unit-test", .arena_bytes = 1 << 20 };
 	struct qgraph_session *s = NULL;
+
+	unsetenv("QGRAPH_SOCKET");
 	int r = qgraph_connect(&o, &s, msg, len);
 
 	if (r)
@@ -83,33 +86,10 @@ static int client_body(const char *sock, char *msg, size_t len)
 /* Fork a client as CLIENT_UID, primary group its own, supplementary the socket's group; its exit code. */
 static int client(const char *sock, char *msg, size_t len)
 {
-	int p[2], st = 0;
 	gid_t groups[1] = { nogroup };
+	struct child_id id = { .uid = CLIENT_UID, .gid = CLIENT_UID, .groups = groups, .ngroups = 1 };
 
-	msg[0] = 0;
-	if (pipe(p))
-		return -1;
-	pid_t pid = tap_fork();
-	if (pid == 0) {
-		char m[512] = "";
-		int rc;
-		close(p[0]);
-		unsetenv("QGRAPH_SOCKET");
-		if (setgroups(1, groups) || setgid(CLIENT_UID) || setuid(CLIENT_UID)) {
-			snprintf(m, sizeof m, "cannot become uid %u: %s", (unsigned)CLIENT_UID, strerror(errno));
-			rc = 4;
-		} else {
-			rc = client_body(sock, m, sizeof m);
-		}
-		(void)!write(p[1], m, strlen(m));
-		_exit(rc);
-	}
-	close(p[1]);
-	ssize_t n = read(p[0], msg, len - 1);
-	msg[n > 0 ? n : 0] = 0;
-	close(p[0]);
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return child_run_as(&id, client_body, (void *)sock, msg, len);
 }
 
 /* One start of the daemon as the unit starts it, on SOCK; checks it serves, stops it. */
