@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "daemon-util.h"
+#include "gguf-file.h"
 #include "gguf.h"
 #include "qgraph.h"
 #include "tap.h"
@@ -191,8 +192,6 @@ static int write_model(const char *path, int n, int seed)
 	static float t[ROWS * COLS];
 	struct qg_gguf_writer *wr = qg_gguf_writer_new(0);
 	char name[32];
-	void *buf = NULL;
-	size_t len;
 	int r = wr ? 0 : -ENOMEM;
 
 	for (int k = 0; k < n && !r; k++) {
@@ -203,17 +202,7 @@ static int write_model(const char *path, int n, int seed)
 	}
 	if (!r)
 		r = qg_gguf_writer_kv_string(wr, "general.architecture", "llama");
-	if (!r)
-		r = qg_gguf_writer_finish(wr, &buf, &len);
-	qg_gguf_writer_free(wr);
-	FILE *f = r ? NULL : fopen(path, "wb");
-	if (!f || fwrite(buf, 1, len, f) != len)
-		r = r ? r : -EIO;
-	if (f && fclose(f))
-		r = -EIO;
-	free(buf);
-	chmod(path, 0644);
-	return r;
+	return gguf_file_save(wr, r, path);
 }
 
 struct load {

@@ -25,17 +25,6 @@
 
 enum { COLS = 256 };
 
-static struct qgraph_session *connect_to(const struct test_daemon *d, const char *name)
-{
-	struct qgraph_connect_opts o = { .socket = d->sock, .name = name, .arena_bytes = 8 << 20 };
-	struct qgraph_session *s = NULL;
-	char err[256];
-
-	if (qgraph_connect(&o, &s, err, sizeof err))
-		tap_diag("connect: %s", err);
-	return s;
-}
-
 /* ROWS x COLS random Q4_0 values (seeded) in a new buffer of *BYTES. */
 static unsigned char *random_q4(int64_t rows, unsigned seed, size_t *bytes)
 {
@@ -295,7 +284,7 @@ int main(void)
 		printf("Bail out! qgraphd did not start\n");
 		return 1;
 	}
-	struct qgraph_session *a = connect_to(&d, "digest-a"), *b = connect_to(&d, "digest-b");
+	struct qgraph_session *a = daemon_connect(&d, "digest-a", 8 << 20), *b = daemon_connect(&d, "digest-b", 8 << 20);
 	if (!a || !b) {
 		printf("Bail out! cannot connect\n");
 		daemon_cleanup(&d);

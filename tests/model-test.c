@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "daemon-util.h"
+#include "gguf-file.h"
 #include "fp16.h"
 #include "gguf.h"
 #include "kernels.h"
@@ -52,8 +53,6 @@ static int write_model(const char *path)
 	float w[Q4_ROWS * COLS];
 	static unsigned char q5k[176];
 	struct qg_gguf_writer *wr = qg_gguf_writer_new(0);
-	void *buf = NULL;
-	size_t len;
 	int r = 0;
 
 	for (int i = 0; i < Q4_ROWS * COLS; i++)
@@ -77,16 +76,7 @@ static int write_model(const char *path)
 	r |= qg_gguf_writer_tensor(wr, "output.weight", QG_GGML_Q6_K, 2, (int64_t[]){ COLS, 2 }, q6k);
 	r |= qg_gguf_writer_tensor(wr, "blk.0.ffn_down.weight", QG_GGML_Q4_K, 2, (int64_t[]){ COLS, 4 }, q4k);
 	r |= qg_gguf_writer_tensor(wr, "blk.0.attn_v.weight", 13, 2, (int64_t[]){ COLS, 1 }, q5k);
-	if (!r)
-		r = qg_gguf_writer_finish(wr, &buf, &len);
-	qg_gguf_writer_free(wr);
-	FILE *f = r ? NULL : fopen(path, "wb");
-	if (!f || fwrite(buf, 1, len, f) != len)
-		r = -EIO;
-	if (f && fclose(f))
-		r = -EIO;
-	free(buf);
-	return r;
+	return gguf_file_save(wr, r, path);
 }
 
 /* Y = W X in this process, with the portable kernels, on the file's bytes of type T. */
@@ -113,17 +103,6 @@ static double rel_err(const float *a, const float *b, int n)
 			m = v;
 	}
 	return m > 0 ? e / m : e;
-}
-
-static struct qgraph_session *connect_to(const struct test_daemon *d, const char *name)
-{
-	struct qgraph_connect_opts o = { .socket = d->sock, .name = name, .arena_bytes = 4 << 20 };
-	struct qgraph_session *s = NULL;
-	char err[256];
-
-	if (qgraph_connect(&o, &s, err, sizeof err))
-		tap_diag("connect: %s", err);
-	return s;
 }
 
 /* Open NAME and multiply x by it through the daemon into Y (M rows).  0 or -errno. */
@@ -206,7 +185,7 @@ static pid_t other_user(const struct test_daemon *d, int out)
 	if (setgroups(0, NULL) || setresgid(UID_OTHER, UID_OTHER, UID_OTHER) ||
 	    setresuid(UID_OTHER, UID_OTHER, UID_OTHER))
 		_exit(2);
-	struct qgraph_session *s = connect_to(d, "model-other");
+	struct qgraph_session *s = daemon_connect(d, "model-other", 4 << 20);
 	float y[Q4_ROWS + Q8_ROWS];
 	int r[3] = { -1, -1, -1 };
 	if (!s)
@@ -257,7 +236,7 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 	reference(QG_TYPE_Q4_0, q4, Q4_ROWS, ref);
 	reference(QG_TYPE_Q8_0, q8, Q8_ROWS, ref + Q4_ROWS);
 
-	struct qgraph_session *s = connect_to(d, "model-loader");
+	struct qgraph_session *s = daemon_connect(d, "model-loader", 4 << 20);
 	if (!tap_ok(s != NULL, "connect"))
 		return;
 	long long p0 = daemon_stat(s, "pinned_bytes"), w0 = daemon_stat(s, "weights_stored");
@@ -286,7 +265,7 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 	qgraph_session_close(s);
 
 	/* the model outlives the session that loaded it */
-	s = connect_to(d, "model-user");
+	s = daemon_connect(d, "model-user", 4 << 20);
 	if (!tap_ok(s && stat_settles(s, "sessions", 1) == 1 && model_listed(s, "tiny", &tensors, &bytes) == 0,
 		    "the loader's session is gone and the model is still listed"))
 		return;
@@ -344,7 +323,7 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 		       qgraph_model_unload(s, "tiny") == -ENOENT,
 	       "its names are gone; a second unload finds nothing");
 	qgraph_session_close(s);
-	s = connect_to(d, "model-after");
+	s = daemon_connect(d, "model-after", 4 << 20);
 	tap_ok(s && stat_settles(s, "pinned_bytes", p0) == p0 && daemon_stat(s, "weights_stored") == w0,
 	       "with the last handle closed, stats are back to the baseline (pinned %lld, stored %lld)",
 	       s ? daemon_stat(s, "pinned_bytes") : -1, s ? daemon_stat(s, "weights_stored") : -1);
@@ -355,7 +334,7 @@ static void test_load(struct test_daemon *d, const char *path, const char *cut, 
 static void test_many_models(struct test_daemon *d, const char *path)
 {
 	enum { MANY = 20 };
-	struct qgraph_session *s = connect_to(d, "model-many");
+	struct qgraph_session *s = daemon_connect(d, "model-many", 4 << 20);
 	unsigned tensors;
 	unsigned long long bytes;
 	char name[16];
@@ -382,7 +361,7 @@ static void test_many_models(struct test_daemon *d, const char *path)
 /* Uploads of f16 and q8_0 sources, stored as they are (the header's GGUF sentence). */
 static void test_sources(struct test_daemon *d)
 {
-	struct qgraph_session *s = connect_to(d, "model-sources");
+	struct qgraph_session *s = daemon_connect(d, "model-sources", 4 << 20);
 	uint64_t h;
 	enum qgraph_type st;
 	float ref[Q8_ROWS], y[Q8_ROWS];
@@ -468,7 +447,7 @@ static void test_protocol(struct test_daemon *d)
 	ok &= raw_send(&r, &req) == 0 && raw_reply(&r, 30000, &rep) == 0;
 	tap_ok(ok && rep.status == QGRAPH__STATUS__STATUS_NOT_FOUND && strstr(rep.error, "no longer being loaded"),
 	       "an upload whose model load was abandoned between its chunks is refused at its end: %s", rep.error);
-	struct qgraph_session *s = connect_to(d, "model-after-raw");
+	struct qgraph_session *s = daemon_connect(d, "model-after-raw", 4 << 20);
 	unsigned tensors;
 	unsigned long long bytes;
 	tap_ok(s && model_listed(s, "raw", &tensors, &bytes) < 0 && stat_settles(s, "pinned_bytes", 0) == 0,
@@ -487,7 +466,7 @@ static void test_preload(const char *path, const char *cut)
 
 	snprintf(args, sizeof args, "--preload %s", path);
 	int r = daemon_start(&d, args);
-	struct qgraph_session *s = r == 0 ? connect_to(&d, "model-preload") : NULL;
+	struct qgraph_session *s = r == 0 ? daemon_connect(&d, "model-preload", 4 << 20) : NULL;
 	tap_ok(s && model_listed(s, "tiny", &tensors, &bytes) == 0 && tensors == 6,
 	       "a daemon started with --preload holds the model (as the file's base name) from the start");
 	reference(QG_TYPE_Q4_0, q4, Q4_ROWS, ref);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "daemon-util.h"
+#include "gguf-file.h"
 #include "gguf.h"
 #include "qgraph.h"
 #include "tap.h"
@@ -57,17 +58,6 @@ struct agent {
 };
 
 static struct test_daemon d;
-
-static struct qgraph_session *connect_to(const char *name)
-{
-	struct qgraph_connect_opts o = { .socket = d.sock, .name = name, .arena_bytes = 1 << 20 };
-	struct qgraph_session *s = NULL;
-	char err[256];
-
-	if (qgraph_connect(&o, &s, err, sizeof err))
-		tap_diag("connect: %s", err);
-	return s;
-}
 
 static void serve(struct qgraph_session *s, const struct cmd *c, struct res *r)
 {
@@ -112,7 +102,7 @@ static _Noreturn void agent_main(uid_t uid, gid_t gid, int in, int out)
 		_exit(2);
 	char name[32];
 	snprintf(name, sizeof name, "names-%u", (unsigned)uid);
-	struct qgraph_session *s = connect_to(name);
+	struct qgraph_session *s = daemon_connect(&d, name, 1 << 20);
 	struct cmd c;
 	while (read(in, &c, sizeof c) == sizeof c) {
 		struct res r = { s ? 0 : -ENOTCONN, 0 };
@@ -229,22 +219,10 @@ static void agent_stop(struct agent *a)
 static int write_model(const char *path, int which, int rows)
 {
 	struct qg_gguf_writer *wr = qg_gguf_writer_new(0);
-	void *buf = NULL;
-	size_t len;
 	int r = qg_gguf_writer_kv_string(wr, "general.architecture", "llama");
 
 	r |= qg_gguf_writer_tensor(wr, "w", QG_GGML_F32, 2, (int64_t[]){ COLS, rows }, vals[which]);
-	if (!r)
-		r = qg_gguf_writer_finish(wr, &buf, &len);
-	qg_gguf_writer_free(wr);
-	FILE *f = r ? NULL : fopen(path, "wb");
-	if (!f || fwrite(buf, 1, len, f) != len)
-		r = -EIO;
-	if (f && fclose(f))
-		r = -EIO;
-	free(buf);
-	chmod(path, 0644);
-	return r;
+	return gguf_file_save(wr, r, path);
 }
 
 enum { MANY_TENSORS = 700, MANY_NAMES = 1200 };
@@ -253,8 +231,6 @@ enum { MANY_TENSORS = 700, MANY_NAMES = 1200 };
 static int write_many(const char *path)
 {
 	struct qg_gguf_writer *wr = qg_gguf_writer_new(0);
-	void *buf = NULL;
-	size_t len;
 	char name[16];
 	int r = qg_gguf_writer_kv_string(wr, "general.architecture", "llama");
 
@@ -262,23 +238,14 @@ static int write_many(const char *path)
 		snprintf(name, sizeof name, "t%03d", i);
 		r = qg_gguf_writer_tensor(wr, name, QG_GGML_F32, 2, (int64_t[]){ COLS, i % 4 + 1 }, vals[i % 3]);
 	}
-	if (!r)
-		r = qg_gguf_writer_finish(wr, &buf, &len);
-	qg_gguf_writer_free(wr);
-	FILE *f = r ? NULL : fopen(path, "wb");
-	if (!f || fwrite(buf, 1, len, f) != len)
-		r = -EIO;
-	if (f && fclose(f))
-		r = -EIO;
-	free(buf);
-	return r;
+	return gguf_file_save(wr, r, path);
 }
 
 /* Many tensors and many names: each opens its own, before and after the indexes grow. */
 static void test_many(const char *dir)
 {
 	char path[160], name[32];
-	struct qgraph_session *s = connect_to("names-many");
+	struct qgraph_session *s = daemon_connect(&d, "names-many", 1 << 20);
 	int64_t rows;
 	uint64_t h;
 	int bad = 0, i;
@@ -453,7 +420,7 @@ int main(void)
 	agent_stop(&c);
 	agent_stop(&dd);
 	agent_stop(&e);
-	struct qgraph_session *s = connect_to("names-end");
+	struct qgraph_session *s = daemon_connect(&d, "names-end", 1 << 20);
 	long long pinned = -1;
 	for (int i = 0; s && i < 200 && (pinned = daemon_stat(s, "pinned_bytes")) != 0; i++)
 		usleep(10000);	/* the agents' sessions end as the daemon reads their hang-ups */

@@ -26,17 +26,6 @@ enum { ROWS = 512, COLS = 1024 };
 
 static float w_a[ROWS * COLS], w_b[ROWS * COLS];
 
-static struct qgraph_session *connect_to(const struct test_daemon *d, const char *name)
-{
-	struct qgraph_connect_opts o = { .socket = d->sock, .name = name, .arena_bytes = 8 << 20 };
-	struct qgraph_session *s = NULL;
-	char err[256];
-
-	if (qgraph_connect(&o, &s, err, sizeof err))
-		tap_diag("connect: %s", err);
-	return s;
-}
-
 /* Poll KEY until it equals WANT (up to two seconds); its last value. */
 static long long stat_settles(struct qgraph_session *s, const char *key, long long want)
 {
@@ -55,7 +44,7 @@ static long long stat_settles(struct qgraph_session *s, const char *key, long lo
  */
 static int child_upload(const struct test_daemon *d, const float *w, const char *name, int fd, int go)
 {
-	struct qgraph_session *s = connect_to(d, "share-child");
+	struct qgraph_session *s = daemon_connect(d, "share-child", 8 << 20);
 	uint64_t h;
 	char c = 'x';
 
@@ -111,7 +100,7 @@ static void test_processes(const struct test_daemon *d, struct qgraph_session *s
 /* Named weights: opened by another session of the same user, and used. */
 static void test_names(const struct test_daemon *d, struct qgraph_session *s)
 {
-	struct qgraph_session *t = connect_to(d, "share-names");
+	struct qgraph_session *t = daemon_connect(d, "share-names", 8 << 20);
 	uint64_t ha, hb, hx, ho;
 	enum qgraph_type st, ot;
 	int64_t rows = 0, cols = 0;
@@ -175,7 +164,7 @@ static void test_collision(void)
 {
 	struct test_daemon d = { 0 };
 	int r = daemon_start(&d, "--test-hash-collide");
-	struct qgraph_session *s = r == 0 ? connect_to(&d, "collide") : NULL;
+	struct qgraph_session *s = r == 0 ? daemon_connect(&d, "collide", 8 << 20) : NULL;
 	uint64_t h1, h2, h3;
 
 	if (!tap_ok(s != NULL, "start a daemon whose weights hashes all collide")) {
@@ -214,7 +203,7 @@ static void test_users(void)
 		int r = daemon_start(&d, with_group ? arg : NULL);
 		chmod(d.dir, 0755);
 		chmod(d.sock, 0666);
-		struct qgraph_session *s = r == 0 ? connect_to(&d, "root") : NULL;
+		struct qgraph_session *s = r == 0 ? daemon_connect(&d, "root", 8 << 20) : NULL;
 		if (!tap_ok(s != NULL, "start a daemon%s", with_group ? " sharing within nogroup" : "")) {
 			daemon_cleanup(&d);
 			continue;
@@ -234,7 +223,7 @@ static void test_users(void)
 			if (emulated ? setegid(g) : setgroups(1, &g))
 				tap_diag("cannot join group %u: %s", (unsigned)g, strerror(errno));
 			qgraph_session_close(s);
-			s = connect_to(&d, "root");
+			s = daemon_connect(&d, "root", 8 << 20);
 		}
 		up = s && qgraph_weights_upload_named(s, "shared", QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_a, &h,
 						      NULL) == 0;
@@ -246,7 +235,7 @@ static void test_users(void)
 		if (kid == 0) {
 			if (setgid(shared_gid) || setgroups(0, NULL) || setuid(65534))
 				_exit(3);
-			struct qgraph_session *c = connect_to(&d, "nobody");
+			struct qgraph_session *c = daemon_connect(&d, "nobody", 8 << 20);
 			uint64_t hc, ho;
 			int opened = c ? qgraph_weights_open(c, "shared", &ho, NULL, NULL, NULL) : -1;
 			int upl = c ? qgraph_weights_upload(c, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_a, &hc, NULL)
@@ -294,7 +283,7 @@ int main(void)
 		w_b[i] = tap_randf(&rng, -1.0f, 1.0f);
 	}
 	int r = daemon_start(&d, NULL);
-	struct qgraph_session *s = r == 0 ? connect_to(&d, "share-test") : NULL;
+	struct qgraph_session *s = r == 0 ? daemon_connect(&d, "share-test", 8 << 20) : NULL;
 	if (!tap_ok(s != NULL, "start qgraphd and connect (%d)", r)) {
 		daemon_dump_log(&d);
 		daemon_cleanup(&d);

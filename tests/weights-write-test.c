@@ -36,17 +36,6 @@ enum { F32, F16, Q8, Q4 };
 
 static float w[M * K];
 
-static struct qgraph_session *connect_to(const struct test_daemon *d, const char *name)
-{
-	struct qgraph_connect_opts o = { .socket = d->sock, .name = name, .arena_bytes = 1 << 20 };
-	struct qgraph_session *s = NULL;
-	char err[256];
-
-	if (qgraph_connect(&o, &s, err, sizeof err))
-		tap_diag("connect %s: %s", name, err);
-	return s;
-}
-
 /* --- the owner's results ------------------------------------------------ */
 
 #define OWNER_OUT 4096
@@ -364,7 +353,7 @@ static int attacker(const struct test_daemon *d, gid_t gid, int fd)
 {
 	if (setgid(gid) || setgroups(0, NULL) || setuid(65534))
 		return 3;
-	struct qgraph_session *s = connect_to(d, "attacker");
+	struct qgraph_session *s = daemon_connect(d, "attacker", 1 << 20);
 	uint64_t h[N_W];
 	int wt[N_W];
 	struct attempt a;
@@ -431,7 +420,7 @@ int main(void)
 	int emulated = exec && *exec;
 	if (emulated ? setegid(gid) : setgroups(1, &gid))
 		tap_diag("cannot join group %u: %s", (unsigned)gid, strerror(errno));
-	struct qgraph_session *s = r == 0 ? connect_to(&d, "owner") : NULL;
+	struct qgraph_session *s = r == 0 ? daemon_connect(&d, "owner", 1 << 20) : NULL;
 	if (!tap_ok(s != NULL, "start a daemon sharing weights within group %u, and connect (%d)", (unsigned)gid, r)) {
 		daemon_dump_log(&d);
 		daemon_cleanup(&d);

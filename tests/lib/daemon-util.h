@@ -176,4 +176,17 @@ static long long daemon_stat(struct qgraph_session *s, const char *key)
 	return -1;
 }
 
+/* A session on D's socket named NAME with an arena of ARENA_BYTES, or NULL (the reason in a diagnostic). */
+__attribute__((unused))
+static struct qgraph_session *daemon_connect(const struct test_daemon *d, const char *name, size_t arena_bytes)
+{
+	struct qgraph_connect_opts o = { .socket = d->sock, .name = name, .arena_bytes = arena_bytes };
+	struct qgraph_session *s = NULL;
+	char err[256];
+
+	if (qgraph_connect(&o, &s, err, sizeof err))
+		tap_diag("connect %s: %s", name, err);
+	return s;
+}
+
 #endif /* QG_DAEMON_UTIL_H */
