@@ -16,6 +16,7 @@
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "raw-client.h"
+#include "smoke.h"
 #include "tap.h"
 #include "wire.h"
 
@@ -33,33 +34,11 @@ static struct qgraph_session *open_session(const struct test_daemon *dd, uint64_
 	return s;
 }
 
-/* A one-node graph through S: 16 floats doubled.  0 if it ran and was right. */
-static int tiny_graph(struct qgraph_session *s)
-{
-	float *a = qgraph_arena(s, NULL);
-	int64_t ne[1] = { 16 };
-	struct qgraph_graph *g = qgraph_graph_new();
-	uint64_t id;
-	struct qgraph_result res = QGRAPH_RESULT_INIT;
-
-	for (int i = 0; i < 16; i++)
-		a[i] = (float)i;
-	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0),
-					       qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), 0), 4096);
-	int r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
-	if (!r)
-		r = qgraph_wait(s, id, 10000, &res);
-	if (!r)
-		r = res.status;
-	qgraph_graph_free(g);
-	return r ? r : a[1024 + 15] == 30.0f ? 0 : -EIO;
-}
-
 /* Check that REFUSED (a status) is a quota refusal naming QUOTA, and that the bystander still works. */
 static void expect_quota(int refused, const char *text, const char *quota, const char *what)
 {
 	int named = text && strstr(text, quota) != NULL;
-	int ok = bystander && tiny_graph(bystander) == 0;
+	int ok = bystander && smoke_double(bystander) == 0;
 
 	tap_ok(refused != 0 && named && ok, "%s: refused (%d) naming %s: \"%s\"; the bystander is served", what,
 	       refused, quota, text ? text : "");
@@ -171,7 +150,7 @@ static void test_graphs(struct qgraph_session *s)
 	expect_quota(r == 0 ? res.status : r, qgraph_session_error(s), "quota client-memory",
 		     "intermediates past client-memory");
 	qgraph_graph_free(g);
-	tap_ok(tiny_graph(s) == 0, "the session itself works on after its refusals");
+	tap_ok(smoke_double(s) == 0, "the session itself works on after its refusals");
 }
 
 static void test_message(struct qgraph_session *s)
@@ -185,7 +164,7 @@ static void test_message(struct qgraph_session *s)
 	name[sizeof name - 1] = 0;
 	int r = qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 64, 64, w, &h, NULL);
 	expect_quota(r, qgraph_session_error(s), "quota max-message", "a 12K request past max-message");
-	tap_ok(tiny_graph(s) == 0, "the session works on after the long request");
+	tap_ok(smoke_double(s) == 0, "the session works on after the long request");
 }
 
 static void test_pool(void)
@@ -209,7 +188,7 @@ static void test_pool(void)
 	struct qgraph_session *t = open_session(&p, 1 << 20, err, sizeof err);
 	w[0] = 9.0f;
 	int r = t ? qgraph_weights_upload(t, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 4096, w, &h2, NULL) : -1;
-	tap_ok(r != 0 && t && strstr(qgraph_session_error(t), "quota pool-size") && tiny_graph(t) == 0 && tiny_graph(s) == 0,
+	tap_ok(r != 0 && t && strstr(qgraph_session_error(t), "quota pool-size") && smoke_double(t) == 0 && smoke_double(s) == 0,
 	       "a second session's matrix: refused naming the pool (\"%s\"), and graphs still run",
 	       t ? qgraph_session_error(t) : "");
 	qgraph_session_close(t);
@@ -472,7 +451,7 @@ static void test_graph_metadata(void)
 	tap_ok(n > 0 && qgraph_graph_unregister(s, h[n - 1]) == 0 && session_memory(s) == held - one &&
 		       (h[n - 1] = register_graph(s, g)) != 0,
 	       "freeing one gives its room back: another is registered (%s)", qgraph_session_error(s));
-	tap_ok(tiny_graph(s) == 0, "the session runs graphs on");
+	tap_ok(smoke_double(s) == 0, "the session runs graphs on");
 	qgraph_graph_free(g);
 out:
 	qgraph_session_close(s);
@@ -495,7 +474,7 @@ int main(void)
 		return tap_done();
 	}
 	bystander = open_session(&d, 1 << 20, err, sizeof err);
-	if (!tap_ok(bystander && tiny_graph(bystander) == 0, "a bystander session is served (%s)", err)) {
+	if (!tap_ok(bystander && smoke_double(bystander) == 0, "a bystander session is served (%s)", err)) {
 		daemon_dump_log(&d);
 		daemon_cleanup(&d);
 		return tap_done();

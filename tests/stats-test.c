@@ -141,19 +141,7 @@ static void test_counters(struct qgraph_session *s)
 	struct raw r;
 	struct raw_reply rep;
 	int ok = raw_connect(&r, d.sock, 1 << 20) == 0;
-	Qgraph__Request req = QGRAPH__REQUEST__INIT;
-	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
-	Qgraph__EventRef ev = QGRAPH__EVENT_REF__INIT, *evp = &ev;
-	ev.index = 7;
-	ev.value = 1;
-	run.graph = 4242;
-	run.n_wait = 1;
-	run.wait = &evp;
-	run.timeout_ms = 20;
-	req.request_id = 9;
-	req.body_case = QGRAPH__REQUEST__BODY_RUN;
-	req.run = &run;
-	ok = ok && raw_send(&r, &req) == 0 && raw_reply(&r, 5000, &rep) == 0;
+	ok = ok && raw_send_waiting(&r, 9, 20) == 0 && raw_reply(&r, 5000, &rep) == 0;
 	tap_ok(ok && rep.status == QGRAPH__STATUS__STATUS_TIMED_OUT, "a wait for an event times out (%d)", rep.status);
 	/* a dropped session: a message on its socket after the handshake */
 	(void)!write(r.sock, "x", 1);

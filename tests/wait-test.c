@@ -20,6 +20,7 @@
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "raw-client.h"
+#include "smoke.h"
 #include "tap.h"
 
 static double now_s(void)
@@ -48,47 +49,6 @@ static double cpu_s(pid_t pid)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* Send a RunGraph of a graph S never registered, gated on event 7 reaching 1 (never recorded). */
-static int send_waiting(struct raw *r, uint64_t rid, uint32_t timeout_ms)
-{
-	Qgraph__Request req = QGRAPH__REQUEST__INIT;
-	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
-	Qgraph__EventRef ev = QGRAPH__EVENT_REF__INIT, *evp = &ev;
-
-	ev.index = 7;
-	ev.value = 1;
-	run.graph = 4242;
-	run.n_wait = 1;
-	run.wait = &evp;
-	run.timeout_ms = timeout_ms;
-	req.request_id = rid;
-	req.body_case = QGRAPH__REQUEST__BODY_RUN;
-	req.run = &run;
-	return raw_send(r, &req);
-}
-
-/* A one-node graph through S: 16 floats doubled.  0 if it ran and was right. */
-static int tiny_graph(struct qgraph_session *s)
-{
-	float *a = qgraph_arena(s, NULL);
-	int64_t ne[1] = { 16 };
-	struct qgraph_graph *g = qgraph_graph_new();
-	struct qgraph_result res = QGRAPH_RESULT_INIT;
-	uint64_t id;
-
-	for (int i = 0; i < 16; i++)
-		a[i] = (float)i;
-	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0),
-					       qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), 0), 4096);
-	int r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
-	if (!r)
-		r = qgraph_wait(s, id, 10000, &res);
-	if (!r)
-		r = res.status;
-	qgraph_graph_free(g);
-	return r ? r : a[1024 + 15] == 30.0f ? 0 : -EIO;
-}
-
 /* A request that asks to wait 2^32-1 ms for an event nobody records: asleep, capped, answered. */
 static void test_wait_costs_nothing(void)
 {
@@ -109,14 +69,14 @@ static void test_wait_costs_nothing(void)
 		goto out;
 
 	double t0 = now_s();
-	send_waiting(&r, 1, UINT32_MAX);
+	raw_send_waiting(&r, 1, UINT32_MAX);
 	usleep(300000);
 	double c0 = cpu_s(d.pid), w0 = now_s();
 	usleep(1000000);
 	double c1 = cpu_s(d.pid), w1 = now_s();
 	double share = (c1 - c0) / (w1 - w0);
 	tap_ok(c0 >= 0 && share < 0.10, "while a request waits for an event, the daemon uses %.1f%% of a CPU", 100 * share);
-	tap_ok(tiny_graph(by) == 0, "another session is served meanwhile");
+	tap_ok(smoke_double(by) == 0, "another session is served meanwhile");
 	raw_reply(&r, 10000, &rep);
 	double took = now_s() - t0;
 	tap_ok(rep.status == QGRAPH__STATUS__STATUS_TIMED_OUT && strstr(rep.error, "3000 ms") &&
@@ -124,13 +84,13 @@ static void test_wait_costs_nothing(void)
 	       "asked to wait 2^32-1 ms, it times out after max-wait-ms, in %.2f s: \"%s\"", took, rep.error);
 
 	t0 = now_s();
-	send_waiting(&r, 2, 300);
+	raw_send_waiting(&r, 2, 300);
 	raw_reply(&r, 10000, &rep);
 	took = now_s() - t0;
 	tap_ok(rep.status == QGRAPH__STATUS__STATUS_TIMED_OUT && strstr(rep.error, "within 300 ms") &&
 		       !strstr(rep.error, "max-wait-ms") && took > 0.25 && took < 1.5,
 	       "a 300 ms time-out is kept, and answered in %.2f s: \"%s\"", took, rep.error);
-	tap_ok(tiny_graph(by) == 0, "the bystander is served after");
+	tap_ok(smoke_double(by) == 0, "the bystander is served after");
 out:
 	raw_close(&r);
 	qgraph_session_close(by);
@@ -154,7 +114,7 @@ static void test_sigterm_while_waiting(void)
 	int e = raw_connect(&r, d.sock, 1 << 20);
 	tap_ok(e == 0, "a raw session (%s)", r.error);
 	if (e == 0) {
-		send_waiting(&r, 9, 20000);
+		raw_send_waiting(&r, 9, 20000);
 		usleep(200000);
 	}
 	double t0 = now_s();

@@ -138,6 +138,30 @@ static int raw_send(struct raw *r, const Qgraph__Request *req)
 	return raw_push(r, buf, len);
 }
 
+/*
+ * Send a RunGraph of graph 4242 (never registered) gated on event 7
+ * reaching 1 (never recorded), for TIMEOUT_MS: a request that waits until
+ * its time-out.  0 or -errno.
+ */
+__attribute__((unused))
+static int raw_send_waiting(struct raw *r, uint64_t rid, uint32_t timeout_ms)
+{
+	Qgraph__Request req = QGRAPH__REQUEST__INIT;
+	Qgraph__RunGraph run = QGRAPH__RUN_GRAPH__INIT;
+	Qgraph__EventRef ev = QGRAPH__EVENT_REF__INIT, *evp = &ev;
+
+	ev.index = 7;
+	ev.value = 1;
+	run.graph = 4242;
+	run.n_wait = 1;
+	run.wait = &evp;
+	run.timeout_ms = timeout_ms;
+	req.request_id = rid;
+	req.body_case = QGRAPH__REQUEST__BODY_RUN;
+	req.run = &run;
+	return raw_send(r, &req);
+}
+
 /* The next completion, waiting at most TIMEOUT_MS: 0 and *OUT, or -ETIMEDOUT / -EPROTO. */
 __attribute__((unused))
 static int raw_reply(struct raw *r, int timeout_ms, struct raw_reply *out)

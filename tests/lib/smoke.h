@@ -6,6 +6,7 @@
 #ifndef QG_TESTS_SMOKE_H
 #define QG_TESTS_SMOKE_H
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "qgraph.h"
@@ -46,6 +47,33 @@ static int smoke_scale(struct qgraph_session *s, int n, float k, float x0, char 
 	qgraph_arena_free(s, xo);
 	qgraph_arena_free(s, yo);
 	return good ? 0 : -1;
+}
+
+/*
+ * Double 16 floats through S: X at arena offset 0, Y at 4096, fixed (no
+ * allocation: it runs whatever the session's allocator holds).  0 if it
+ * ran and was right; else the error or status, or -EIO for a wrong value.
+ */
+__attribute__((unused))
+static int smoke_double(struct qgraph_session *s)
+{
+	float *a = qgraph_arena(s, NULL);
+	int64_t ne[1] = { 16 };
+	struct qgraph_graph *g = qgraph_graph_new();
+	struct qgraph_result res = QGRAPH_RESULT_INIT;
+	uint64_t id;
+
+	for (int i = 0; i < 16; i++)
+		a[i] = (float)i;
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_ADD, qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0),
+					       qgraph_graph_input(g, QGRAPH_TYPE_F32, 1, ne, 0), 0), 4096);
+	int r = qgraph_submit(s, g, QGRAPH_SUBMIT_BLOCK, &id);
+	if (!r)
+		r = qgraph_wait(s, id, 10000, &res);
+	if (!r)
+		r = res.status;
+	qgraph_graph_free(g);
+	return r ? r : a[1024 + 15] == 30.0f ? 0 : -EIO;
 }
 
 #endif /* QG_TESTS_SMOKE_H */
