@@ -3,8 +3,9 @@
 # the ggml backend: speed (llama-bench pp512 and tg128) and memory (four
 # processes on one model).
 #
-#   bench-llama.sh [--json] [--rounds N] [--threads N] [--preset 1b|tiny]
-#                  [--seed S] [--model FILE] [--speed | --memory]
+#   bench-llama.sh [--json] [--rounds N] [--threads LIST] [--depth LIST]
+#                  [--preset 1b|tiny] [--seed S] [--model FILE]
+#                  [--speed | --memory]
 #
 # The model comes from tests/make-llama-gguf (--preset 1b: dim 2048, ffn
 # 8192, 16 layers, 32/8 heads, vocab 4096, Q4_0, about 0.56 GB), made once
@@ -15,20 +16,28 @@
 # GGML_BACKEND_PATH, with the VAR=VALUE words of QG_GGML_ENV): without it,
 # stock llama.cpp alone is measured.
 #
-# Speed: each round runs one llama-bench process per backend, stock first,
-# one after the other (interleaved, so drifts of the machine hit both
-# alike): pp512 and tg128, one repetition after llama-bench's warm-up.
-# The value is the median over the rounds; the plugin's line has the stock
-# median as its limit and their ratio (the issue's targets: pp >= 1.3,
-# tg >= 1.0).  Threads: -t N (default 2), --poll 0 and OMP_WAIT_POLICY
-# (default passive), the same for both; every line says them.
+# Speed: each side at its best, as its users run it: llama-bench with its
+# own defaults (--poll, OMP_WAIT_POLICY unset unless the caller sets it,
+# and then for both alike), at each thread count of --threads LIST
+# (default 1 to the CPUs), pp512 and tg128 at each depth of --depth LIST
+# (default 0; llama-bench -d).  Each round runs every backend at every
+# thread count, one process after the other (interleaved, so drifts of
+# the machine hit all alike), one repetition after llama-bench's warm-up.
+# A side's value is, for each test, the median over the rounds at its best
+# thread count; both settings are printed.  The plugin's line has the
+# stock value as its limit and their ratio (the issue's targets: pp512 >=
+# 2.0, tg128 >= 1.5).  Decode is also set against its own limit: model
+# bytes times tokens per second over the read bandwidth that bench-mulmat
+# --limits measures in the same run at the CPUs' thread count.
 #
 # Memory: four llama-completion processes on the model at once, each
 # after a short generation, waiting for input (interactive), with and
 # without mmap (--load-mode mmap / none, the old --mmap / --no-mmap), per
 # backend: RssAnon and RssFile (/proc/PID/status) and Pss
 # (/proc/PID/smaps_rollup) of each, and their sums against the model's
-# size.  With QG_QGRAPHD_PID, the daemon's own line too.
+# size; the processes run at the first thread count of --threads.  For the
+# plugin, the daemon's pinned bytes (qgraph-submit stats: what it holds,
+# not its reserved pool) before and while the four run.
 #
 # Prints a table, or with --json one JSON object per result (bench, the
 # parameters, value, unit, limit_name, limit_value, ratio), as the other
@@ -40,12 +49,14 @@ export LC_ALL
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=${QG_TOP_BUILDDIR:-.}
-json=0 rounds=3 threads=2 preset=1b seed=1 model='' modes="speed memory"
+ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+json=0 rounds=3 threads=$(seq -s, 1 "$ncpu") depths=0 preset=1b seed=1 model='' modes="speed memory"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--json) json=1 ;;
 	--rounds) rounds=$2; shift ;;
 	--threads) threads=$2; shift ;;
+	--depth) depths=$2; shift ;;
 	--preset) preset=$2; shift ;;
 	--seed) seed=$2; shift ;;
 	--model) model=$2; shift ;;
@@ -58,7 +69,10 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-case $rounds$threads in *[!0-9]*) echo "bench-llama.sh: --rounds and --threads take numbers" >&2; exit 2 ;; esac
+case $rounds in '' | *[!0-9]*) echo "bench-llama.sh: --rounds takes a number" >&2; exit 2 ;; esac
+case $threads,$depths in *[!0-9,]* | ,* | *,,*) echo "bench-llama.sh: --threads and --depth take lists of numbers (1,2)" >&2; exit 2 ;; esac
+thread_list=$(echo "$threads" | tr ',' ' ')
+first_threads=${thread_list%% *}
 
 die() {
 	echo "bench-llama.sh: $*" >&2
@@ -82,8 +96,7 @@ if [ -n "$plugin" ] && [ ! -f "$plugin" ]; then
 fi
 backends=stock
 [ -n "$plugin" ] && backends="stock qgraph"
-: "${OMP_WAIT_POLICY:=passive}"
-export OMP_WAIT_POLICY
+omp=${OMP_WAIT_POLICY:-default}
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/qg-bench-llama.XXXXXX") || exit 1
 pids=
@@ -126,8 +139,8 @@ result() {
 	b=$1 be=$2 unit=$3 v=$4 ln=${5:-} lv=${6:-} extra=${7:-}
 	if [ $json -eq 1 ]; then
 		awk -v b="$b" -v be="$be" -v u="$unit" -v v="$v" -v ln="$ln" -v lv="$lv" -v x="$extra" \
-			-v m="$model_name" -v t="$threads" -v w="$OMP_WAIT_POLICY" 'BEGIN {
-			printf "{\"bench\":\"%s\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"poll\":0,", b, m, be, t
+			-v m="$model_name" -v t="${res_threads:-$first_threads}" -v w="$omp" 'BEGIN {
+			printf "{\"bench\":\"%s\",\"model\":\"%s\",\"backend\":\"%s\",\"threads\":%d,", b, m, be, t
 			printf "\"omp_wait_policy\":\"%s\"%s,\"value\":%.6g,\"unit\":\"%s\",", w, x, v, u
 			if (ln == "" || lv + 0 <= 0)
 				printf "\"limit_name\":null,\"limit_value\":null,\"ratio\":null}\n"
@@ -153,45 +166,73 @@ median() {
 if [ $json -eq 0 ]; then
 	echo "llama.cpp $bin"
 	echo "model $model ($model_bytes bytes); backends: $backends${plugin:+ ($plugin)}"
-	echo "threads: -t $threads --poll 0, OMP_WAIT_POLICY=$OMP_WAIT_POLICY (stock and plugin alike)"
+	echo "settings: llama-bench's defaults (--poll, OMP_WAIT_POLICY=$omp), -t each of $threads, the best taken per side"
 fi
 
 # ------------------------------------------------------------ speed
+# read_bw THREADS: the read bandwidth in GB/s that bench-mulmat measures, or nothing
+read_bw() {
+	[ -x "$top/tests/bench/bench-mulmat" ] || return 0
+	"$top/tests/bench/bench-mulmat" --json --limits --threads "$1" 2>/dev/null |
+		sed -n 's/.*"bench":"read-bandwidth".*"value":\([0-9.eE+-]*\).*/\1/p' | head -n 1
+}
+
 speed() {
+	depth_args=$(echo "$depths" | sed 's/^/-d /')
+	bw=$(read_bw "$ncpu")
 	r=1
 	while [ $r -le "$rounds" ]; do
-		for be in $backends; do
-			# shellcheck disable=SC2046
-			env $(env_for "$be") "$bin/llama-bench" -m "$model" -p 512 -n 128 -t "$threads" --poll 0 -r 1 \
-				-o jsonl >"$T/bench.out" 2>"$T/bench.err" </dev/null ||
-				{ tail -n 20 "$T/bench.err" >&2; die "llama-bench ($be) failed"; }
-			sed -n 's/.*"n_prompt": \([0-9]*\), "n_gen": \([0-9]*\),.*"avg_ts": \([0-9.eE+-]*\),.*/\1 \2 \3/p' \
-				"$T/bench.out" | while read -r np ng ts; do
-				if [ "$np" -gt 0 ]; then
-					echo "$ts" >>"$T/pp$np.$be"
-				else
-					echo "$ts" >>"$T/tg$ng.$be"
-				fi
+		for t in $thread_list; do
+			for be in $backends; do
+				# shellcheck disable=SC2046,SC2086
+				env $(env_for "$be") "$bin/llama-bench" -m "$model" -p 512 -n 128 $depth_args -t "$t" -r 1 \
+					-o jsonl >"$T/bench.out" 2>"$T/bench.err" </dev/null ||
+					{ tail -n 20 "$T/bench.err" >&2; die "llama-bench ($be, -t $t) failed"; }
+				sed -n 's/.*"n_prompt": \([0-9]*\), "n_gen": \([0-9]*\), "n_depth": \([0-9]*\),.*"avg_ts": \([0-9.eE+-]*\),.*/\1 \2 \3 \4/p' \
+					"$T/bench.out" | while read -r np ng nd ts; do
+					if [ "$np" -gt 0 ]; then
+						echo "$ts" >>"$T/pp$np@d$nd.$be.t$t"
+					else
+						echo "$ts" >>"$T/tg$ng@d$nd.$be.t$t"
+					fi
+				done
 			done
 		done
 		r=$((r + 1))
 	done
-	for test in pp512 tg128; do
-		stock=
-		for be in $backends; do
-			[ -s "$T/$test.$be" ] || die "llama-bench gave no $test result for $be"
-			v=$(median <"$T/$test.$be")
-			samples=$(tr '\n' ' ' <"$T/$test.$be" | sed 's/ $//; s/ /,/g')
-			n=${test#??}
-			if [ "$be" = stock ]; then
-				stock=$v
-				result "llama_$test" "$be" t/s "$v" "" "" ",\"n\":$n,\"rounds\":$rounds,\"samples\":[$samples]"
-			else
-				target=1.3
-				[ "$test" = tg128 ] && target=1.0
-				result "llama_$test" "$be" t/s "$v" stock_llama_cpp "$stock" \
-					",\"n\":$n,\"rounds\":$rounds,\"samples\":[$samples],\"target_ratio\":$target"
-			fi
+	[ -n "$bw" ] && result read_bandwidth machine GB/s "$bw" "" "" ",\"threads_measured\":$ncpu"
+	for d in $(echo "$depths" | tr ',' ' '); do
+		for test in pp512 tg128; do
+			stock=
+			for be in $backends; do
+				best= best_t=
+				for t in $thread_list; do
+					[ -s "$T/$test@d$d.$be.t$t" ] || die "llama-bench gave no $test (depth $d) result for $be at -t $t"
+					v=$(median <"$T/$test@d$d.$be.t$t")
+					if [ -z "$best" ] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a > b) }'; then
+						best=$v best_t=$t
+					fi
+				done
+				samples=$(tr '\n' ' ' <"$T/$test@d$d.$be.t$best_t" | sed 's/ $//; s/ /,/g')
+				per_t=$(for t in $thread_list; do printf '"%s":%s,' "$t" "$(median <"$T/$test@d$d.$be.t$t")"; done | sed 's/,$//')
+				n=${test#??}
+				x=",\"n\":$n,\"depth\":$d,\"rounds\":$rounds,\"samples\":[$samples],\"median_by_threads\":{$per_t}"
+				res_threads=$best_t
+				if [ "$be" = stock ]; then
+					stock=$best
+					result "llama_$test" "$be" t/s "$best" "" "" "$x"
+				else
+					target=2.0
+					[ "$test" = tg128 ] && target=1.5
+					result "llama_$test" "$be" t/s "$best" stock_llama_cpp "$stock" "$x,\"target_ratio\":$target"
+				fi
+				if [ "$test" = tg128 ] && [ -n "$bw" ]; then
+					# model bytes read per token, at the tokens per second reached
+					gbs=$(awk -v b="$model_bytes" -v ts="$best" 'BEGIN { printf "%.4f", b * ts / 1e9 }')
+					result "llama_tg128_bytes" "$be" GB/s "$gbs" read_bandwidth "$bw" "$x,\"target_ratio\":0.75"
+				fi
+				res_threads=
+			done
 		done
 	done
 }
@@ -210,8 +251,17 @@ waiting() {
 	return 1
 }
 
+# pinned_kib: the daemon's pinned bytes in KiB (qgraph-submit stats), or nothing
+pinned_kib() {
+	sub=$top/client/tools/qgraph-submit
+	[ -x "$sub" ] || sub=$(command -v qgraph-submit) || return 1
+	"$sub" stats --all 2>/dev/null | awk '$1 == "pinned_bytes" { printf "%d\n", $2 / 1024; exit }'
+}
+
 memory() {
 	mkfifo "$T/in" || die "mkfifo failed"
+	pinned0=$(pinned_kib) || pinned0=
+	pinned0=${pinned0:-0}
 	for be in $backends; do
 		for mode in mmap none; do
 			# held open read-write here, so the readers block instead of seeing an end of file
@@ -219,7 +269,7 @@ memory() {
 			pids=
 			for i in 1 2 3 4; do
 				# shellcheck disable=SC2046
-				env $(env_for "$be") "$bin/llama-completion" -m "$model" -t "$threads" --poll 0 --load-mode "$mode" \
+				env $(env_for "$be") "$bin/llama-completion" -m "$model" -t "$first_threads" --load-mode "$mode" \
 					-i -no-cnv -p "the city of" -n 8 --temp 0 --ignore-eos \
 					<"$T/in" >"$T/mem$i.out" 2>"$T/mem$i.err" &
 				pids="$pids $!"
@@ -241,14 +291,13 @@ memory() {
 					",\"load_mode\":\"$mode\",\"proc\":$i,\"rss_anon_kib\":$anon,\"rss_file_kib\":$file,\"pss_kib\":$pss"
 				sum_anon=$((sum_anon + anon)) sum_file=$((sum_file + file)) sum_pss=$((sum_pss + pss))
 			done
-			if [ "$be" = qgraph ] && [ -n "${QG_QGRAPHD_PID:-}" ]; then
-				p=$QG_QGRAPHD_PID
-				anon=$(kib "$p" RssAnon status) file=$(kib "$p" RssFile status) pss=$(kib "$p" Pss smaps_rollup)
-				result llama_memory_daemon "$be" KiB "${anon:-0}" "" "" \
-					",\"load_mode\":\"$mode\",\"rss_anon_kib\":${anon:-0},\"rss_file_kib\":${file:-0},\"pss_kib\":${pss:-0}"
-				sum_anon=$((sum_anon + ${anon:-0})) sum_pss=$((sum_pss + ${pss:-0}))
+			if [ "$be" = qgraph ] && pinned=$(pinned_kib) && [ -n "$pinned" ]; then
+				# the weights the daemon holds for all four, once (not its reserved pool)
+				result llama_memory_daemon "$be" KiB "$pinned" model_file_kib $((model_bytes / 1024)) \
+					",\"load_mode\":\"$mode\",\"pinned_before_kib\":$pinned0"
+				sum_anon=$((sum_anon + pinned - pinned0))
 			fi
-			# the four processes' anonymous memory (and the daemon's) against one copy of the weights
+			# the four processes' anonymous memory (and what the daemon pinned for them) against one copy of the weights
 			result llama_memory_anon_4 "$be" KiB "$sum_anon" model_file_kib $((model_bytes / 1024)) \
 				",\"load_mode\":\"$mode\",\"rss_file_kib\":$sum_file,\"pss_kib\":$sum_pss"
 			for p in $pids; do

@@ -22,6 +22,9 @@
  * forced AVX2 kernels are measured against vpmaddubsw.  Ratios: the 75 MB n = 1 case as weight bytes
  * per second over the bandwidth; n >= 8 as MACs per second over the peak.
  *
+ * --limits measures the limits alone and stops (bench-llama.sh reads the
+ * read bandwidth so).
+ *
  * --kernel-only runs one kernel R times on m = k = 4096 with nothing else
  * in the loop (GEMM on the groups of four rows, GEMV on the rest), for
  * instruction counts under qemu: two runs that differ only in R give the
@@ -50,7 +53,7 @@
 static const int ns_all[] = { 1, 8, 32, 128, 512 };
 
 struct opts {
-	int json, quick, all_kernels, kernel_only;
+	int json, quick, all_kernels, kernel_only, limits_only;
 	int family;		/* -1: dispatched */
 	int layout;		/* -1: all */
 	int n;			/* 0: all */
@@ -63,7 +66,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: bench-mulmat [--json] [--quick] [--kernel FAMILY | --all-kernels]\n"
 		"                    [--threads 1,2] [--layout 4x4|4x8|8x8] [--n N]\n"
-		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n");
+		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n"
+		"       bench-mulmat --limits [--json] [--quick] [--threads 1,2]\n");
 }
 
 /*
@@ -323,6 +327,7 @@ int main(int argc, char **argv)
 		{ "n", required_argument, NULL, 'n' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "kernel-only", no_argument, NULL, 'o' },
+		{ "limits", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -334,6 +339,7 @@ int main(int argc, char **argv)
 		case 'q': o.quick = 1; break;
 		case 'a': o.all_kernels = 1; break;
 		case 'o': o.kernel_only = 1; break;
+		case 'L': o.limits_only = 1; break;
 		case 'K':
 			o.family = qg_kfamily_from_name(optarg);
 			if (o.family < 0) {
@@ -441,6 +447,8 @@ int main(int argc, char **argv)
 		}
 		free(buf);
 	}
+	if (o.limits_only)
+		return 0;
 
 	float *x = make_x(N_MAX, K_DIM);
 	float *y = bench_alloc((size_t)N_MAX * M_SMALL * sizeof *y);
