@@ -18,6 +18,7 @@
 #include "handshake.h"
 #include "hints.h"
 #include "kernels.h"
+#include "loopcpu.h"
 #include "loop.h"
 #include "qgraph.pb-c.h"
 #include "reply.h"
@@ -155,7 +156,7 @@ void qgd_handshake(struct qgd_session *s)
 			      QGRAPH__PROTOCOL__PROTOCOL_V1);
 		return;
 	}
-	if (srv->stopping) {
+	if (qgd_server_stopping(srv)) {
 		refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
 		return;
 	}
@@ -256,7 +257,7 @@ void qgd_handshake(struct qgd_session *s)
 		return;
 	}
 	s->state = QGD_READY;
-	qg_hint_loop_cpu(s->rg.hdr, srv->loop_cpu);
+	qg_hint_loop_cpu(s->rg.hdr, qgd_loopcpu_current(srv));
 	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
 				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
 				   (unsigned long long)(s->rg.layout.arena_bytes >> 20));

@@ -246,7 +246,7 @@ static void reload(struct qgd_server *srv)
 	if (load_config(&next, &found, msg, sizeof msg)) {
 		qgd_error("reload: %s: the configuration in effect is kept", msg);
 	} else {
-		if (srv->activated)	/* the passed socket is the one served: no path to compare */
+		if (qgd_server_activated(srv))	/* the passed socket is the one served: no path to compare */
 			next.socket_path = srv->cfg.socket_path;
 		qgd_conf_apply(&srv->cfg, &next, note_change);
 		qgd_log_set_level((enum qgd_log_level)srv->cfg.log_level);
@@ -342,7 +342,7 @@ int main(int argc, char **argv)
 		qgd_info("configuration: none (%s%s)", args.path ? "no file " : "--no-config", args.path ? args.path : "");
 
 	/* what needs privileges, then the drop; the loop and any thread only after */
-	if (srv.activated) {
+	if (qgd_server_activated(&srv)) {
 		if (qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
 			return 1;
 	} else {
@@ -406,13 +406,8 @@ int main(int argc, char **argv)
 	qgd_exec_fini(&srv);
 	qgd_models_fini(&srv);
 	qgd_memory_fini(&srv);
-	if (srv.listen_fd >= 0) {
-		close(srv.listen_fd);
-		if (!srv.activated)
-			unlink(cfg->socket_path);
-	}
+	qgd_server_close(&srv);
 	qg_loop_free(srv.loop);
-	close(srv.lock_fd);
 	qgd_info("exiting");
 	return rc;
 }

@@ -45,11 +45,11 @@ void qgd_count_quota(struct qgd_server *srv, const char *msg)
 	for (k = 0; k < QGD_QUOTA_COUNT - 1; k++)
 		if (strlen(qgd_quota_names[k]) == len && strncmp(msg, qgd_quota_names[k], len) == 0)
 			break;
-	srv->counters.quota[k]++;
+	srv->stats.quota[k]++;
 }
 
 /* Count completion C (its status, and a graph's total time) in the daemon's stats. */
-static void count_completion(struct qgd_counters *n, const Qgraph__Completion *c)
+static void count_completion(struct qgd_stats *n, const Qgraph__Completion *c)
 {
 	size_t st = (size_t)c->status;
 
@@ -105,7 +105,7 @@ void qgd_reply_complete(struct qgd_session *s, Qgraph__Completion *c)
 		s->completed++;
 	else
 		s->failed++;
-	count_completion(&s->srv->counters, c);
+	count_completion(&s->srv->stats, c);
 	/* room was checked before the request was taken (qgd_session_step) */
 	int err = qg_ring_push(&s->rg.complete, buf, (uint32_t)len);
 	if (err) {
@@ -116,7 +116,7 @@ void qgd_reply_complete(struct qgd_session *s, Qgraph__Completion *c)
 	if (qg_completion_notify(s->rg.hdr))
 		return;	/* it slept: it spun nowhere */
 	/* a client spinning for it on this CPU: the loop may have to move (the server does, after its scan) */
-	if (qg_hint_waiter_on(s->rg.hdr, s->srv->loop_cpu))
+	if (qg_hint_waiter_on(s->rg.hdr, qgd_loopcpu_current(s->srv)))
 		beside_client(s->srv, s);
 	else
 		s->srv->beside = 0;
@@ -198,7 +198,7 @@ static void session_end(struct qgd_session *s, const char *why, bool dropped)
 	if (s->state == QGD_DEAD)
 		return;
 	if (dropped && s->state == QGD_READY)
-		s->srv->counters.sessions_dropped++;
+		s->srv->stats.sessions_dropped++;
 	/*
 	 * The last word of a session whose start was logged is never dropped
 	 * (its refusals' rate limit is not this one's); one that never got that

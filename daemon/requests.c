@@ -349,7 +349,7 @@ static bool wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeou
 
 	if (capped)
 		ms = cfg->max_wait_ms;
-	if (s->srv->stopping) {
+	if (qgd_server_stopping(s->srv)) {
 		s->wait_until_ns = 0;
 		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_SHUTTING_DOWN,
 				 "the daemon is stopping: the events this request waits for were not recorded");
@@ -413,7 +413,7 @@ bool qgd_request_waiting(struct qgd_session *s)
 {
 	struct request_events e;
 
-	if (!s->wait_until_ns || !s->req || s->state != QGD_READY || s->srv->stopping)
+	if (!s->wait_until_ns || !s->req || s->state != QGD_READY || qgd_server_stopping(s->srv))
 		return false;
 	request_events(s->req, &e);
 	if (events_reached(s, e.wait, e.n_wait))
