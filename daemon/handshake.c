@@ -57,19 +57,10 @@ static void send_refusal(int fd, Qgraph__Status st, const char *msg)
 	}
 }
 
-/* The status a refusal for ERR carries (handshake.h). */
+/* The status a refusal for ERR carries (handshake.h): reply.c's table, else internal. */
 static Qgraph__Status refusal_status(int err)
 {
-	switch (err) {
-	case -EDQUOT:
-		return QGRAPH__STATUS__STATUS_QUOTA;
-	case -EACCES:
-		return QGRAPH__STATUS__STATUS_DENIED;
-	case -ENOMEM:
-		return QGRAPH__STATUS__STATUS_NO_MEMORY;
-	default:
-		return QGRAPH__STATUS__STATUS_INTERNAL;
-	}
+	return qgd_reply_status(err, QGRAPH__STATUS__STATUS_INTERNAL);
 }
 
 void qgd_refuse_fd(int fd, int err, const char *msg)

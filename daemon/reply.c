@@ -141,14 +141,31 @@ void qgd_reply_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status s
 	qgd_reply_complete(s, &c);
 }
 
+/* The status each -errno a refusal or a run may end with stands for: the one table of the daemon. */
+static const struct {
+	int err;
+	Qgraph__Status status;
+} err_status[] = {
+	{ -EDQUOT, QGRAPH__STATUS__STATUS_QUOTA },
+	{ -ENOMEM, QGRAPH__STATUS__STATUS_NO_MEMORY },
+	{ -ENOENT, QGRAPH__STATUS__STATUS_NOT_FOUND },
+	{ -EINVAL, QGRAPH__STATUS__STATUS_INVALID },
+	{ -EACCES, QGRAPH__STATUS__STATUS_DENIED },
+	{ -ETIMEDOUT, QGRAPH__STATUS__STATUS_TIMED_OUT },
+	{ -ECANCELED, QGRAPH__STATUS__STATUS_CANCELLED },
+};
+
+Qgraph__Status qgd_reply_status(int err, Qgraph__Status otherwise)
+{
+	for (size_t i = 0; i < sizeof err_status / sizeof err_status[0]; i++)
+		if (err_status[i].err == err)
+			return err_status[i].status;
+	return otherwise;
+}
+
 void qgd_reply_refuse(struct qgd_session *s, uint64_t request_id, int err, const char *fmt, ...)
 {
-	Qgraph__Status st = err == -EDQUOT   ? QGRAPH__STATUS__STATUS_QUOTA
-			    : err == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
-			    : err == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
-			    : err == -EINVAL ? QGRAPH__STATUS__STATUS_INVALID
-			    : err == -EACCES ? QGRAPH__STATUS__STATUS_DENIED
-					     : QGRAPH__STATUS__STATUS_INTERNAL;
+	Qgraph__Status st = qgd_reply_status(err, QGRAPH__STATUS__STATUS_INTERNAL);
 	char msg[512];
 	va_list ap;
 
@@ -181,11 +198,9 @@ void qgd_reply_answer_run(struct qgd_session *s, const struct qgd_run_answer *a)
 	c.request_id = a->rid;
 	c.timings = &tm;
 	c.handle = a->handle;
-	if (a->err == -ETIMEDOUT)
-		c.status = QGRAPH__STATUS__STATUS_TIMED_OUT;
-	else if (a->err == -ECANCELED)
-		c.status = QGRAPH__STATUS__STATUS_CANCELLED;
-	else if (a->err)
+	if (a->err == -ETIMEDOUT || a->err == -ECANCELED)
+		c.status = qgd_reply_status(a->err, QGRAPH__STATUS__STATUS_INTERNAL);
+	else if (a->err)	/* whatever else stops a run is its graph's fault */
 		c.status = QGRAPH__STATUS__STATUS_INVALID;
 	if (a->error)
 		c.error = (char *)a->error;

@@ -236,20 +236,16 @@ static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	r = qg_wire_graph_build(sg, &env, &g->wg, err, sizeof err);
 	if (r) {
 		qgd_graph_free(g);
-		qgd_reply_fail(s, rid,
-				 r == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
-				 : r == -E2BIG ? QGRAPH__STATUS__STATUS_QUOTA
-				 : r == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
-						: QGRAPH__STATUS__STATUS_INVALID,
-				 "%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
+		/* too many tensors is the max-nodes quota; anything else not known is the graph's fault */
+		qgd_reply_fail(s, rid, qgd_reply_status(r == -E2BIG ? -EDQUOT : r, QGRAPH__STATUS__STATUS_INVALID),
+			       "%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
 		return;
 	}
 	uint64_t t_decoded = qg_stamp_ns();
 	qgd_exec_backends(s->srv, &small, &large);
 	if ((r = qgd_graph_place(s, g, sg->keep, small, large, err, sizeof err))) {
 		qgd_graph_free(g);
-		qgd_reply_fail(s, rid, r == -EDQUOT ? QGRAPH__STATUS__STATUS_QUOTA : QGRAPH__STATUS__STATUS_NO_MEMORY,
-				 "%s", err);
+		qgd_reply_fail(s, rid, qgd_reply_status(r, QGRAPH__STATUS__STATUS_NO_MEMORY), "%s", err);
 		return;
 	}
 	uint64_t t_placed = qg_stamp_ns();
