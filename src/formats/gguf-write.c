@@ -71,13 +71,59 @@ struct wtensor {
 	unsigned char *data;
 };
 
+/*
+ * The tensors, and their names in a hash set so that refusing a second
+ * tensor of one name costs the same at the millionth as at the first:
+ * open addressing, linear probing, a slot holding a tensor's index plus
+ * one (0: empty), kept at most half full.
+ */
 struct qg_gguf_writer {
 	uint32_t alignment;
 	uint64_t n_kv;
 	struct bytes kv;
 	struct wtensor *t;
 	size_t n_t, cap_t;
+	size_t *slots;
+	size_t n_slots;		/* a power of two, or 0 before the first tensor */
 };
+
+/* A 64-bit FNV-1a hash of the string NAME. */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return h;
+}
+
+/* The slot of W's set where NAME is, or the empty one where it would go (the set has an empty slot). */
+static size_t *name_slot(const struct qg_gguf_writer *w, const char *name)
+{
+	size_t mask = w->n_slots - 1, i = (size_t)name_hash(name) & mask;
+
+	while (w->slots[i] && strcmp(w->t[w->slots[i] - 1].name, name) != 0)
+		i = (i + 1) & mask;
+	return &w->slots[i];
+}
+
+/* Room in W's name set for one more name: twice the slots once it would be half full.  0 or -ENOMEM. */
+static int names_reserve(struct qg_gguf_writer *w)
+{
+	if (w->n_slots && 2 * (w->n_t + 1) <= w->n_slots)
+		return 0;
+	size_t n = w->n_slots ? 2 * w->n_slots : 16;
+	size_t *old = w->slots;
+	if (n > SIZE_MAX / sizeof *old || !(w->slots = calloc(n, sizeof *old))) {
+		w->slots = old;
+		return -ENOMEM;
+	}
+	w->n_slots = n;
+	for (size_t i = 0; i < w->n_t; i++)
+		*name_slot(w, w->t[i].name) = i + 1;
+	free(old);
+	return 0;
+}
 
 struct qg_gguf_writer *qg_gguf_writer_new(uint32_t alignment)
 {
@@ -106,6 +152,7 @@ void qg_gguf_writer_free(struct qg_gguf_writer *w)
 		free(w->t[i].data);
 	}
 	free(w->t);
+	free(w->slots);
 	free(w->kv.p);
 	free(w);
 }
@@ -193,9 +240,11 @@ int qg_gguf_writer_tensor(struct qg_gguf_writer *w, const char *name, uint32_t t
 	if (!name || !*name || qg_ggml_type_size(type, &bv, &bb) || n_dims < 1 || n_dims > QG_GGUF_MAX_DIMS ||
 	    !data)
 		return -EINVAL;
-	for (size_t i = 0; i < w->n_t; i++)
-		if (strcmp(w->t[i].name, name) == 0)
-			return -EEXIST;
+	if (names_reserve(w))
+		return -ENOMEM;
+	size_t *slot = name_slot(w, name);
+	if (*slot)
+		return -EEXIST;
 	for (unsigned d = 0; d < QG_GGUF_MAX_DIMS; d++)
 		t.ne[d] = 1;
 	for (unsigned d = 0; d < n_dims; d++) {
@@ -228,6 +277,7 @@ int qg_gguf_writer_tensor(struct qg_gguf_writer *w, const char *name, uint32_t t
 	}
 	memcpy(t.data, data, (size_t)t.bytes);
 	w->t[w->n_t++] = t;
+	*slot = w->n_t;	/* the set did not move since name_slot: nothing between allocates for it */
 	return 0;
 }
 
