@@ -395,7 +395,9 @@ static int upload_one(struct qgraph_session *s, const Qgraph__SavedWeights *w, s
 		data = f32;
 		src_type = QGRAPH_TYPE_F32;
 	}
-	int r = qgraph_weights_upload(s, src_type, target, w->rows, w->cols, data, handle, stored);
+	struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = src_type, .target = target,
+					 .rows = w->rows, .cols = w->cols, .data = data };
+	int r = qgraph_weights_upload(s, &uo, handle, stored);
 	free(f32);
 	if (r) {
 		fprintf(stderr, "qgraph-submit run: weights %zu: %s\n", j, qgraph_session_error(s));
