@@ -305,9 +305,9 @@ static void job_answer(struct qgd_job *j)
 	char msg[160];
 	int err = j->err;
 
-	s->srv->graphs_run++;
+	s->srv->stats.graphs_run++;
 	if (!err)
-		s->srv->mul_mat_interleaved += g->mm_interleaved;
+		s->srv->stats.mul_mat_interleaved += g->mm_interleaved;
 	g->runs++;
 	if (!j->on_stack && !err)
 		g->last_compute_ns = j->t_done - j->t_placed;
@@ -325,7 +325,7 @@ static void job_answer(struct qgd_job *j)
 			snprintf(msg, sizeof msg, "cancelled by request %llu", (unsigned long long)j->cancelled_by);
 		else
 			snprintf(msg, sizeof msg, "cancelled: %s",
-				 s->srv->stopping ? "the daemon is stopping" : "the session is closing");
+				 qgd_server_stopping(s->srv) ? "the daemon is stopping" : "the session is closing");
 		a.error = msg;
 	} else if (err) {
 		const char *why = err == -ERANGE ? "a row index out of range" : strerror(-err);

@@ -18,6 +18,7 @@
 #include "handshake.h"
 #include "hints.h"
 #include "kernels.h"
+#include "loopcpu.h"
 #include "loop.h"
 #include "qgraph.pb-c.h"
 #include "reply.h"
@@ -56,19 +57,10 @@ static void send_refusal(int fd, Qgraph__Status st, const char *msg)
 	}
 }
 
-/* The status a refusal for ERR carries (handshake.h). */
+/* The status a refusal for ERR carries (handshake.h): reply.c's table, else internal. */
 static Qgraph__Status refusal_status(int err)
 {
-	switch (err) {
-	case -EDQUOT:
-		return QGRAPH__STATUS__STATUS_QUOTA;
-	case -EACCES:
-		return QGRAPH__STATUS__STATUS_DENIED;
-	case -ENOMEM:
-		return QGRAPH__STATUS__STATUS_NO_MEMORY;
-	default:
-		return QGRAPH__STATUS__STATUS_INTERNAL;
-	}
+	return qgd_reply_status(err, QGRAPH__STATUS__STATUS_INTERNAL);
 }
 
 void qgd_refuse_fd(int fd, int err, const char *msg)
@@ -121,26 +113,29 @@ void qgd_refuse_early(struct qgd_session *s, int err, const char *why, const cha
 	s->refused = why;
 }
 
-void qgd_handshake(struct qgd_session *s)
+/*
+ * Read S's Hello: its protocol into *PROTO, the arena it asks for (or the
+ * configured one) into *ARENA, and the client's name into s->name.  0;
+ * -EAGAIN when nothing came yet; -EPROTO when S was dropped or refused.
+ */
+static int read_hello(struct qgd_session *s, int *proto, uint64_t *arena)
 {
-	struct qgd_server *srv = s->srv;
-	const struct qgd_config *cfg = &srv->cfg;
 	uint8_t buf[QGD_HELLO_MAX];
 	ssize_t n = qg_sock_recv(s->sock, buf, sizeof buf, NULL, 0, NULL);
 
 	if (n == -EAGAIN)
-		return;
+		return -EAGAIN;
 	if (n <= 0) {
 		qgd_reply_drop(s, n == 0 ? "hung up during the handshake" : "bad handshake message");
-		return;
+		return -EPROTO;
 	}
 	Qgraph__Hello *h = qgraph__hello__unpack(NULL, (size_t)n, buf);
 	if (!h) {
 		refuse(s, QGRAPH__STATUS__STATUS_INVALID, "the handshake message is not a Hello");
-		return;
+		return -EPROTO;
 	}
-	int proto = h->protocol;
-	uint64_t arena = h->arena_bytes ? h->arena_bytes : cfg->arena_bytes;
+	*proto = h->protocol;
+	*arena = h->arena_bytes ? h->arena_bytes : s->srv->cfg.arena_bytes;
 	if (h->client_name && *h->client_name) {
 		snprintf(s->name, sizeof s->name, "%.40s, pid %d", h->client_name, (int)s->pid);
 		for (char *c = s->name; *c; c++)	/* shown to other clients (stats): printable only */
@@ -148,24 +143,37 @@ void qgd_handshake(struct qgd_session *s)
 				*c = '?';
 	}
 	qgraph__hello__free_unpacked(h, NULL);
-	/* the access policy was checked at accept (admit) */
+	return 0;
+}
+
+/*
+ * Whether S may have a session speaking PROTO with an arena of ARENA
+ * bytes (rounded up to pages into *ARENA): the protocol, the stop, and
+ * every quota on sessions and arenas.  0, or -EPROTO when S was refused.
+ * The access policy was checked at accept (admit).
+ */
+static int admit_hello(struct qgd_session *s, int proto, uint64_t *arena)
+{
+	struct qgd_server *srv = s->srv;
+	const struct qgd_config *cfg = &srv->cfg;
+
 	if (proto != QGRAPH__PROTOCOL__PROTOCOL_V1) {
 		refuse(s, QGRAPH__STATUS__STATUS_UNSUPPORTED,
 			      "protocol version %d is not spoken here: this daemon speaks version %d", proto,
 			      QGRAPH__PROTOCOL__PROTOCOL_V1);
-		return;
+		return -EPROTO;
 	}
-	if (srv->stopping) {
+	if (qgd_server_stopping(srv)) {
 		refuse(s, QGRAPH__STATUS__STATUS_SHUTTING_DOWN, "the daemon is shutting down");
-		return;
+		return -EPROTO;
 	}
-	if (arena > cfg->max_arena_bytes) {
+	if (*arena > cfg->max_arena_bytes) {
 		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-arena: an arena of %llu bytes asked for, at most %llu",
-			      (unsigned long long)arena,
+			      (unsigned long long)*arena,
 			      (unsigned long long)cfg->max_arena_bytes);
-		return;
+		return -EPROTO;
 	}
-	arena = (arena + 4095) & ~(uint64_t)4095;
+	*arena = (*arena + 4095) & ~(uint64_t)4095;
 	uint64_t arenas = 0;
 	uint32_t same_user = 0, served = 0;
 	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
@@ -178,33 +186,43 @@ void qgd_handshake(struct qgd_session *s)
 	char why[96];
 	if (qgd_session_room(srv, served, why, sizeof why)) {
 		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "%s", why);
-		return;
+		return -EPROTO;
 	}
 	if (same_user >= cfg->max_sessions_per_user) {
 		refuse(s, QGRAPH__STATUS__STATUS_QUOTA, "quota max-sessions-per-user: uid %u has %u sessions already",
 			      (unsigned)s->uid,
 			      same_user);
-		return;
+		return -EPROTO;
 	}
-	if (arenas + arena > cfg->total_arena_bytes) {
+	if (arenas + *arena > cfg->total_arena_bytes) {
 		refuse(s, QGRAPH__STATUS__STATUS_QUOTA,
 			      "quota total-arena: %llu bytes of arenas in use, %llu more asked for, at most %llu",
-			      (unsigned long long)arenas, (unsigned long long)arena,
+			      (unsigned long long)arenas, (unsigned long long)*arena,
 			      (unsigned long long)cfg->total_arena_bytes);
-		return;
+		return -EPROTO;
 	}
+	return 0;
+}
 
+/*
+ * S's region of ARENA bytes (created, sealed, mapped, its rings formatted:
+ * region.c), its event table, record buffer, doorbell and decode arena.
+ * 0, or -EPROTO when S was refused for want of memory.
+ */
+static int make_region(struct qgd_session *s, uint64_t arena)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
 	struct qg_region_layout layout;
 	int err = qg_region_layout_make(arena, cfg->ring_bytes, cfg->event_count, &layout);
+
 	if (err) {
 		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot lay out a region of %llu bytes",
 			      (unsigned long long)arena);
-		return;
+		return -EPROTO;
 	}
-	/* created, sealed, mapped, its header written and its rings formatted (region.c) */
 	if ((err = qg_region_create(&layout, &s->rg, &s->memfd))) {
 		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "cannot create the session region: %s", strerror(-err));
-		return;
+		return -EPROTO;
 	}
 	s->ev = calloc(s->rg.layout.event_count, sizeof *s->ev);
 	for (uint32_t i = 0; s->ev && i < s->rg.layout.event_count; i++)
@@ -214,9 +232,19 @@ void qgd_handshake(struct qgd_session *s)
 	if (!s->ev || !s->rec || s->bell < 0 ||
 	    qg_wire_arena_init(&s->decode, 4 * (size_t)cfg->ring_bytes + 65536)) {
 		refuse(s, QGRAPH__STATUS__STATUS_NO_MEMORY, "out of memory for the session");
-		return;
+		return -EPROTO;
 	}
+	return 0;
+}
 
+/*
+ * Send S's client its Welcome (limits, region layout, kernels) with the
+ * region's memfd and the doorbell, then close the daemon's copy of the
+ * memfd.  0, or -EPROTO when S was refused or dropped.
+ */
+static int send_welcome(struct qgd_session *s)
+{
+	const struct qgd_config *cfg = &s->srv->cfg;
 	Qgraph__Welcome w = QGRAPH__WELCOME__INIT;
 	Qgraph__Limits lim = QGRAPH__LIMITS__INIT;
 	Qgraph__RegionLayout rl;
@@ -232,7 +260,7 @@ void qgd_handshake(struct qgd_session *s)
 	w.limits = &lim;
 	qg_wire_layout_pack(&s->rg.layout, &rl);
 	w.region = &rl;
-	w.cpu_features = srv->cpu_features;
+	w.cpu_features = s->srv->cpu_features;
 	w.n_kernels = qgd_kernel_choices(kc, kcp);
 	w.kernels = kcp;
 	w.best_weight_type = (Qgraph__Type)qg_wire_type_of(qg_best_weight_type());
@@ -240,23 +268,35 @@ void qgd_handshake(struct qgd_session *s)
 	uint8_t out[8192];
 	if (len > sizeof out) {
 		refuse(s, QGRAPH__STATUS__STATUS_INTERNAL, "welcome too large");
-		return;
+		return -EPROTO;
 	}
 	qgraph__welcome__pack(&w, out);
 	int fds[2] = { s->memfd, s->bell };
-	if ((err = qg_sock_send(s->sock, out, len, fds, 2))) {
+	if (qg_sock_send(s->sock, out, len, fds, 2)) {
 		qgd_reply_drop(s, "could not send the welcome");
-		return;
+		return -EPROTO;
 	}
 	/* the client has its own references now */
 	close(s->memfd);
 	s->memfd = -1;
-	if ((err = qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch))) {
+	return 0;
+}
+
+void qgd_handshake(struct qgd_session *s)
+{
+	struct qgd_server *srv = s->srv;
+	int proto = 0;
+	uint64_t arena = 0;
+
+	if (read_hello(s, &proto, &arena) || admit_hello(s, proto, &arena) || make_region(s, arena) ||
+	    send_welcome(s))
+		return;
+	if (qg_loop_watch(srv->loop, s->bell, POLLIN, on_bell, s, &s->bell_watch)) {
 		qgd_reply_drop(s, "cannot watch the doorbell");
 		return;
 	}
 	s->state = QGD_READY;
-	qg_hint_loop_cpu(s->rg.hdr, srv->loop_cpu);
+	qg_hint_loop_cpu(s->rg.hdr, qgd_loopcpu_current(srv));
 	s->announced = qgd_log_uid(s->uid, QGD_LOG_INFO, "session %llu (%s, uid %u): ready, arena %llu MiB",
 				   (unsigned long long)s->id, s->name, (unsigned)s->uid,
 				   (unsigned long long)(s->rg.layout.arena_bytes >> 20));

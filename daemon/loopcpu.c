@@ -14,6 +14,18 @@
 #include "session.h"
 #include "stamp.h"
 
+void qgd_loopcpu_start(struct qgd_server *srv)
+{
+	srv->loop_cpu = -2;	/* nothing yet: the first look tells */
+	srv->move_asked = false;
+	srv->moved_ms = 0;
+}
+
+int qgd_loopcpu_current(const struct qgd_server *srv)
+{
+	return srv->loop_cpu;
+}
+
 void qgd_loopcpu_note(struct qgd_server *srv)
 {
 	int c = sched_getcpu();

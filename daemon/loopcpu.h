@@ -3,15 +3,20 @@
  * (region.h: loop_cpu), and moving the loop off a CPU it shares with a
  * client that spins there for its answers.
  *
- * The state is srv->loop_cpu (read by anyone: the CPU last seen) and the
- * request to move, both written here alone; reply.c asks for a move, and
- * server.c's loop carries it out once a scan is done.
+ * The state is srv->loop_cpu (the CPU last seen) and the request to move,
+ * both this file's alone: others read the CPU through
+ * qgd_loopcpu_current; reply.c asks for a move, and server.c's loop
+ * carries it out once a scan is done.
  */
 #ifndef QGD_LOOPCPU_H
 #define QGD_LOOPCPU_H
 
 struct qgd_server;
 
+/* Before the loop first runs: the CPU not known yet, no move asked. */
+void qgd_loopcpu_start(struct qgd_server *srv);
+/* The CPU the loop last found itself on (-1: not known, -2: not looked yet). */
+int qgd_loopcpu_current(const struct qgd_server *srv);
 /* Look where the loop runs now, and tell every ready session if that changed. */
 void qgd_loopcpu_note(struct qgd_server *srv);
 /*

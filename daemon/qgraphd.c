@@ -246,7 +246,7 @@ static void reload(struct qgd_server *srv)
 	if (load_config(&next, &found, msg, sizeof msg)) {
 		qgd_error("reload: %s: the configuration in effect is kept", msg);
 	} else {
-		if (srv->activated)	/* the passed socket is the one served: no path to compare */
+		if (qgd_server_activated(srv))	/* the passed socket is the one served: no path to compare */
 			next.socket_path = srv->cfg.socket_path;
 		qgd_conf_apply(&srv->cfg, &next, note_change);
 		qgd_log_set_level((enum qgd_log_level)srv->cfg.log_level);
@@ -256,19 +256,21 @@ static void reload(struct qgd_server *srv)
 	sd_notifyf(0, "READY=1\nSTATUS=serving on %s", srv->cfg.socket_path);
 }
 
-int main(int argc, char **argv)
+/*
+ * Read the command line into args (its settings wait for the file: the
+ * command line wins over it), *CHECK and *DUMP.  -1 to go on, or the
+ * status to exit with (--help, --version, --info, or a bad argument).
+ */
+static int parse_args(int argc, char **argv, int *check, int *dump)
 {
-	static struct qgd_server srv;
-	struct qgd_config *cfg = &srv.cfg;
 	struct option options[64];
-	char shortopts[64], msg[600];
-	int conf_found = 0, c, check = 0, dump = 0;
+	char shortopts[64];
+	int c;
 
 	if (!qgd_conf_options(options, sizeof options / sizeof options[0], OPT_SETTING, extra_options,
 					sizeof extra_options / sizeof extra_options[0]))
 		return 1;
 	snprintf(shortopts, sizeof shortopts, "%shV", qgd_conf_shortopts());
-	/* settings wait until the file is read: the command line wins over it */
 	while ((c = getopt_long(argc, argv, shortopts, options, NULL)) != -1) {
 		int i = c >= OPT_SETTING ? c - OPT_SETTING : qgd_conf_by_short(c);
 		if (i >= 0 && qgd_conf_name(i)) {
@@ -282,8 +284,8 @@ int main(int argc, char **argv)
 		switch (c) {
 		case OPT_CONFIG: args.path = optarg; args.named = 1; break;
 		case OPT_NO_CONFIG: args.path = NULL; break;
-		case OPT_CHECK_CONFIG: check = 1; break;
-		case OPT_DUMP_CONFIG: dump = 1; break;
+		case OPT_CHECK_CONFIG: *check = 1; break;
+		case OPT_DUMP_CONFIG: *dump = 1; break;
 		case OPT_INFO: print_info(); return 0;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("qgraphd (qgraph) %s\n", PACKAGE_VERSION); return 0;
@@ -295,20 +297,18 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	int rc = load_config(cfg, &conf_found, msg, sizeof msg);
-	if (rc) {
-		fprintf(stderr, "qgraphd: %s\n", msg);
-		return rc;
-	}
-	if (check || dump) {
-		if (check)
-			printf("%s: good\n", conf_found ? args.path : args.path ? "no file, the defaults" : "--no-config");
-		if (dump)
-			qgd_conf_dump(cfg, stdout);
-		return fflush(stdout) ? 1 : 0;
-	}
-	/* sockets the service manager passed (socket activation): kept through close_inherited */
+	return -1;
+}
+
+/*
+ * Take the socket the service manager passed, if it passed one (socket
+ * activation), close every other inherited descriptor and open the log.
+ * 0, or the status to exit with.
+ */
+static int take_inherited(struct qgd_server *srv)
+{
 	int n_listen = sd_listen_fds(0);
+
 	if (n_listen < 0) {
 		fprintf(stderr, "qgraphd: LISTEN_FDS: %s\n", strerror(-n_listen));
 		return EX_CONFIG;
@@ -320,13 +320,18 @@ int main(int argc, char **argv)
 	unsetenv("LISTEN_PID");	/* they are ours, not a child's */
 	unsetenv("LISTEN_FDS");
 	unsetenv("LISTEN_FDNAMES");
-	close_inherited(cfg->ready_fd, n_listen);
-	qgd_log_open(cfg->foreground, (enum qgd_log_level)cfg->log_level);
-	if (n_listen == 1 && qgd_server_adopt(&srv, SD_LISTEN_FDS_START) < 0)
+	close_inherited(srv->cfg.ready_fd, n_listen);	/* the passed socket is kept */
+	qgd_log_open(srv->cfg.foreground, (enum qgd_log_level)srv->cfg.log_level);
+	if (n_listen == 1 && qgd_server_adopt(srv, SD_LISTEN_FDS_START) < 0)
 		return EX_CONFIG;
+	return 0;
+}
 
-	/* signals arrive through the loop; a client that goes away is no SIGPIPE */
+/* Signals arrive through the loop (srv->signal_fd); a client that goes away is no SIGPIPE. */
+static void take_signals(struct qgd_server *srv)
+{
 	sigset_t mask;
+
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
@@ -335,51 +340,62 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	srv.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (conf_found)
-		qgd_info("configuration: %s", args.path);
-	else
-		qgd_info("configuration: none (%s%s)", args.path ? "no file " : "--no-config", args.path ? args.path : "");
+	srv->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
 
-	/* what needs privileges, then the drop; the loop and any thread only after */
-	if (srv.activated) {
-		if (qgd_memory_init(&srv) || qgd_priv_drop(&cfg->priv))
-			return 1;
-	} else {
-		/* a socket directory in /tmp could be anyone's: never bind in one we do not own */
-		if (!socket_dir_ours(cfg->socket_path))
-			return 1;
-		int run_dir = -1;
-		if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_bind(&srv) < 0 ||
-		    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) ||
-		    qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) || qgd_memory_init(&srv) ||
-		    qgd_priv_drop(&cfg->priv))
-			return 1;
-		if (!socket_dir_ours(cfg->socket_path))	/* again: it may have been made between the check and mkdir */
-			return 1;
-	}
+/*
+ * What needs privileges (the socket unless it was passed, the pool), then
+ * the drop; the loop and any thread come only after.  0, or 1 (logged).
+ */
+static int use_privileges(struct qgd_server *srv)
+{
+	struct qgd_config *cfg = &srv->cfg;
 
-	const char *why = NULL;
-	int err = qg_loop_new(cfg->force_epoll ? QG_LOOP_EPOLL : QG_LOOP_AUTO, &srv.loop, &why);
+	if (qgd_server_activated(srv))
+		return qgd_memory_init(srv) || qgd_priv_drop(&cfg->priv) ? 1 : 0;
+	/* a socket directory in /tmp could be anyone's: never bind in one we do not own */
+	if (!socket_dir_ours(cfg->socket_path))
+		return 1;
+	int run_dir = -1;
+	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_bind(srv) < 0 ||
+	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) ||
+	    qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) || qgd_memory_init(srv) ||
+	    qgd_priv_drop(&cfg->priv))
+		return 1;
+	if (!socket_dir_ours(cfg->socket_path))	/* again: it may have been made between the check and mkdir */
+		return 1;
+	return 0;
+}
+
+/* The event loop (logged: its kind, the clock, how io_uring is restricted) and the executor.  0, or 1 (logged). */
+static int make_loop(struct qgd_server *srv)
+{
+	const char *why = NULL, *what;
+	int err = qg_loop_new(srv->cfg.force_epoll ? QG_LOOP_EPOLL : QG_LOOP_AUTO, &srv->loop, &why);
+
 	if (err) {
 		qgd_error("cannot create the event loop: %s", strerror(-err));
 		return 1;
 	}
-	qgd_info("event loop: %s%s%s%s", qg_loop_kind_name(srv.loop), why ? " (" : "", why ? why : "", why ? ")" : "");
+	qgd_info("event loop: %s%s%s%s", qg_loop_kind_name(srv->loop), why ? " (" : "", why ? why : "", why ? ")" : "");
 	if (strcmp(qg_stamp_source(), "none"))
 		qgd_debug("timestamps: CLOCK_MONOTONIC extrapolated from the %s counter", qg_stamp_source());
 	else
 		qgd_debug("timestamps: clock_gettime (no counter the kernel keeps time with)");
-	const char *what;
-	int restricted = qg_loop_restricted(srv.loop, &what);
+	int restricted = qg_loop_restricted(srv->loop, &what);
 	if (restricted > 0)
 		qgd_info("io_uring: restricted to %s", what);
 	else if (restricted == 0)
 		qgd_warn("io_uring: unrestricted (%s)", what);
-	if (qgd_exec_init(&srv))
-		return 1;
+	return qgd_exec_init(srv) ? 1 : 0;
+}
+
+/* Note the CPU's features for the Welcome, and log the kernel chosen for each layout. */
+static void note_cpu(struct qgd_server *srv)
+{
 	const struct qg_cpu *cpu = qg_cpu_features();
-	snprintf(srv.cpu_features, sizeof srv.cpu_features, "%s%s%s%s%s%s%s",
+
+	snprintf(srv->cpu_features, sizeof srv->cpu_features, "%s%s%s%s%s%s%s",
 		 cpu->neon ? "neon " : "", cpu->dotprod ? "dotprod " : "", cpu->i8mm ? "i8mm " : "",
 		 cpu->sve ? "sve " : "", cpu->avx2 ? "avx2 " : "", cpu->avx512 ? "avx512 " : "",
 		 cpu->avx512vnni ? "avx512vnni" : "");
@@ -387,7 +403,50 @@ int main(int argc, char **argv)
 		qgd_info("kernel for %s: %s (%s)", qg_type_name(qg_layout_type((enum qg_layout)l)),
 			 qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
 	qgd_info("kernel for q4_K and q6_K: %s (%s)", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+}
 
+/* Say that the daemon serves: on --ready-fd, to the service manager, in the log. */
+static void announce_ready(struct qgd_config *cfg)
+{
+	if (cfg->ready_fd >= 0) {
+		(void)!write(cfg->ready_fd, "READY\n", 6);
+		close(cfg->ready_fd);
+	}
+	sd_notifyf(0, "READY=1\nSTATUS=serving on %s", cfg->socket_path);
+	qgd_log_serving();
+}
+
+int main(int argc, char **argv)
+{
+	static struct qgd_server srv;
+	struct qgd_config *cfg = &srv.cfg;
+	char msg[600];
+	int conf_found = 0, check = 0, dump = 0;
+	int rc = parse_args(argc, argv, &check, &dump);
+
+	if (rc >= 0)
+		return rc;
+	if ((rc = load_config(cfg, &conf_found, msg, sizeof msg))) {
+		fprintf(stderr, "qgraphd: %s\n", msg);
+		return rc;
+	}
+	if (check || dump) {
+		if (check)
+			printf("%s: good\n", conf_found ? args.path : args.path ? "no file, the defaults" : "--no-config");
+		if (dump)
+			qgd_conf_dump(cfg, stdout);
+		return fflush(stdout) ? 1 : 0;
+	}
+	if ((rc = take_inherited(&srv)))
+		return rc;
+	take_signals(&srv);
+	if (conf_found)
+		qgd_info("configuration: %s", args.path);
+	else
+		qgd_info("configuration: none (%s%s)", args.path ? "no file " : "--no-config", args.path ? args.path : "");
+	if (use_privileges(&srv) || make_loop(&srv))
+		return 1;
+	note_cpu(&srv);
 	/* a preloaded model: read as the daemon's own user, before any client is served */
 	if (cfg->preload[0] && qgd_models_preload(&srv, cfg->preload, NULL))
 		return 1;
@@ -395,24 +454,14 @@ int main(int argc, char **argv)
 	if (qgd_server_start(&srv) < 0)
 		return 1;
 	/* the pool is reserved and locked, the socket listens and the loop runs next: ready */
-	if (cfg->ready_fd >= 0) {
-		(void)!write(cfg->ready_fd, "READY\n", 6);
-		close(cfg->ready_fd);
-	}
-	sd_notifyf(0, "READY=1\nSTATUS=serving on %s", cfg->socket_path);
-	qgd_log_serving();
+	announce_ready(cfg);
 
 	rc = qgd_server_run(&srv);
 	qgd_exec_fini(&srv);
 	qgd_models_fini(&srv);
 	qgd_memory_fini(&srv);
-	if (srv.listen_fd >= 0) {
-		close(srv.listen_fd);
-		if (!srv.activated)
-			unlink(cfg->socket_path);
-	}
+	qgd_server_close(&srv);
 	qg_loop_free(srv.loop);
-	close(srv.lock_fd);
 	qgd_info("exiting");
 	return rc;
 }

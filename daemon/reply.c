@@ -45,11 +45,11 @@ void qgd_count_quota(struct qgd_server *srv, const char *msg)
 	for (k = 0; k < QGD_QUOTA_COUNT - 1; k++)
 		if (strlen(qgd_quota_names[k]) == len && strncmp(msg, qgd_quota_names[k], len) == 0)
 			break;
-	srv->counters.quota[k]++;
+	srv->stats.quota[k]++;
 }
 
 /* Count completion C (its status, and a graph's total time) in the daemon's stats. */
-static void count_completion(struct qgd_counters *n, const Qgraph__Completion *c)
+static void count_completion(struct qgd_stats *n, const Qgraph__Completion *c)
 {
 	size_t st = (size_t)c->status;
 
@@ -105,7 +105,7 @@ void qgd_reply_complete(struct qgd_session *s, Qgraph__Completion *c)
 		s->completed++;
 	else
 		s->failed++;
-	count_completion(&s->srv->counters, c);
+	count_completion(&s->srv->stats, c);
 	/* room was checked before the request was taken (qgd_session_step) */
 	int err = qg_ring_push(&s->rg.complete, buf, (uint32_t)len);
 	if (err) {
@@ -116,7 +116,7 @@ void qgd_reply_complete(struct qgd_session *s, Qgraph__Completion *c)
 	if (qg_completion_notify(s->rg.hdr))
 		return;	/* it slept: it spun nowhere */
 	/* a client spinning for it on this CPU: the loop may have to move (the server does, after its scan) */
-	if (qg_hint_waiter_on(s->rg.hdr, s->srv->loop_cpu))
+	if (qg_hint_waiter_on(s->rg.hdr, qgd_loopcpu_current(s->srv)))
 		beside_client(s->srv, s);
 	else
 		s->srv->beside = 0;
@@ -141,14 +141,31 @@ void qgd_reply_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status s
 	qgd_reply_complete(s, &c);
 }
 
+/* The status each -errno a refusal or a run may end with stands for: the one table of the daemon. */
+static const struct {
+	int err;
+	Qgraph__Status status;
+} err_status[] = {
+	{ -EDQUOT, QGRAPH__STATUS__STATUS_QUOTA },
+	{ -ENOMEM, QGRAPH__STATUS__STATUS_NO_MEMORY },
+	{ -ENOENT, QGRAPH__STATUS__STATUS_NOT_FOUND },
+	{ -EINVAL, QGRAPH__STATUS__STATUS_INVALID },
+	{ -EACCES, QGRAPH__STATUS__STATUS_DENIED },
+	{ -ETIMEDOUT, QGRAPH__STATUS__STATUS_TIMED_OUT },
+	{ -ECANCELED, QGRAPH__STATUS__STATUS_CANCELLED },
+};
+
+Qgraph__Status qgd_reply_status(int err, Qgraph__Status otherwise)
+{
+	for (size_t i = 0; i < sizeof err_status / sizeof err_status[0]; i++)
+		if (err_status[i].err == err)
+			return err_status[i].status;
+	return otherwise;
+}
+
 void qgd_reply_refuse(struct qgd_session *s, uint64_t request_id, int err, const char *fmt, ...)
 {
-	Qgraph__Status st = err == -EDQUOT   ? QGRAPH__STATUS__STATUS_QUOTA
-			    : err == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
-			    : err == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
-			    : err == -EINVAL ? QGRAPH__STATUS__STATUS_INVALID
-			    : err == -EACCES ? QGRAPH__STATUS__STATUS_DENIED
-					     : QGRAPH__STATUS__STATUS_INTERNAL;
+	Qgraph__Status st = qgd_reply_status(err, QGRAPH__STATUS__STATUS_INTERNAL);
 	char msg[512];
 	va_list ap;
 
@@ -181,11 +198,9 @@ void qgd_reply_answer_run(struct qgd_session *s, const struct qgd_run_answer *a)
 	c.request_id = a->rid;
 	c.timings = &tm;
 	c.handle = a->handle;
-	if (a->err == -ETIMEDOUT)
-		c.status = QGRAPH__STATUS__STATUS_TIMED_OUT;
-	else if (a->err == -ECANCELED)
-		c.status = QGRAPH__STATUS__STATUS_CANCELLED;
-	else if (a->err)
+	if (a->err == -ETIMEDOUT || a->err == -ECANCELED)
+		c.status = qgd_reply_status(a->err, QGRAPH__STATUS__STATUS_INTERNAL);
+	else if (a->err)	/* whatever else stops a run is its graph's fault */
 		c.status = QGRAPH__STATUS__STATUS_INVALID;
 	if (a->error)
 		c.error = (char *)a->error;
@@ -198,7 +213,7 @@ static void session_end(struct qgd_session *s, const char *why, bool dropped)
 	if (s->state == QGD_DEAD)
 		return;
 	if (dropped && s->state == QGD_READY)
-		s->srv->counters.sessions_dropped++;
+		s->srv->stats.sessions_dropped++;
 	/*
 	 * The last word of a session whose start was logged is never dropped
 	 * (its refusals' rate limit is not this one's); one that never got that

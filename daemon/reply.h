@@ -34,11 +34,16 @@ void qgd_reply_complete(struct qgd_session *s, Qgraph__Completion *c);
 void qgd_reply_fail(struct qgd_session *s, uint64_t request_id, Qgraph__Status st, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /*
- * Answer request REQUEST_ID of S with the status for ERR (-EDQUOT a quota,
- * -ENOMEM no memory, -ENOENT not found, -EINVAL invalid, -EACCES denied,
- * else internal)
- * and the message FMT, as qgd_reply_fail: for callers that speak no
- * protobuf.
+ * The status that stands for -errno ERR, from the daemon's one table
+ * (-EDQUOT a quota, -ENOMEM no memory, -ENOENT not found, -EINVAL
+ * invalid, -EACCES denied, -ETIMEDOUT timed out, -ECANCELED cancelled),
+ * or OTHERWISE for an ERR the table does not hold.
+ */
+Qgraph__Status qgd_reply_status(int err, Qgraph__Status otherwise);
+/*
+ * Answer request REQUEST_ID of S with the status for ERR
+ * (qgd_reply_status, else internal) and the message FMT, as
+ * qgd_reply_fail: for callers that speak no protobuf.
  */
 void qgd_reply_refuse(struct qgd_session *s, uint64_t request_id, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

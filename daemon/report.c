@@ -72,7 +72,7 @@ static void stats_counters(const struct qgd_server *srv, Qgraph__Stats *st, Qgra
 			   Qgraph__StatusCount *scp[16], Qgraph__QuotaCount qc[QGD_QUOTA_COUNT],
 			   Qgraph__QuotaCount *qcp[QGD_QUOTA_COUNT], uint64_t latency[QGD_LATENCY_BOUNDS + 1])
 {
-	const struct qgd_counters *n = &srv->counters;
+	const struct qgd_stats *n = &srv->stats;
 
 	st->version = PACKAGE_VERSION;
 	st->uptime_ms = (qg_stamp_ns() - n->started_ns) / 1000000u;
@@ -125,19 +125,19 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 		st.handshaking += t->state == QGD_HANDSHAKE;
 		st.sessions_hidden += t->state == QGD_READY && !may_see(s, t);
 	}
-	st.pinned_bytes = srv->pinned_bytes;
+	st.pinned_bytes = qgd_weights_pinned_bytes(srv);
 	st.pool_bytes = qg_hugepool_info(srv->pool)->bytes;
 	st.pool_used = qg_hugepool_in_use_total(srv->pool);
 	st.plans = qgd_graphs_count(srv);
-	st.graphs_run = srv->graphs_run;
-	st.weights_uploaded = srv->weights_uploaded;
-	st.mul_mat_interleaved = srv->mul_mat_interleaved;
+	st.graphs_run = srv->stats.graphs_run;
+	st.weights_uploaded = srv->stats.weights_uploaded;
+	st.mul_mat_interleaved = srv->stats.mul_mat_interleaved;
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
 	st.loop = (char *)qg_loop_kind_name(srv->loop);
 	st.threads = (uint32_t)qgd_exec_threads(srv);
 	if (privileged(s)) {
-		st.weights_stored = srv->n_stored;
-		st.weights_referenced_bytes = srv->weights_referenced;
+		st.weights_stored = qgd_weights_stored_count(srv);
+		st.weights_referenced_bytes = qgd_weights_referenced_bytes(srv);
 	} else {
 		/* what this user holds: the whole daemon's would tell when another user's upload was deduplicated */
 		st.weights_stored = qgd_weights_held_by(srv, s->uid);

@@ -236,20 +236,16 @@ static void serve_submit(struct qgd_session *s, uint64_t rid, const Qgraph__Requ
 	r = qg_wire_graph_build(sg, &env, &g->wg, err, sizeof err);
 	if (r) {
 		qgd_graph_free(g);
-		qgd_reply_fail(s, rid,
-				 r == -ENOENT ? QGRAPH__STATUS__STATUS_NOT_FOUND
-				 : r == -E2BIG ? QGRAPH__STATUS__STATUS_QUOTA
-				 : r == -ENOMEM ? QGRAPH__STATUS__STATUS_NO_MEMORY
-						: QGRAPH__STATUS__STATUS_INVALID,
-				 "%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
+		/* too many tensors is the max-nodes quota; anything else not known is the graph's fault */
+		qgd_reply_fail(s, rid, qgd_reply_status(r == -E2BIG ? -EDQUOT : r, QGRAPH__STATUS__STATUS_INVALID),
+			       "%s%s", r == -E2BIG ? "quota max-nodes: " : "", err);
 		return;
 	}
 	uint64_t t_decoded = qg_stamp_ns();
 	qgd_exec_backends(s->srv, &small, &large);
 	if ((r = qgd_graph_place(s, g, sg->keep, small, large, err, sizeof err))) {
 		qgd_graph_free(g);
-		qgd_reply_fail(s, rid, r == -EDQUOT ? QGRAPH__STATUS__STATUS_QUOTA : QGRAPH__STATUS__STATUS_NO_MEMORY,
-				 "%s", err);
+		qgd_reply_fail(s, rid, qgd_reply_status(r, QGRAPH__STATUS__STATUS_NO_MEMORY), "%s", err);
 		return;
 	}
 	uint64_t t_placed = qg_stamp_ns();
@@ -349,7 +345,7 @@ static bool wait_for_events(struct qgd_session *s, uint64_t rid, uint32_t timeou
 
 	if (capped)
 		ms = cfg->max_wait_ms;
-	if (s->srv->stopping) {
+	if (qgd_server_stopping(s->srv)) {
 		s->wait_until_ns = 0;
 		qgd_reply_fail(s, rid, QGRAPH__STATUS__STATUS_SHUTTING_DOWN,
 				 "the daemon is stopping: the events this request waits for were not recorded");
@@ -413,7 +409,7 @@ bool qgd_request_waiting(struct qgd_session *s)
 {
 	struct request_events e;
 
-	if (!s->wait_until_ns || !s->req || s->state != QGD_READY || s->srv->stopping)
+	if (!s->wait_until_ns || !s->req || s->state != QGD_READY || qgd_server_stopping(s->srv))
 		return false;
 	request_events(s->req, &e);
 	if (events_reached(s, e.wait, e.n_wait))

@@ -48,6 +48,7 @@
 #include "session.h"
 #include "sock.h"
 #include "stamp.h"
+#include "weights.h"
 
 static void on_client_sock(struct qg_watch *w, int fd, uint32_t events, void *arg);
 static void on_accept(struct qg_watch *w, int fd, uint32_t events, void *arg);
@@ -266,8 +267,8 @@ static void on_signal(struct qg_watch *w, int fd, uint32_t events, void *arg)
 		}
 		if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
 			qgd_info("%s: %u connections, %llu graphs run, %llu bytes pinned%s", strsignal((int)si.ssi_signo),
-				 srv->n_sessions, (unsigned long long)srv->graphs_run,
-				 (unsigned long long)srv->pinned_bytes, srv->stopping ? ", stopping" : "");
+				 srv->n_sessions, (unsigned long long)srv->stats.graphs_run,
+				 (unsigned long long)qgd_weights_pinned_bytes(srv), srv->stopping ? ", stopping" : "");
 			continue;
 		}
 		if (!srv->stopping) {
@@ -461,7 +462,7 @@ int qgd_server_start(struct qgd_server *srv)
 		return r;
 	}
 	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
-	srv->counters.started_ns = qg_stamp_ns();	/* uptime: since the daemon began to serve */
+	srv->stats.started_ns = qg_stamp_ns();	/* uptime: since the daemon began to serve */
 	/* only now, with the memory ready and the loop about to run, may clients queue */
 	if (!srv->activated && listen(srv->listen_fd, 128) < 0) {
 		int r = -errno;
@@ -478,9 +479,27 @@ int qgd_server_start(struct qgd_server *srv)
 	return 0;
 }
 
+void qgd_server_close(struct qgd_server *srv)
+{
+	if (srv->listen_fd >= 0) {
+		close(srv->listen_fd);
+		srv->listen_fd = -1;
+		if (!srv->activated)	/* the service manager's socket stays for the next start */
+			unlink(srv->cfg.socket_path);
+	}
+	if (srv->lock_fd >= 0)
+		close(srv->lock_fd);
+	srv->lock_fd = -1;
+}
+
+bool qgd_server_activated(const struct qgd_server *srv)
+{
+	return srv->activated != 0;
+}
+
 int qgd_server_run(struct qgd_server *srv)
 {
-	srv->loop_cpu = -2;	/* nothing yet: the first look tells */
+	qgd_loopcpu_start(srv);
 	qgd_loopcpu_note(srv);
 	uint64_t idle_since = qg_stamp_ns();
 	unsigned polls = 0;

@@ -13,6 +13,7 @@
 #include "conf.h"
 #include "log.h"
 #include "stamp.h"
+#include "stats.h"
 
 struct qg_hugepool;
 struct qg_loop;
@@ -21,29 +22,13 @@ struct qgd_account;
 struct qgd_exec;
 struct qgd_model;
 struct qgd_session;
-struct qgd_stored;
-struct qgd_weights_index;
-
-/* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
-#define QGD_QUOTA_COUNT 16
-/* The bounds of the latency histogram (reply.c's qgd_latency_le_ns); one more bucket counts what passes them. */
-#define QGD_LATENCY_BOUNDS 19
-
-/* What the daemon counts for its stats since it started (reply.c and server.c count; the loop's thread alone). */
-struct qgd_counters {
-	uint64_t started_ns;
-	uint64_t by_status[16];		/* completions by Qgraph__Status */
-	uint64_t quota[QGD_QUOTA_COUNT];	/* refusals by the quota they name */
-	uint64_t sessions_dropped;	/* served sessions the daemon ended (qgd_reply_drop) */
-	uint64_t latency[QGD_LATENCY_BOUNDS + 1];	/* graphs by total time */
-	uint64_t latency_sum_ns;
-};
+struct qgd_weights_store;
 
 struct qgd_server {
 	struct qgd_config cfg;
 	struct qg_loop *loop;
 	int listen_fd, lock_fd;
-	int activated;			/* listen_fd came from the service manager (LISTEN_FDS): never unlinked */
+	int activated;			/* listen_fd came from the service manager (LISTEN_FDS): never unlinked (qgd_server_activated) */
 	int signal_fd, timer_fd;
 	struct qg_watch *listen_watch, *signal_watch, *timer_watch;
 	int reserve_fd;			/* /dev/null, given up to take a connection when descriptors run out */
@@ -52,28 +37,21 @@ struct qgd_server {
 	struct qgd_session *sessions;
 	struct qgd_session *rr;		/* where the fair scan starts next */
 	uint32_t n_sessions;
-	int loop_cpu;			/* the CPU the loop last found itself on (-1: not known; loopcpu.c's) */
 	/* reply.c's own: answers in a row to BESIDE_SESSION's client, on the loop's CPU */
 	unsigned beside;
 	const struct qgd_session *beside_session;
-	/* loopcpu.c's own: a move was asked; when the loop last moved */
+	/* loopcpu.c's own (read through qgd_loopcpu_current): the CPU the loop last found itself on; a move was asked; when the loop last moved */
+	int loop_cpu;
 	bool move_asked;
 	uint64_t moved_ms;
 	uint64_t next_session_id;
-	int stopping;
+	int stopping;			/* server.c's own: others ask qgd_server_stopping */
 	uint64_t stop_deadline_ms;
-	uint64_t graphs_run;
-	struct qgd_counters counters;
-	uint64_t mul_mat_interleaved;	/* MUL_MAT nodes run on interleaved weights, since start */
-	uint64_t weights_uploaded;	/* uploads completed, since start (shared ones too) */
-	uint64_t pinned_bytes;
+	struct qgd_stats stats;		/* counted for stats.h's report alone */
 	struct qg_hugepool *pool;	/* weights and intermediates (memory.c) */
-	struct qgd_stored *stored;	/* every matrix in pinned memory */
-	struct qgd_weights_index *weights_index;	/* them by hash, their names by name (weights.c) */
+	struct qgd_weights_store *weights_store;	/* the stored matrices (weights.c's, opaque) */
 	struct qgd_model *models;	/* models held, and being loaded (models.c) */
 	struct qgd_account *accounts;	/* one per user with a session or a model (accounts.c) */
-	uint32_t n_stored;
-	uint64_t weights_referenced;	/* bytes of every handle of every session */
 	struct qgd_exec *exec;
 	char cpu_features[256];
 	/* SIGHUP: read the configuration again and apply what may change at run time (set by main) */
@@ -100,6 +78,19 @@ int qgd_server_adopt(struct qgd_server *srv, int fd);
 void qgd_server_recheck(struct qgd_server *srv);
 /* Listen (unless the socket was passed) and watch the socket and the signals in the loop.  0 or -errno (logged). */
 int qgd_server_start(struct qgd_server *srv);
+/* Close the socket (unlinked unless the service manager passed it) and give up the socket's lock. */
+void qgd_server_close(struct qgd_server *srv);
+/* Whether the socket served came from the service manager (qgd_server_adopt). */
+bool qgd_server_activated(const struct qgd_server *srv);
+/*
+ * Whether a signal asked the daemon to stop: it then takes no new session
+ * or request and answers what was queued.  Inline because every request
+ * asks; only server.c writes the flag.
+ */
+static inline bool qgd_server_stopping(const struct qgd_server *srv)
+{
+	return srv->stopping != 0;
+}
 /* Serve until a signal stops the daemon and what was queued is answered (or cancelled).  0. */
 int qgd_server_run(struct qgd_server *srv);
 

@@ -320,7 +320,7 @@ int qgd_upload_chunk(struct qgd_session *s, uint64_t chunk_offset, uint64_t off,
 		snprintf(msg, mlen, "no memory");
 		return -ENOMEM;
 	}
-	s->srv->weights_uploaded++;
+	s->srv->stats.weights_uploaded++;
 	qgd_debug("session %llu: weights %llu: %s %lld x %lld (%zu bytes, %u users)", (unsigned long long)s->id,
 		  (unsigned long long)w->handle, qg_type_name(w->type), (long long)w->rows, (long long)w->cols, out,
 		  w->stored->refs);

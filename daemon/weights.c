@@ -70,7 +70,6 @@ static void *pinned_alloc(struct qgd_server *srv, size_t bytes)
 
 	if (qg_hugepool_alloc(srv->pool, WEIGHTS_OWNER, bytes ? bytes : 1, &off))
 		return NULL;
-	srv->pinned_bytes = qg_hugepool_in_use(srv->pool, WEIGHTS_OWNER);
 	return (unsigned char *)qg_hugepool_base(srv->pool) + off;
 }
 
@@ -80,7 +79,11 @@ static void pinned_free(struct qgd_server *srv, void *p, size_t bytes)
 	if (!p)
 		return;
 	qg_hugepool_release(srv->pool, (size_t)((unsigned char *)p - (unsigned char *)qg_hugepool_base(srv->pool)));
-	srv->pinned_bytes = qg_hugepool_in_use(srv->pool, WEIGHTS_OWNER);
+}
+
+uint64_t qgd_weights_pinned_bytes(const struct qgd_server *srv)
+{
+	return srv->pool ? qg_hugepool_in_use(srv->pool, WEIGHTS_OWNER) : 0;
 }
 
 void *qgd_weights_alloc(struct qgd_server *srv, size_t bytes)
@@ -132,24 +135,40 @@ static struct qgd_name *name_of(const struct qgd_stored *e, uid_t uid)
 }
 
 /*
- * The index: stored matrices chained by candidate hash, names by the hash
- * of the name, in power-of-two bucket arrays that double as they fill, so
- * that neither a dedup nor an open by name walks every matrix.  It exists
- * while a matrix does (a daemon without weights holds none).
+ * The store, this file's alone (others read it through the calls of
+ * weights.h): the list of stored matrices, their count and the bytes the
+ * sessions' handles reference, and the index: stored matrices chained by
+ * candidate hash, names by the hash of the name, in power-of-two bucket
+ * arrays that double as they fill, so that neither a dedup nor an open by
+ * name walks every matrix.  It exists while a matrix does (a daemon
+ * without weights holds none).
  */
-struct qgd_weights_index {
+struct qgd_weights_store {
+	struct qgd_stored *stored;	/* every matrix in pinned memory */
+	uint32_t n_stored;
+	uint64_t referenced;	/* bytes of every handle of every session */
 	struct qgd_stored **by_hash;
 	struct qgd_name **by_name;
 	size_t hash_buckets, name_buckets;	/* powers of two */
 	size_t n_names;
 };
 
+uint32_t qgd_weights_stored_count(const struct qgd_server *srv)
+{
+	return srv->weights_store ? srv->weights_store->n_stored : 0;
+}
+
+uint64_t qgd_weights_referenced_bytes(const struct qgd_server *srv)
+{
+	return srv->weights_store ? srv->weights_store->referenced : 0;
+}
+
 enum { INDEX_FIRST_BUCKETS = 256 };
 
-/* The server's index, made if there is none; NULL without memory. */
-static struct qgd_weights_index *index_of(struct qgd_server *srv)
+/* The server's store, made if there is none; NULL without memory. */
+static struct qgd_weights_store *store_of(struct qgd_server *srv)
 {
-	struct qgd_weights_index *ix = srv->weights_index;
+	struct qgd_weights_store *ix = srv->weights_store;
 
 	if (ix)
 		return ix;
@@ -165,7 +184,7 @@ static struct qgd_weights_index *index_of(struct qgd_server *srv)
 		return NULL;
 	}
 	ix->hash_buckets = ix->name_buckets = INDEX_FIRST_BUCKETS;
-	srv->weights_index = ix;
+	srv->weights_store = ix;
 	return ix;
 }
 
@@ -186,7 +205,7 @@ static uint64_t name_hash(const char *name)
 }
 
 /* Twice the buckets for the matrices, when there is memory for them (else the chains grow longer). */
-static void grow_hash(struct qgd_weights_index *ix)
+static void grow_hash(struct qgd_weights_store *ix)
 {
 	size_t n = ix->hash_buckets * 2;
 	struct qgd_stored **b = calloc(n, sizeof *b);
@@ -205,7 +224,7 @@ static void grow_hash(struct qgd_weights_index *ix)
 	ix->hash_buckets = n;
 }
 
-static void grow_names(struct qgd_weights_index *ix)
+static void grow_names(struct qgd_weights_store *ix)
 {
 	size_t n = ix->name_buckets * 2;
 	struct qgd_name **b = calloc(n, sizeof *b);
@@ -224,20 +243,20 @@ static void grow_names(struct qgd_weights_index *ix)
 	ix->name_buckets = n;
 }
 
-/* List E (new) among the server's matrices and in the index.  0 or -ENOMEM (E is then not listed). */
+/* List E (new) among the store's matrices and in the index.  0 or -ENOMEM (E is then not listed). */
 static int link_stored(struct qgd_server *srv, struct qgd_stored *e)
 {
-	struct qgd_weights_index *ix = index_of(srv);
+	struct qgd_weights_store *ix = store_of(srv);
 
 	if (!ix)
 		return -ENOMEM;
 	e->prev = NULL;
-	e->next = srv->stored;
+	e->next = ix->stored;
 	if (e->next)
 		e->next->prev = e;
-	srv->stored = e;
-	srv->n_stored++;
-	if (srv->n_stored > 2 * ix->hash_buckets)
+	ix->stored = e;
+	ix->n_stored++;
+	if (ix->n_stored > 2 * ix->hash_buckets)
 		grow_hash(ix);
 	size_t k = bucket(e->hash, ix->hash_buckets);
 	e->chain = ix->by_hash[k];
@@ -245,35 +264,35 @@ static int link_stored(struct qgd_server *srv, struct qgd_stored *e)
 	return 0;
 }
 
-/* Take E off the server's list and out of the index, which goes with the last matrix. */
+/* Take E off the store's list and out of the index; the store goes with the last matrix. */
 static void unlink_stored(struct qgd_server *srv, struct qgd_stored *e)
 {
-	struct qgd_weights_index *ix = srv->weights_index;
+	struct qgd_weights_store *ix = srv->weights_store;
 
 	if (e->prev)
 		e->prev->next = e->next;
 	else
-		srv->stored = e->next;
+		ix->stored = e->next;
 	if (e->next)
 		e->next->prev = e->prev;
-	srv->n_stored--;
+	ix->n_stored--;
 	for (struct qgd_stored **p = &ix->by_hash[bucket(e->hash, ix->hash_buckets)]; *p; p = &(*p)->chain)
 		if (*p == e) {
 			*p = e->chain;
 			break;
 		}
-	if (!srv->stored) {
+	if (!ix->stored) {
 		free(ix->by_hash);
 		free(ix->by_name);
 		free(ix);
-		srv->weights_index = NULL;
+		srv->weights_store = NULL;
 	}
 }
 
 /* The first of the matrices whose candidate hash is H (the rest follow through chain), or NULL. */
 static struct qgd_stored *first_with_hash(const struct qgd_server *srv, uint64_t h)
 {
-	const struct qgd_weights_index *ix = srv->weights_index;
+	const struct qgd_weights_store *ix = srv->weights_store;
 
 	return ix ? ix->by_hash[bucket(h, ix->hash_buckets)] : NULL;
 }
@@ -281,7 +300,7 @@ static struct qgd_stored *first_with_hash(const struct qgd_server *srv, uint64_t
 /* Name E as NAME for UID (in share GROUPS).  0 or -ENOMEM. */
 static int add_name(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, uint64_t groups, const char *name)
 {
-	struct qgd_weights_index *ix = srv->weights_index;	/* E is listed: the index exists */
+	struct qgd_weights_store *ix = srv->weights_store;	/* E is listed: the index exists */
 	struct qgd_name *n = calloc(1, sizeof *n);
 
 	if (!n)
@@ -300,7 +319,7 @@ static int add_name(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, uin
 /* Take name N off its matrix and out of the index, and free it. */
 static void drop_name(struct qgd_server *srv, struct qgd_name *n)
 {
-	struct qgd_weights_index *ix = srv->weights_index;
+	struct qgd_weights_store *ix = srv->weights_store;
 	struct qgd_stored *e = n->stored;
 
 	for (struct qgd_name **p = &e->names; *p; p = &(*p)->next)
@@ -366,7 +385,7 @@ static void let_go(struct qgd_server *srv, struct qgd_stored *e, uid_t uid)
 /* The stored matrix S's own user named NAME (or with GROUP, a share group's user), or NULL. */
 static struct qgd_stored *find_named(const struct qgd_session *s, const char *name, bool group)
 {
-	const struct qgd_weights_index *ix = s->srv->weights_index;
+	const struct qgd_weights_store *ix = s->srv->weights_store;
 	uint64_t bits = group ? qgd_weights_share_bits(s) : 0, key = name_hash(name);
 
 	if (!ix || (group && !bits))
@@ -384,7 +403,7 @@ uint32_t qgd_weights_held_by(const struct qgd_server *srv, uid_t uid)
 {
 	uint32_t n = 0;
 
-	for (const struct qgd_stored *e = srv->stored; e; e = e->next)
+	for (const struct qgd_stored *e = srv->weights_store ? srv->weights_store->stored : NULL; e; e = e->next)
 		n += holder_of(e, uid) != NULL;
 	return n;
 }
@@ -514,7 +533,7 @@ static int add_handle(struct qgd_session *s, struct qgd_stored *e, const char *n
 				   .cols = e->cols, .data = e->data, .bytes = e->bytes };
 	s->weight_bytes += qgd_account_pieces(s->srv, e->bytes);	/* what it takes of the pool */
 	s->acct->weight_bytes += qgd_account_pieces(s->srv, e->bytes);
-	s->srv->weights_referenced += e->bytes;
+	s->srv->weights_store->referenced += e->bytes;	/* E is listed: the store exists */
 	*out = w;
 	return 0;
 }
@@ -673,7 +692,7 @@ void qgd_weights_release(struct qgd_session *s, struct qgd_weights *w)
 {
 	s->weight_bytes -= qgd_account_pieces(s->srv, w->bytes);
 	s->acct->weight_bytes -= qgd_account_pieces(s->srv, w->bytes);
-	s->srv->weights_referenced -= w->bytes;
+	s->srv->weights_store->referenced -= w->bytes;
 	let_go(s->srv, w->stored, s->uid);
 	unref(s->srv, w->stored);
 	*w = s->weights[--s->n_weights];

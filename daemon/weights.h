@@ -119,6 +119,12 @@ int qgd_weights_pin(struct qgd_stored *e, uid_t uid, uint64_t groups, bool publi
 void qgd_weights_unpin(struct qgd_server *srv, struct qgd_stored *e, uid_t uid, bool public);
 /* The configured share groups S's client is in: bit i for cfg.share_gids[i]. */
 uint64_t qgd_weights_share_bits(const struct qgd_session *s);
+/* Bytes of pinned memory the stored matrices (and those being converted) take. */
+uint64_t qgd_weights_pinned_bytes(const struct qgd_server *srv);
+/* How many matrices the daemon stores. */
+uint32_t qgd_weights_stored_count(const struct qgd_server *srv);
+/* Bytes of every handle of every session (a matrix counts once per handle). */
+uint64_t qgd_weights_referenced_bytes(const struct qgd_server *srv);
 /* How many stored matrices UID holds (a handle of one of its sessions, or a pin of one of its models). */
 uint32_t qgd_weights_held_by(const struct qgd_server *srv, uid_t uid);
 /*

@@ -32,6 +32,7 @@
 #include "gguf.h"
 #include "qgraph.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 enum {
 	UID_A = 60051,	/* loads models */
@@ -99,7 +100,8 @@ static int tiny_uploads(struct qgraph_session *s, int first, uint64_t *h)
 	for (; n < TRIES; n++) {
 		for (int i = 0; i < 32; i++)
 			w[i] = (float)((first + n) * 32 + i);	/* no two alike: none is shared */
-		if (qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, 32, w, &h[n], NULL))
+		if (qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = 1, .cols = 32, .data = w), &h[n], NULL))
 			break;
 	}
 	return n;
@@ -117,7 +119,8 @@ static int one_tiny_upload(const struct test_daemon *d, const void *arg, char *m
 		return -1001;
 	for (int i = 0; i < 32; i++)
 		w[i] = 7.0f + (float)i;
-	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, 32, w, &h, NULL);
+	int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+			.rows = 1, .cols = 32, .data = w), &h, NULL);
 	snprintf(msg, len, "%s", r ? qgraph_session_error(s) : "stored");
 	qgraph_session_close(s);
 	return r;
@@ -160,7 +163,8 @@ static void test_pieces(void)
 	for (int i = 1; i < 32; i++)
 		w[i] = 0.5f;
 	tap_ok(n > 0 && qgraph_weights_free(s, h[0]) == 0 &&
-		       qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, 32, w, &h[0], NULL) == 0,
+		       qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = 1, .cols = 32, .data = w), &h[0], NULL) == 0,
 	       "freeing one gives its piece back: another fits (%s)", qgraph_session_error(s));
 	s2 = open_session(&d, err, sizeof err);
 	int n2 = s2 ? tiny_uploads(s2, 1000, h) : -1;
@@ -245,7 +249,8 @@ static int upload_1m(const struct test_daemon *d, const void *arg, char *msg, si
 		return -1001;
 	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
 		w[i] = (float)(i % 89) - 44.0f;
-	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 256, 1024, w, &h, NULL);
+	int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+			.rows = 256, .cols = 1024, .data = w), &h, NULL);
 	snprintf(msg, len, "%s", r ? qgraph_session_error(s) : "stored");
 	qgraph_session_close(s);
 	return r;

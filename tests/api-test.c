@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,6 +17,7 @@
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 static const enum qgraph_type weights[] = {
 	QGRAPH_TYPE_F32, QGRAPH_TYPE_F16, QGRAPH_TYPE_Q8_0, QGRAPH_TYPE_Q4_0,
@@ -199,7 +201,7 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* What qgraph_weights_upload_progress reported: calls, and whether each moved on. */
+/* What an upload's progress function was told: calls, and whether each moved on. */
 struct seen_progress {
 	int calls, ordered, done_at_end;
 	uint64_t last, total;
@@ -215,6 +217,61 @@ static void on_progress(void *ctx, size_t tensors_done, size_t tensors_total, ui
 	p->calls++;
 	p->last = bytes_done;
 	p->total = bytes_total;
+}
+
+/*
+ * qgraph_weights_upload's options, as qgraph_connect's: none, an unknown
+ * flag, a size that does not hold itself and a larger struct with a field
+ * set are refused; a smaller struct takes the defaults for what it lacks
+ * (here its progress function); and weights found by digest tell the
+ * progress function once that all is done.  W holds 8 x 32 floats.
+ */
+static void test_upload_opts(struct qgraph_session *s, const float *w)
+{
+	static unsigned char q8[8 * 34];
+	struct {
+		struct qgraph_upload_opts o;
+		uint64_t later;	/* a field of a later version */
+	} big = { .o = { .src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32, .rows = 8, .cols = 32, .data = w } };
+	struct qgraph_upload_opts o = big.o;
+	struct seen_progress p = { .ordered = 1 };
+	uint64_t h = 0, h2 = 0;
+	enum qgraph_type st = QGRAPH_TYPE_F32;
+
+	tap_ok(qgraph_weights_upload(s, NULL, &h, NULL) == -EINVAL, "an upload without options: -EINVAL");
+	o.size = sizeof o;
+	o.flags = 2;
+	tap_ok(qgraph_weights_upload(s, &o, &h, NULL) == -EINVAL && strstr(qgraph_session_error(s), "flags"),
+	       "an unknown upload flag: -EINVAL (%s)", qgraph_session_error(s));
+	o.flags = 0;
+	o.size = 4;
+	tap_ok(qgraph_weights_upload(s, &o, &h, NULL) == -EINVAL, "upload options whose size cannot hold itself: -EINVAL");
+	big.o.size = sizeof big;
+	big.later = 1;
+	tap_ok(qgraph_weights_upload(s, &big.o, &h, NULL) == -E2BIG,
+	       "larger upload options with a field this library does not know set: -E2BIG");
+	big.later = 0;
+	tap_ok(qgraph_weights_upload(s, &big.o, &h, NULL) == 0, "and with it zero, the upload goes through");
+	qgraph_weights_free(s, h);
+	o.size = offsetof(struct qgraph_upload_opts, progress);
+	o.progress = on_progress;
+	o.progress_ctx = &p;
+	tap_ok(qgraph_weights_upload(s, &o, &h, NULL) == 0 && p.calls == 0,
+	       "older, smaller options: what they lack is not read (%d progress calls)", p.calls);
+	qgraph_weights_free(s, h);
+
+	qgraph_quantize(QGRAPH_TYPE_Q8_0, w, q8, sizeof q8, 8, 32, NULL);
+	o = (struct qgraph_upload_opts){ .size = sizeof o, .src_type = QGRAPH_TYPE_Q8_0, .target = QGRAPH_TYPE_Q8_0,
+					 .rows = 8, .cols = 32, .data = q8 };
+	int r = qgraph_weights_upload(s, &o, &h, NULL);
+	o.progress = on_progress;
+	o.progress_ctx = &p;
+	tap_ok(r == 0 && qgraph_weights_upload(s, &o, &h2, &st) == 0 && st == QGRAPH_TYPE_Q8_0 && p.calls == 1 &&
+		       p.ordered && p.last == sizeof q8 && p.total == sizeof q8,
+	       "weights found by digest: progress told once, all done (%d calls, %llu of %llu bytes)", p.calls,
+	       (unsigned long long)p.last, (unsigned long long)p.total);
+	qgraph_weights_free(s, h2);
+	qgraph_weights_free(s, h);
 }
 
 /*
@@ -282,7 +339,8 @@ static void test_session_errors(void)
 	       qgraph_session_error(s));
 	static float w[64 * 64];
 	uint64_t h = 0;
-	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 64, 64, w, &h, NULL) == 0 &&
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+			.rows = 64, .cols = 64, .data = w), &h, NULL) == 0 &&
 	       strcmp(qgraph_session_error(s), "") == 0, "a successful upload clears the error (\"%s\")",
 	       qgraph_session_error(s));
 
@@ -334,8 +392,9 @@ static void test_session_errors(void)
 	/* an upload's progress: a 512 x 512 f32 matrix through a 1 MiB arena goes in chunks of 256 KiB */
 	static float big_w[512 * 512];
 	struct seen_progress p = { .ordered = 1 };
-	e = qgraph_weights_upload_progress(s, "progress-test", QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 512, big_w, &h,
-					   NULL, on_progress, &p);
+	e = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0, .rows = 512,
+			.cols = 512, .data = big_w, .name = "progress-test", .progress = on_progress,
+			.progress_ctx = &p), &h, NULL);
 	tap_ok(e == 0 && p.calls == 4 && p.ordered && p.last == 512 * 512 * 4 && p.total == 512 * 512 * 4,
 	       "upload progress: %d calls, growing to %llu of %llu bytes, the matrix done with the last (%d: %s)",
 	       p.calls, (unsigned long long)p.last, (unsigned long long)p.total, e, qgraph_session_error(s));
@@ -344,9 +403,12 @@ static void test_session_errors(void)
 	       "the upload with progress is named as asked");
 	qgraph_weights_free(s, h2);
 	qgraph_weights_free(s, h);
-	tap_ok(qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 8, 32, big_w, &h, NULL, NULL,
-					      NULL) == 0, "and without a progress function");
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32, .rows = 8,
+							.cols = 32, .data = big_w, .flags = QGRAPH_UPLOAD_SEND),
+				     &h, NULL) == 0,
+	       "and without a progress function");
 	qgraph_weights_free(s, h);
+	test_upload_opts(s, big_w);
 	test_map_at(s);
 	qgraph_session_close(s);
 	if (tap_failed)

@@ -23,6 +23,7 @@
 #include "mulmat.h"
 #include "qgraph.h"
 #include "tap.h"
+#include "upload-opts.h"
 #include "wire.h"
 
 static struct test_daemon d;
@@ -451,7 +452,8 @@ static void test_mul_mat(struct qgraph_session *s)
 	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
 		uint64_t h;
 		enum qgraph_type stored;
-		int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, types[t], M, K, w, &h, &stored);
+		int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = types[t],
+				.rows = M, .cols = K, .data = w), &h, &stored);
 		if (!tap_ok(r == 0, "upload %s weights (stored as %s)", qgraph_type_name(types[t]),
 			    r ? "-" : qgraph_type_name(stored))) {
 			tap_diag("%s", qgraph_session_error(s));
@@ -483,11 +485,13 @@ static void test_mul_mat(struct qgraph_session *s)
 	}
 	/* weights the layout cannot hold: q4_0_8x8 needs rows in eights */
 	uint64_t h;
-	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0_8X8, 12, K, w, &h, NULL) == -EINVAL &&
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0_8X8,
+			.rows = 12, .cols = K, .data = w), &h, NULL) == -EINVAL &&
 	       strstr(qgraph_session_error(s), "multiple"), "12 rows into q4_0_8x8 is refused: %s",
 	       qgraph_session_error(s));
 	enum qgraph_type st = QGRAPH_TYPE_F32;
-	int up = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 12, K, w, &h, &st);
+	int up = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = 12, .cols = K, .data = w), &h, &st);
 	tap_ok(up == 0 && qgraph_type_row_group(st) <= 4, "12 rows as q4_0: the daemon picks a layout that holds them (%s)",
 	       qgraph_type_name(st));
 	qgraph_weights_free(s, h);
@@ -517,7 +521,8 @@ static void test_kquant(struct qgraph_session *s)
 		const char *tn = qgraph_type_name(types[t]);
 		uint64_t h, h2;
 		enum qgraph_type stored = QGRAPH_TYPE_F32, stored2 = QGRAPH_TYPE_F32;
-		int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, types[t], M, K, w, &h, &stored);
+		int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = types[t],
+				.rows = M, .cols = K, .data = w), &h, &stored);
 		if (!tap_ok(r == 0 && stored == types[t], "upload f32 as %s weights (stored as %s)", tn,
 			    r ? "-" : qgraph_type_name(stored))) {
 			tap_diag("%s", qgraph_session_error(s));
@@ -532,7 +537,8 @@ static void test_kquant(struct qgraph_session *s)
 		       "%s: the digest of ggml's bytes finds the weights the daemon quantized", tn);
 		if (hd)
 			qgraph_weights_free(s, hd);
-		r = qgraph_weights_upload(s, types[t], types[t], M, K, wq, &h2, &stored2);
+		r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = types[t], .target = types[t], .rows = M,
+				.cols = K, .data = wq), &h2, &stored2);
 		tap_ok(r == 0 && stored2 == types[t], "upload %s bytes as they are", tn);
 
 		/* a graph that names them with another width: not whole super-blocks, or not theirs */
@@ -566,13 +572,16 @@ static void test_kquant(struct qgraph_session *s)
 		tap_ok(qgraph_weights_free(s, h2) == 0 && qgraph_weights_free(s, h) == 0, "free %s weights", tn);
 	}
 	uint64_t h;
-	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_K, M, 128, w, &h, NULL) == -EINVAL &&
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_K,
+			.rows = M, .cols = 128, .data = w), &h, NULL) == -EINVAL &&
 	       strstr(qgraph_session_error(s), "256"), "128 columns into q4_K is refused: %s", qgraph_session_error(s));
 	qgraph_quantize(QGRAPH_TYPE_Q4_0, w, wq, sizeof wq, M, K, NULL);
-	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_K, M, K, wq, &h, NULL) == -EINVAL,
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_K,
+			.rows = M, .cols = K, .data = wq), &h, NULL) == -EINVAL,
 	       "q4_0 into q4_K is refused: %s", qgraph_session_error(s));
 	qgraph_quantize(QGRAPH_TYPE_Q6_K, w, wq, sizeof wq, M, K, NULL);
-	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_Q6_K, QGRAPH_TYPE_Q4_0, M, K, wq, &h, NULL) == -EINVAL,
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q6_K, .target = QGRAPH_TYPE_Q4_0,
+			.rows = M, .cols = K, .data = wq), &h, NULL) == -EINVAL,
 	       "q6_K stored as anything but q6_K is refused: %s", qgraph_session_error(s));
 	qgraph_arena_free(s, xo);
 	qgraph_arena_free(s, yo);
@@ -635,7 +644,8 @@ static void test_registered_large(struct qgraph_session *s)
 	struct qgraph_result res = QGRAPH_RESULT_INIT;
 
 	fill(w, M * K, &rng);
-	if (!tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, M, K, w, &h, NULL) == 0,
+	if (!tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+			.rows = M, .cols = K, .data = w), &h, NULL) == 0,
 		    "upload weights for a large registered graph"))
 		return;
 	struct qgraph_graph *g = qgraph_graph_new();
@@ -736,7 +746,8 @@ static void test_killed_client(struct qgraph_session *s)
 		static float w[256 * 256];
 		uint64_t h;
 		if (c)
-			qgraph_weights_upload(c, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 256, 256, w, &h, NULL);
+			qgraph_weights_upload(c, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+					.rows = 256, .cols = 256, .data = w), &h, NULL);
 		(void)!write(p[1], "u", 1);
 		client_proc(9, 1 << 30);	/* busy until killed */
 		_exit(0);
@@ -778,7 +789,8 @@ static void test_cancel(struct qgraph_session *s)
 	for (size_t i = 0; i < D * D; i++)
 		w[i] = tap_randf(&rng, -1.0f, 1.0f) / D;
 	fill((float *)(arena + xo), D * N, &rng);
-	if (!tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, D, D, w, &h, NULL) == 0,
+	if (!tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+			.rows = D, .cols = D, .data = w), &h, NULL) == 0,
 		    "cancel: upload f32 weights"))
 		return;
 	struct qgraph_graph *g = qgraph_graph_new();
@@ -855,7 +867,8 @@ static void test_killed_mid_graph(struct qgraph_session *s)
 		uint64_t h, ka, id;
 		for (size_t i = 0; i < D * D; i++)
 			w[i] = 1.0f / D;
-		if (!c || qgraph_weights_upload(c, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, D, D, w, &h, NULL))
+		if (!c || qgraph_weights_upload(c, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = D, .cols = D, .data = w), &h, NULL))
 			_exit(1);
 		int64_t xo = qgraph_arena_alloc(c, D * N * 4), yo = qgraph_arena_alloc(c, D * N * 4);
 		struct qgraph_graph *g = qgraph_graph_new();

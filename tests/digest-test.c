@@ -22,6 +22,7 @@
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 enum { COLS = 256 };
 
@@ -105,13 +106,15 @@ static void test_digest(struct qgraph_session *a, struct qgraph_session *b)
 	tap_ok(qgraph_weights_open_digest(b, QGRAPH_TYPE_Q4_0, 64, COLS, d, &hb, NULL) == -ENOENT,
 	       "before any upload its digest opens nothing (-ENOENT)");
 	long long up0 = daemon_stat(a, "weights_uploaded"), st0 = daemon_stat(a, "weights_stored");
-	int r = qgraph_weights_upload(a, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, 64, COLS, q, &ha, &ta);
+	int r = qgraph_weights_upload(a, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
+			.rows = 64, .cols = COLS, .data = q), &ha, &ta);
 	tap_ok(r == 0 && daemon_stat(a, "weights_uploaded") == up0 + 1 && daemon_stat(a, "weights_stored") == st0 + 1,
 	       "session A uploads it (stored as %s)", qgraph_type_name(ta) ? qgraph_type_name(ta) : "?");
 	tap_ok(qgraph_weights_open_digest(b, QGRAPH_TYPE_Q4_0, 64, COLS, d, &hb, &tb) == 0 && tb == ta,
 	       "session B opens it by digest: the daemon's digest of its %s bytes is that of the q4_0 sent",
 	       qgraph_type_name(ta) ? qgraph_type_name(ta) : "?");
-	tap_ok(qgraph_weights_upload(b, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, 64, COLS, q, &hc, &tb) == 0 &&
+	tap_ok(qgraph_weights_upload(b, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
+			.rows = 64, .cols = COLS, .data = q), &hc, &tb) == 0 &&
 		       daemon_stat(a, "weights_uploaded") == up0 + 1 && daemon_stat(a, "weights_stored") == st0 + 1,
 	       "qgraph_weights_upload of the same bytes in B sends nothing (uploads %lld -> %lld)", up0 + 1,
 	       daemon_stat(a, "weights_uploaded"));
@@ -140,7 +143,8 @@ static void test_read_back(struct qgraph_session *s)
 		unsigned char *q = random_q4(rows[i], 10 + (unsigned)i, &bytes), *back = calloc(1, bytes);
 		uint64_t h;
 		enum qgraph_type t = QGRAPH_TYPE_COUNT;
-		int r = q && back ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, rows[i], COLS, q, &h, &t)
+		int r = q && back ? qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0,
+				.target = QGRAPH_TYPE_Q4_0, .rows = rows[i], .cols = COLS, .data = q), &h, &t)
 				  : -ENOMEM;
 		if (!r)
 			r = read_back(s, h, t, rows[i], back, bytes);
@@ -161,11 +165,13 @@ static void test_stacked(struct qgraph_session *s)
 	unsigned char *q = random_q4(M * SLICES, 20, &bytes);
 	uint64_t whole, one[SLICES];
 	enum qgraph_type tw, t1[SLICES];
-	int r = q ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, M * SLICES, COLS, q, &whole, &tw) : -ENOMEM;
+	int r = q ? qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
+			.rows = M * SLICES, .cols = COLS, .data = q), &whole, &tw) : -ENOMEM;
 	size_t slice_bytes = bytes / SLICES;
 
 	for (int i = 0; i < SLICES && !r; i++)
-		r = qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, M, COLS, q + i * slice_bytes, &one[i], &t1[i]);
+		r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
+				.rows = M, .cols = COLS, .data = q + i * slice_bytes), &one[i], &t1[i]);
 	tap_ok(!r, "a stack of %d matrices of %d rows uploaded as one, and each alone", SLICES, M);
 	if (r) {
 		free(q);
@@ -224,7 +230,8 @@ static void test_chunked(const struct test_daemon *d)
 	size_t bytes;
 	uint64_t h = 0;
 	unsigned char *q = random_q4(ROWS, 20, &bytes);
-	int r = q ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q, &h, NULL) : -ENOMEM;
+	int r = q ? qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
+			.rows = ROWS, .cols = COLS, .data = q), &h, NULL) : -ENOMEM;
 	tap_ok(!r && stored_as(s, h, q, ROWS), "%zu bytes of q4_0 in chunks through two buffers: stored as sent (%d: %s)",
 	       bytes, r, qgraph_session_error(s));
 	qgraph_weights_free(s, h);
@@ -232,7 +239,8 @@ static void test_chunked(const struct test_daemon *d)
 
 	int64_t hold = qgraph_arena_alloc(s, 600 << 10);	/* leaves room for one 256 KiB buffer */
 	q = random_q4(ROWS, 21, &bytes);
-	r = q && hold >= 0 ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q, &h, NULL)
+	r = q && hold >= 0 ? qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0,
+			.target = QGRAPH_TYPE_Q4_0, .rows = ROWS, .cols = COLS, .data = q), &h, NULL)
 			   : -ENOMEM;
 	tap_ok(!r && stored_as(s, h, q, ROWS), "and through one buffer, the arena all but full: stored as sent (%d: %s)",
 	       r, qgraph_session_error(s));
@@ -247,7 +255,8 @@ static void test_chunked(const struct test_daemon *d)
 	for (size_t i = 0; f && i < (size_t)ROWS * COLS; i++)
 		f[i] = (float)rand() / RAND_MAX * 2 - 1;
 	r = f && q && qgraph_quantize(QGRAPH_TYPE_Q4_0, f, q, bytes, ROWS, COLS, NULL) == (ssize_t)bytes
-		    ? qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, f, &h, NULL)
+		    ? qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+				.rows = ROWS, .cols = COLS, .data = f), &h, NULL)
 		    : -ENOMEM;
 	tap_ok(!r && stored_as(s, h, q, ROWS), "%zu bytes of f32 in chunks, quantized as they come: what "
 	       "qgraph_quantize makes of them (%d: %s)", (size_t)ROWS * COLS * sizeof *f, r, qgraph_session_error(s));
@@ -258,12 +267,14 @@ static void test_chunked(const struct test_daemon *d)
 	o.arena_bytes = 16 << 20;
 	s = NULL;
 	if (tap_ok(qgraph_connect(&o, &s, err, sizeof err) == 0, "a session with a 16 MiB arena (%s)", err)) {
-		r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, f, &h, NULL);
+		r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+				.rows = ROWS, .cols = COLS, .data = f), &h, NULL);
 		tap_ok(!r && stored_as(s, h, q, ROWS), "8 MiB of f32 in chunks of 4 MiB, taken in slices: stored as "
 		       "qgraph_quantize makes them (%d: %s)", r, qgraph_session_error(s));
 		qgraph_weights_free(s, h);
 		unsigned char *big = random_q4(4 * ROWS, 23, &bytes);
-		r = big ? qgraph_weights_upload(s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, 4 * ROWS, COLS, big, &h, NULL)
+		r = big ? qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0,
+				.target = QGRAPH_TYPE_Q4_0, .rows = 4 * ROWS, .cols = COLS, .data = big), &h, NULL)
 			: -ENOMEM;
 		tap_ok(!r && stored_as(s, h, big, 4 * ROWS), "%zu bytes of q4_0 in chunks of 4 MiB, taken in slices: "
 		       "stored as sent (%d: %s)", bytes, r, qgraph_session_error(s));

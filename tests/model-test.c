@@ -33,6 +33,7 @@
 #include "quant.h"
 #include "raw-client.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 #define UID_OTHER 40021
 
@@ -368,16 +369,19 @@ static void test_sources(struct test_daemon *d)
 
 	if (!s)
 		return;
-	int r = qgraph_weights_upload_named(s, "src.q8", QGRAPH_TYPE_Q8_0, QGRAPH_TYPE_Q8_0, Q8_ROWS, COLS, q8, &h, &st);
+	int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q8_0, .target = QGRAPH_TYPE_Q8_0,
+			.rows = Q8_ROWS, .cols = COLS, .data = q8, .name = "src.q8"), &h, &st);
 	tap_ok(r == 0 && st == QGRAPH_TYPE_Q8_0, "a q8_0 source uploads, stored as q8_0 (%s)",
 	       r ? qgraph_session_error(s) : "ok");
 	reference(QG_TYPE_Q8_0, q8, Q8_ROWS, ref);
 	tap_ok(r == 0 && daemon_mul(s, "src.q8", Q8_ROWS, y) == 0 && rel_err(y, ref, Q8_ROWS) < 1e-6,
 	       "and multiplies as the in-process kernel does");
-	r = qgraph_weights_upload(s, QGRAPH_TYPE_F16, QGRAPH_TYPE_F16, 8, 64, f16, &h, &st);
+	r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F16, .target = QGRAPH_TYPE_F16, .rows = 8,
+			.cols = 64, .data = f16), &h, &st);
 	tap_ok(r == 0 && st == QGRAPH_TYPE_F16, "an f16 source uploads, stored as f16 (%s)",
 	       r ? qgraph_session_error(s) : "ok");
-	r = qgraph_weights_upload(s, QGRAPH_TYPE_Q8_0, QGRAPH_TYPE_Q4_0, Q8_ROWS, COLS, q8, &h, &st);
+	r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q8_0, .target = QGRAPH_TYPE_Q4_0,
+			.rows = Q8_ROWS, .cols = COLS, .data = q8), &h, &st);
 	tap_ok(r == -EINVAL && strstr(qgraph_session_error(s), "stored as they are"),
 	       "a q8_0 source for a q4_0 target is refused: %s", qgraph_session_error(s));
 	qgraph_session_close(s);

@@ -139,7 +139,9 @@ static void run_once(struct qgraph_session *s, struct qgraph_graph *g)
 static uint64_t upload(struct qgraph_session *s, const float *w, int64_t rows, int64_t cols, enum qgraph_type *st)
 {
 	uint64_t h;
-	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, rows, cols, w, &h, st);
+	struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+					 .rows = rows, .cols = cols, .data = w };
+	int r = qgraph_weights_upload(s, &uo, &h, st);
 
 	if (r)
 		bail("reference upload", r, qgraph_session_error(s));

@@ -28,6 +28,7 @@
 #include "gguf.h"
 #include "qgraph.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 /* A, B and C share nothing; D and E are in the share group. */
 enum { UID_A = 40031, UID_B, UID_C, UID_D, UID_E };
@@ -67,8 +68,9 @@ static void serve(struct qgraph_session *s, const struct cmd *c, struct res *r)
 
 	switch (c->op) {
 	case OP_UPLOAD:
-		r->rc = qgraph_weights_upload_named(s, c->name[0] ? c->name : NULL, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32,
-						    c->rows, COLS, vals[c->which], &h, NULL);
+		r->rc = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = c->rows, .cols = COLS, .data = vals[c->which],
+				.name = c->name[0] ? c->name : NULL), &h, NULL);
 		break;
 	case OP_OPEN:
 		r->rc = qgraph_weights_open(s, c->name, &h, NULL, &rows, NULL);
@@ -269,7 +271,8 @@ static void test_many(const char *dir)
 		for (int j = 0; j < COLS; j++)
 			w[j] = (float)(i * COLS + j);	/* new bytes for each */
 		snprintf(name, sizeof name, "n%04d", i);
-		if (qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL))
+		if (qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = 1, .cols = COLS, .data = w, .name = name), &h, NULL))
 			bad++;
 	}
 	tap_ok(bad == 0, "upload %d weights, each of its own name (%d refused)", MANY_NAMES, bad);
@@ -283,8 +286,10 @@ static void test_many(const char *dir)
 		/* the same matrix: uploading its bytes again under its name is a dedup, under another a refusal */
 		for (int j = 0; j < COLS; j++)
 			w[j] = (float)(i * COLS + j);
-		if (qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL) ||
-		    qgraph_weights_upload_named(s, "n-other", QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL) !=
+		if (qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = 1, .cols = COLS, .data = w, .name = name), &h, NULL) ||
+		    qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = 1, .cols = COLS, .data = w, .name = "n-other"), &h, NULL) !=
 			    -EINVAL)
 			bad++;
 	}

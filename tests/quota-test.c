@@ -18,6 +18,7 @@
 #include "raw-client.h"
 #include "smoke.h"
 #include "tap.h"
+#include "upload-opts.h"
 #include "wire.h"
 
 static struct test_daemon d;
@@ -85,10 +86,12 @@ static void test_weights(struct qgraph_session *s)
 	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
 		w[i] = (float)(i % 13) - 6.0f;
 	/* client-weights 300K: one 512 x 1024 q4_0 matrix (288K) fits, a second does not */
-	tap_ok(qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 1024, w, &h1, NULL) == 0,
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = 512, .cols = 1024, .data = w), &h1, NULL) == 0,
 	       "weights within client-weights are stored");
 	w[0] = 1.5f;	/* other bytes: not shared with the first */
-	int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 1024, w, &h2, NULL);
+	int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = 512, .cols = 1024, .data = w), &h2, NULL);
 	expect_quota(r, qgraph_session_error(s), "quota client-weights",
 		     "weights past client-weights");
 	qgraph_weights_free(s, h1);
@@ -162,7 +165,8 @@ static void test_message(struct qgraph_session *s)
 	/* max-message 8K: a request record of about 12K (a long weights name) */
 	memset(name, 'x', sizeof name - 1);
 	name[sizeof name - 1] = 0;
-	int r = qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 64, 64, w, &h, NULL);
+	int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+			.rows = 64, .cols = 64, .data = w, .name = name), &h, NULL);
 	expect_quota(r, qgraph_session_error(s), "quota max-message", "a 12K request past max-message");
 	tap_ok(smoke_double(s) == 0, "the session works on after the long request");
 }
@@ -182,12 +186,14 @@ static void test_pool(void)
 	struct qgraph_session *s = open_session(&p, 1 << 20, err, sizeof err);
 	for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
 		w[i] = (float)(i % 7);
-	tap_ok(s && qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 4096, w, &h1, NULL) == 0,
+	tap_ok(s && qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = 512, .cols = 4096, .data = w), &h1, NULL) == 0,
 	       "1152K of weights fit the 2M pool");
 	/* another session (within its own client-weights) finds the pool full */
 	struct qgraph_session *t = open_session(&p, 1 << 20, err, sizeof err);
 	w[0] = 9.0f;
-	int r = t ? qgraph_weights_upload(t, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, 512, 4096, w, &h2, NULL) : -1;
+	int r = t ? qgraph_weights_upload(t, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = 512, .cols = 4096, .data = w), &h2, NULL) : -1;
 	tap_ok(r != 0 && t && strstr(qgraph_session_error(t), "quota pool-size") && smoke_double(t) == 0 && smoke_double(s) == 0,
 	       "a second session's matrix: refused naming the pool (\"%s\"), and graphs still run",
 	       t ? qgraph_session_error(t) : "");
@@ -310,7 +316,8 @@ static void test_upload_staging(void)
 	void *q = qb > 0 ? malloc((size_t)qb) : NULL;
 	uint64_t h = 0;
 	int ok = e == 0 && rep.status == 0 && q && qgraph_quantize(stored, w, q, (size_t)qb, ROWS, COLS, NULL) == qb &&
-		 qgraph_weights_upload(s, stored, stored, ROWS, COLS, q, &h, NULL) == 0;
+		 qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = stored, .target = stored, .rows = ROWS,
+				.cols = COLS, .data = q), &h, NULL) == 0;
 	tap_ok(ok && daemon_stat(s, "weights_stored") == n_stored && n_stored >= 1,
 	       "the chunked conversion stored the in-process quantizer's bytes (%s; %lld stored before, %lld after) (%s)",
 	       qgraph_type_name(stored), n_stored, daemon_stat(s, "weights_stored"), rep.error);
@@ -347,7 +354,8 @@ static void test_upload_staging(void)
 		n_stored = daemon_stat(s, "weights_stored");
 		ok = e == 0;
 		if (ok && (stored == QGRAPH_TYPE_F16 || stored == QGRAPH_TYPE_Q8_0)) {
-			ok = qgraph_weights_upload(s, QGRAPH_TYPE_F32, stored, rows, C, x, &h, NULL) == 0;
+			ok = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = stored,
+					.rows = rows, .cols = C, .data = x), &h, NULL) == 0;
 		} else if (ok) {
 			/* the source quantized (or repacked) here into the stored layout */
 			ssize_t ob = qgraph_matrix_size(stored, rows, C);
@@ -355,7 +363,8 @@ static void test_upload_staging(void)
 			ok = o && (cases[i].src == QGRAPH_TYPE_F32 ? qgraph_quantize(stored, x, o, (size_t)ob, rows, C, NULL)
 								   : qgraph_repack(stored, o, (size_t)ob, cases[i].src, src,
 										   rows, C)) == ob &&
-			     qgraph_weights_upload(s, stored, stored, rows, C, o, &h, NULL) == 0;
+			     qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = stored, .target = stored, .rows = rows,
+					.cols = C, .data = o), &h, NULL) == 0;
 			free(o);
 		}
 		tap_ok(ok && daemon_stat(s, "weights_stored") == n_stored,

@@ -21,6 +21,7 @@
 #include "daemon-util.h"
 #include "qgraph.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 enum { ROWS = 512, COLS = 1024 };
 
@@ -48,7 +49,8 @@ static int child_upload(const struct test_daemon *d, const float *w, const char 
 	uint64_t h;
 	char c = 'x';
 
-	if (s && qgraph_weights_upload_named(s, name, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w, &h, NULL) == 0)
+	if (s && qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = ROWS, .cols = COLS, .data = w, .name = name), &h, NULL) == 0)
 		c = 'u';
 	(void)!write(fd, &c, 1);
 	(void)!read(go, &c, 1);	/* EOF when the parent lets go */
@@ -106,9 +108,11 @@ static void test_names(const struct test_daemon *d, struct qgraph_session *s)
 	int64_t rows = 0, cols = 0;
 
 	long long stored0 = daemon_stat(s, "weights_stored");
-	tap_ok(qgraph_weights_upload_named(s, "ffn.up", QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_a, &ha, &st) ==
+	tap_ok(qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = ROWS, .cols = COLS, .data = w_a, .name = "ffn.up"), &ha, &st) ==
 		       0, "upload weights named ffn.up");
-	int r = qgraph_weights_upload_named(s, "ffn.up", QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_b, &hb, NULL);
+	int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = ROWS, .cols = COLS, .data = w_b, .name = "ffn.up"), &hb, NULL);
 	tap_ok(r == -EINVAL && strstr(qgraph_session_error(s), "already names"),
 	       "other bytes under the same name are refused: %s", qgraph_session_error(s));
 	r = t ? qgraph_weights_open(t, "ffn.up", &ho, &ot, &rows, &cols) : -1;
@@ -118,7 +122,8 @@ static void test_names(const struct test_daemon *d, struct qgraph_session *s)
 	char longname[100];
 	memset(longname, 'n', sizeof longname - 1);
 	longname[sizeof longname - 1] = 0;
-	r = qgraph_weights_upload_named(s, longname, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_b, &hb, NULL);
+	r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0,
+			.rows = ROWS, .cols = COLS, .data = w_b, .name = longname), &hb, NULL);
 	tap_ok(r == -EINVAL && strstr(qgraph_session_error(s), "at most 63"), "a 99-byte name is refused: %s",
 	       qgraph_session_error(s));
 	tap_ok(t && qgraph_weights_open(t, longname, &hx, NULL, NULL, NULL) == -ENOENT &&
@@ -172,12 +177,15 @@ static void test_collision(void)
 		return;
 	}
 	long long p0 = daemon_stat(s, "pinned_bytes");
-	qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_a, &h1, NULL);
+	qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0, .rows = ROWS,
+			.cols = COLS, .data = w_a), &h1, NULL);
 	long long one = daemon_stat(s, "pinned_bytes") - p0;
-	qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_b, &h2, NULL);
+	qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0, .rows = ROWS,
+			.cols = COLS, .data = w_b), &h2, NULL);
 	tap_ok(daemon_stat(s, "weights_stored") == 2 && daemon_stat(s, "pinned_bytes") - p0 == 2 * one,
 	       "different bytes with the same hash: two copies");
-	qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_a, &h3, NULL);
+	qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0, .rows = ROWS,
+			.cols = COLS, .data = w_a), &h3, NULL);
 	tap_ok(daemon_stat(s, "weights_stored") == 2 && h3 != h1, "the same bytes again: shared, under a new handle");
 	qgraph_session_close(s);
 	daemon_stop(&d, SIGTERM);
@@ -225,8 +233,9 @@ static void test_users(void)
 			qgraph_session_close(s);
 			s = daemon_connect(&d, "root", 8 << 20);
 		}
-		up = s && qgraph_weights_upload_named(s, "shared", QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_a, &h,
-						      NULL) == 0;
+		up = s && qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32,
+				.target = QGRAPH_TYPE_Q4_0, .rows = ROWS, .cols = COLS, .data = w_a,
+				.name = "shared"), &h, NULL) == 0;
 		long long p0 = daemon_stat(s, "pinned_bytes");
 		int p[2], q[2];	/* child -> parent, parent -> child */
 		(void)!pipe(p);
@@ -238,7 +247,8 @@ static void test_users(void)
 			struct qgraph_session *c = daemon_connect(&d, "nobody", 8 << 20);
 			uint64_t hc, ho;
 			int opened = c ? qgraph_weights_open(c, "shared", &ho, NULL, NULL, NULL) : -1;
-			int upl = c ? qgraph_weights_upload(c, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_a, &hc, NULL)
+			int upl = c ? qgraph_weights_upload(c, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32,
+					.target = QGRAPH_TYPE_Q4_0, .rows = ROWS, .cols = COLS, .data = w_a), &hc, NULL)
 				    : -1;
 			char msg[2] = { opened == 0 ? 'o' : opened == -ENOENT ? 'n' : 'e', upl == 0 ? 'u' : 'e' };
 			(void)!write(p[1], msg, 2);
@@ -292,7 +302,8 @@ int main(void)
 	/* one copy's pinned size, as the daemon counts it */
 	long long p0 = daemon_stat(s, "pinned_bytes");
 	uint64_t h;
-	qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, ROWS, COLS, w_b, &h, NULL);
+	qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0, .rows = ROWS,
+			.cols = COLS, .data = w_b), &h, NULL);
 	long long one = daemon_stat(s, "pinned_bytes") - p0;
 	qgraph_weights_free(s, h);
 	tap_ok(one > 0 && daemon_stat(s, "pinned_bytes") == p0, "one copy takes %lld pinned bytes, and is freed", one);

@@ -26,6 +26,7 @@
 #include "qgraph.h"
 #include "raw-client.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 #define UID_A 40001
 #define UID_B 40002
@@ -157,7 +158,8 @@ static void test_counters(struct qgraph_session *s)
 	uint64_t h = 0, id = 0, cid = 0;
 	struct qgraph_result res = { 0 }, cres = { 0 };
 	memset((char *)qgraph_arena(s, NULL) + xo, 0, D * N * 4);
-	int rc = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, D, D, w, &h, NULL);
+	int rc = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+			.rows = D, .cols = D, .data = w), &h, NULL);
 	struct qgraph_graph *g = qgraph_graph_new();
 	int64_t xne[2] = { D, N };
 	int wi = qgraph_graph_weights(g, h, QGRAPH_TYPE_F32, D, D);

@@ -26,6 +26,7 @@
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
 #include "tap.h"
+#include "upload-opts.h"
 
 enum { M = 64, K = 64, NX = 4, N_W = 4 };
 
@@ -433,7 +434,8 @@ int main(void)
 	enum qgraph_type types[N_W];
 	int up = 1;
 	for (int k = 0; k < N_W; k++)
-		up &= qgraph_weights_upload_named(s, names[k], QGRAPH_TYPE_F32, targets[k], M, K, w, &h[k], &types[k]) == 0;
+		up &= qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = targets[k],
+				.rows = M, .cols = K, .data = w, .name = names[k]), &h[k], &types[k]) == 0;
 	tap_ok(up, "root uploads and names f32, f16, q8_0 and q4_0 weights (q4_0 stored as %s)",
 	       up ? qgraph_type_name(types[Q4]) : "?");
 

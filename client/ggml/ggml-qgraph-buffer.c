@@ -112,8 +112,9 @@ static void weights_release(struct qgg_weights *w)
 /* Upload ROWS x ne[0] Q4_0 values at DATA as W's handle I.  0 or -errno (B says why). */
 static int upload_one(struct qgg_buffer *b, struct qgg_weights *w, size_t i, const unsigned char *data, int64_t rows)
 {
-	int err = qgraph_weights_upload(qgg.s, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, rows, w->ne[0], data, &w->handles[i],
-					&w->stored);
+	struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
+					 .rows = rows, .cols = w->ne[0], .data = data };
+	int err = qgraph_weights_upload(qgg.s, &uo, &w->handles[i], &w->stored);
 	if (err) {
 		w->handles[i] = 0;
 		buffer_fail(b, "uploading a q4_0 tensor of %" PRId64 " x %" PRId64 " to qgraphd: %s", rows, w->ne[0],

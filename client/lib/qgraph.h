@@ -242,33 +242,65 @@ QGRAPH_API int qgraph_arena_map_at(struct qgraph_session *s, int64_t offset, siz
 QGRAPH_API const char *qgraph_session_info(struct qgraph_session *s);
 
 /*
- * Upload a ROWS x COLS weight matrix of SRC_TYPE (F32, F16, Q8_0, Q4_0, an
- * interleaved Q4_0 layout, Q4_K or Q6_K) at DATA, in chunks through the
- * arena, to be stored as TARGET (Q4_0: the daemon picks the fastest layout
- * its CPU and the shape allow; F32 quantized to any weight type, Q4_K and
- * Q6_K with ggml's reference quantizers; F16, Q8_0, Q4_K and Q6_K stored
- * as they are, TARGET the same type).  Returns 0, the
- * handle in *HANDLE and the type they are stored as in *STORED (may be
- * NULL; graphs name the weights with that type), or -errno with the
- * daemon's reason in the session error.  Blocks until done.
+ * Progress of an upload or of qgraph_model_load(): TENSORS_DONE of
+ * TENSORS_TOTAL tensors and BYTES_DONE of BYTES_TOTAL bytes sent.
  */
-QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type src_type, enum qgraph_type target,
-				     int64_t rows, int64_t cols, const void *data, uint64_t *handle,
-				     enum qgraph_type *stored);
+typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
+				   uint64_t bytes_total);
+
+/* Send the bytes even where the daemon may hold the same weights already (no look-up by digest first). */
+#define QGRAPH_UPLOAD_SEND 1u
+
 /*
- * As qgraph_weights_upload(), and name the weights NAME (at most 63 bytes)
- * so that other processes may open them with qgraph_weights_open().
- * Identical weights are stored once in the daemon whoever uploads them,
- * where its policy lets the uploaders share (the same user, or a group it
- * is configured to share within, or a public model's weights).  The name
- * is this user's (and its share groups'), never the other holders' of
- * the same bytes: another user may give the same name to other weights.
- * -EINVAL when NAME already names other weights of this user, or this
- * user named the same weights otherwise.
+ * What qgraph_weights_upload() sends.  SIZE is the caller's sizeof, as in
+ * qgraph_connect_opts (QGRAPH_UPLOAD_OPTS_INIT; 0: this version's).
  */
-QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
-					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
-					   uint64_t *handle, enum qgraph_type *stored);
+struct qgraph_upload_opts {
+	size_t size;
+	enum qgraph_type src_type;	/* of DATA: F32, F16, Q8_0, Q4_0, an interleaved Q4_0 layout, Q4_K or Q6_K */
+	enum qgraph_type target;	/* the type to store them as */
+	int64_t rows, cols;
+	const void *data;		/* ROWS x COLS of SRC_TYPE, in ggml's layout */
+	const char *name;		/* NULL: unnamed; else this user's name for them (at most 63 bytes) */
+	uint64_t flags;			/* 0 or QGRAPH_UPLOAD_SEND */
+	qgraph_progress_fn progress;	/* NULL: none; called with PROGRESS_CTX after each chunk */
+	void *progress_ctx;
+};
+#define QGRAPH_UPLOAD_OPTS_INIT { .size = sizeof(struct qgraph_upload_opts) }
+
+/*
+ * Upload the weight matrix OPTS describes, in chunks through the arena, to
+ * be stored as its TARGET (Q4_0: the daemon picks the fastest layout its
+ * CPU and the shape allow; F32 quantized to any weight type, Q4_K and
+ * Q6_K with ggml's reference quantizers; F16, Q8_0, Q4_K and Q6_K stored
+ * as they are, TARGET the same type).  Returns 0, the handle in *HANDLE
+ * and the type they are stored as in *STORED (may be NULL; graphs name
+ * the weights with that type), or -errno with the daemon's reason in the
+ * session error (-EINVAL for a bad field or flag, -E2BIG for a field of a
+ * larger struct that this version does not know and that is set).
+ * Blocks until done.
+ *
+ * Unnamed, and unless QGRAPH_UPLOAD_SEND is set, a Q4_0, F16, Q8_0, Q4_K
+ * or Q6_K source is looked up by digest first (qgraph_weights_open_digest):
+ * a second process uploading the same weights sends nothing (PROGRESS is
+ * then called once, with everything done).
+ *
+ * NAME names the weights so that other processes may open them with
+ * qgraph_weights_open().  Identical weights are stored once in the daemon
+ * whoever uploads them, where its policy lets the uploaders share (the
+ * same user, or a group it is configured to share within, or a public
+ * model's weights).  The name is this user's (and its share groups'),
+ * never the other holders' of the same bytes: another user may give the
+ * same name to other weights.  -EINVAL when NAME already names other
+ * weights of this user, or this user named the same weights otherwise.
+ *
+ * PROGRESS runs on the calling thread after each chunk the daemon has
+ * taken, and must not use S: TENSORS_DONE 0 of TENSORS_TOTAL 1 until the
+ * last chunk (then 1), BYTES_DONE of the source's BYTES_TOTAL.  A chunk
+ * is at most a quarter of the arena (and 16 MiB).
+ */
+QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, const struct qgraph_upload_opts *opts,
+				     uint64_t *handle, enum qgraph_type *stored);
 /*
  * A handle of this session to the weights named NAME; their stored type
  * and shape in *TYPE, *ROWS, *COLS (each may be NULL).  0, or -ENOENT
@@ -296,9 +328,9 @@ QGRAPH_API int qgraph_weights_digest(enum qgraph_type type, int64_t rows, int64_
  * qgraph_weights_digest() computes it for TYPE) and shape ROWS x COLS that
  * this process may share (its user's, a share group's, a model's), without
  * sending them; their stored type in *STORED (may be NULL).  0, or -ENOENT.
- * qgraph_weights_upload() tries this first for Q4_0, F16, Q8_0, Q4_K and
- * Q6_K sources:
- * a second process uploading the same weights sends nothing.
+ * qgraph_weights_upload() tries this first for an unnamed Q4_0, F16,
+ * Q8_0, Q4_K or Q6_K source: a second process uploading the same weights
+ * sends nothing.
  */
 QGRAPH_API int qgraph_weights_open_digest(struct qgraph_session *s, enum qgraph_type type, int64_t rows,
 					  int64_t cols, const unsigned char digest[32], uint64_t *handle,
@@ -308,12 +340,6 @@ QGRAPH_API int qgraph_weights_free(struct qgraph_session *s, uint64_t handle);
 
 /* ---- models */
 
-/*
- * Progress of qgraph_model_load(): TENSORS_DONE of TENSORS_TOTAL tensors
- * and BYTES_DONE of BYTES_TOTAL bytes sent; called after each tensor.
- */
-typedef void (*qgraph_progress_fn)(void *ctx, size_t tensors_done, size_t tensors_total, uint64_t bytes_done,
-				   uint64_t bytes_total);
 /*
  * Load the GGUF file PATH (versions 2 and 3) into the daemon as model NAME
  * (NULL: the file's base name without ".gguf"; 1 to 47 bytes, no '/').
@@ -347,18 +373,6 @@ QGRAPH_API int qgraph_model_load(struct qgraph_session *s, const char *path, con
  * last holder.
  */
 QGRAPH_API int qgraph_model_unload(struct qgraph_session *s, const char *name);
-
-/*
- * As qgraph_weights_upload_named() (NAME may be NULL), calling PROGRESS
- * (may be NULL) with CTX after each chunk the daemon has taken: TENSORS_DONE
- * 0 of TENSORS_TOTAL 1 until the last chunk (then 1), BYTES_DONE of the
- * source's BYTES_TOTAL.  A chunk is at most a quarter of the arena (and
- * 16 MiB).  PROGRESS runs on the calling thread and must not use S.
- */
-QGRAPH_API int qgraph_weights_upload_progress(struct qgraph_session *s, const char *name,
-					      enum qgraph_type src_type, enum qgraph_type target, int64_t rows,
-					      int64_t cols, const void *data, uint64_t *handle, enum qgraph_type *stored,
-					      qgraph_progress_fn progress, void *ctx);
 
 /* ---- graphs */
 

@@ -184,24 +184,25 @@ static void session_free(struct qgraph_session *s)
 	free(s);
 }
 
-/*
- * The caller's options, however large its struct (OPTS->size, 0: ours), in
- * *O: the fields it does not know stay zero (their defaults).  0, or
- * -EINVAL for a size that does not hold SIZE itself, -E2BIG for a field
- * beyond ours that is set.
- */
+int qg_client_opts(const void *theirs, size_t their_size, void *ours, size_t our_size)
+{
+	size_t n = their_size ? their_size : our_size;
+
+	if (n < sizeof(size_t))
+		return -EINVAL;
+	for (size_t i = our_size; i < n; i++)
+		if (((const unsigned char *)theirs)[i])
+			return -E2BIG;
+	memset(ours, 0, our_size);
+	memcpy(ours, theirs, n < our_size ? n : our_size);
+	*(size_t *)ours = our_size;
+	return 0;
+}
+
+/* The caller's connect options in *O (qg_client_opts). */
 static int connect_opts(const struct qgraph_connect_opts *opts, struct qgraph_connect_opts *o)
 {
-	size_t n = opts->size ? opts->size : sizeof *o;
-
-	if (n < sizeof opts->size)
-		return -EINVAL;
-	for (size_t i = sizeof *o; i < n; i++)
-		if (((const unsigned char *)opts)[i])
-			return -E2BIG;
-	memcpy(o, opts, n < sizeof *o ? n : sizeof *o);
-	o->size = sizeof *o;
-	return 0;
+	return qg_client_opts(opts, opts->size, o, sizeof *o);
 }
 
 /*

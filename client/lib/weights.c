@@ -79,40 +79,55 @@ QGRAPH_API int qgraph_weights_open_digest(struct qgraph_session *s, enum qgraph_
 	return 0;
 }
 
-QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, enum qgraph_type src_type, enum qgraph_type target,
-				     int64_t rows, int64_t cols, const void *data, uint64_t *handle,
-				     enum qgraph_type *stored)
+/*
+ * Whether O's weights are held by the daemon already where S may share
+ * them, in the layout O asks for: then their handle is in *HANDLE, their
+ * type in *STORED (may be NULL), and O's progress is told it is all done.
+ */
+static bool found_by_digest(struct qgraph_session *s, const struct qgraph_upload_opts *o, uint64_t *handle,
+			    enum qgraph_type *stored)
 {
 	unsigned char digest[32];
 	enum qgraph_type got;
 
-	/* what the daemon holds already (this user's, a share group's, a model's) is not sent again */
-	if (s && handle && digest_finds(src_type, target) &&
-	    qgraph_weights_digest(src_type, rows, cols, data, digest) == 0 &&
-	    qgraph_weights_open_digest(s, src_type, rows, cols, digest, handle, &got) == 0) {
-		if (target == src_type || target == QGRAPH_TYPE_Q4_0 || got == target) {
-			if (stored)
-				*stored = got;
-			return 0;
-		}
+	if (!digest_finds(o->src_type, o->target) ||
+	    qgraph_weights_digest(o->src_type, o->rows, o->cols, o->data, digest) ||
+	    qgraph_weights_open_digest(s, o->src_type, o->rows, o->cols, digest, handle, &got))
+		return false;
+	if (o->target != o->src_type && o->target != QGRAPH_TYPE_Q4_0 && got != o->target) {
 		qgraph_weights_free(s, *handle);	/* stored in another layout than the one asked for */
+		return false;
 	}
-	return qgraph_weights_upload_named(s, NULL, src_type, target, rows, cols, data, handle, stored);
+	if (stored)
+		*stored = got;
+	if (o->progress) {
+		uint64_t bytes = (uint64_t)qgraph_matrix_size(o->src_type, o->rows, o->cols);
+		o->progress(o->progress_ctx, 1, 1, bytes, bytes);
+	}
+	return true;
 }
 
-QGRAPH_API int qgraph_weights_upload_named(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
-					   enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
-					   uint64_t *handle, enum qgraph_type *stored)
+QGRAPH_API int qgraph_weights_upload(struct qgraph_session *s, const struct qgraph_upload_opts *opts,
+				     uint64_t *handle, enum qgraph_type *stored)
 {
-	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored, NULL, NULL);
-}
+	struct qgraph_upload_opts o;
+	int r;
 
-QGRAPH_API int qgraph_weights_upload_progress(struct qgraph_session *s, const char *name, enum qgraph_type src_type,
-					      enum qgraph_type target, int64_t rows, int64_t cols, const void *data,
-					      uint64_t *handle, enum qgraph_type *stored, qgraph_progress_fn progress,
-					      void *ctx)
-{
-	return qg_client_upload(s, name, 0, src_type, target, rows, cols, data, handle, stored, progress, ctx);
+	if (!s)
+		return -EINVAL;
+	if (!opts)
+		return qg_client_fail(s, -EINVAL, "weights upload: no options");
+	if ((r = qg_client_opts(opts, opts->size, &o, sizeof o)))
+		return qg_client_fail(s, r, "weights upload: %s", r == -E2BIG ? "a field this library does not know is set"
+									  : "the options' size does not hold itself");
+	if (o.flags & ~(uint64_t)QGRAPH_UPLOAD_SEND)
+		return qg_client_fail(s, -EINVAL, "weights upload: flags 0x%llx are not known",
+				      (unsigned long long)(o.flags & ~(uint64_t)QGRAPH_UPLOAD_SEND));
+	/* what the daemon holds already (this user's, a share group's, a model's) is not sent again */
+	if (!o.name && !(o.flags & QGRAPH_UPLOAD_SEND) && handle && found_by_digest(s, &o, handle, stored))
+		return 0;
+	return qg_client_upload(s, o.name, 0, o.src_type, o.target, o.rows, o.cols, o.data, handle, stored, o.progress,
+				o.progress_ctx);
 }
 
 /* One chunk of an upload: the request that sends [DONE, DONE + N) of TOTAL from the arena at OFF. */

@@ -191,7 +191,9 @@ QGRAPH_API int qgraph_mpi_weights_scatter(struct qgraph_mpi *m, int root, enum q
 		w->sh = (struct qgraph_mpi_shard){ .split = split, .rows = rows, .cols = cols, .start = start,
 						   .count = count };
 		w->unit = unit;
-		r = qgraph_weights_upload(m->s, src_type, target, srows, scols, buf, &w->sh.handle, &w->sh.stored);
+		struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = src_type, .target = target,
+						 .rows = srows, .cols = scols, .data = buf };
+		r = qgraph_weights_upload(m->s, &uo, &w->sh.handle, &w->sh.stored);
 		if (r)
 			qgm_fail(m, r, "rank %d: qgraphd at %s: upload of a %lld x %lld shard: %s", m->rank, m->socket,
 			     (long long)srows, (long long)scols, qgraph_session_error(m->s));

@@ -339,111 +339,90 @@ done:
 	return r;
 }
 
-int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
+/*
+ * The in-process copies of F's arena (NEED bytes, into *LOCAL) and of its
+ * weights (64-byte aligned, into LW), which the reference run and the
+ * check read.  0, or -ENOMEM (what was made is left in LW and *LOCAL for
+ * the caller to free).
+ */
+static int copy_local(const Qgraph__SavedGraph *f, uint64_t need, struct local_weights *lw, unsigned char **local)
 {
-	char err[512];
-	size_t len;
-	uint8_t *buf = read_file(path, &len, err, sizeof err), *enc = NULL;
-	Qgraph__SavedGraph *f = NULL;
-	struct qgraph_session *s = NULL;
-	struct local_weights lw = { 0 };
-	unsigned char *local = NULL;
-	uint64_t *handles = NULL, need = 0;
-	double *times = NULL;
-	int rc = 1;
-
-	if (!buf) {
-		fprintf(stderr, "qgraph-submit run: %s\n", err);
-		return 2;
-	}
-	f = qgraph__saved_graph__unpack(NULL, len, buf);
-	if (!f) {
-		fprintf(stderr, "qgraph-submit run: %s: not a qgraph graph file (it does not decode as one)\n", path);
-		rc = 2;
-		goto out;
-	}
-	if ((rc = check_file(path, f, &need)) != 0)
-		goto out;
-	rc = 1;
-	Qgraph__SubmitGraph *sg = f->graph;
-	need = (need + 63) & ~UINT64_C(63);
-	if (!o->quiet && !o->json && f->description && *f->description)
-		printf("%s: %s\n", path, f->description);
-
-	/* the reference first, while the graph still names the file's own weights and offsets */
-	lw.f = f;
-	lw.data = calloc(f->n_weights ? f->n_weights : 1, sizeof *lw.data);
-	local = calloc(1, need ? need : 1);
-	if (!lw.data || !local)
-		goto nomem;
-	memcpy(local, f->arena.data, f->arena.len);
+	lw->f = f;
+	lw->data = calloc(f->n_weights ? f->n_weights : 1, sizeof *lw->data);
+	*local = calloc(1, need ? need : 1);
+	if (!lw->data || !*local)
+		return -ENOMEM;
+	memcpy(*local, f->arena.data, f->arena.len);
 	for (size_t j = 0; j < f->n_weights; j++) {
 		size_t b = f->weights[j]->data.len;
-		if (!(lw.data[j] = aligned_alloc(64, (b + 63) & ~(size_t)63)))
-			goto nomem;
-		memcpy(lw.data[j], f->weights[j]->data.data, b);
+		if (!(lw->data[j] = aligned_alloc(64, (b + 63) & ~(size_t)63)))
+			return -ENOMEM;
+		memcpy(lw->data[j], f->weights[j]->data.data, b);
 	}
-	if (o->check && local_run(sg, local, need, &lw))
-		goto out;
+	return 0;
+}
 
-	struct qgraph_connect_opts co = { .socket = socket, .name = "qgraph-submit run",
-					  .arena_bytes = need + (1u << 20) };
-	int r = qgraph_connect(&co, &s, err, sizeof err);
+/*
+ * Upload weights W (the file's J-th) to S: its handle into *HANDLE and
+ * the type the daemon stores into *STORED.  0, or 1 with the reason on
+ * stderr.
+ */
+static int upload_one(struct qgraph_session *s, const Qgraph__SavedWeights *w, size_t j, uint64_t *handle,
+		      enum qgraph_type *stored)
+{
+	enum qgraph_type type = (enum qgraph_type)qg_wire_public_type(w->type), target = type, src_type = type;	/* checked */
+	const void *data = w->data.data;
+	float *f32 = NULL;
+
+	if (is_q4_family(w->type)) {
+		target = QGRAPH_TYPE_Q4_0;	/* the daemon picks its layout: repacking loses nothing */
+	} else if (type == QGRAPH_TYPE_Q4_K || type == QGRAPH_TYPE_Q6_K) {
+		/* sent as they are: quantizing their values again would search anew */
+	} else if (type != QGRAPH_TYPE_F32) {
+		/*
+		 * Uploads arrive as f32 or Q4_0: send the values and let the
+		 * daemon quantize them again, which gives the same bytes back
+		 * (an F16 value is exact in f32; a Q8_0 block's largest code
+		 * is 127, so its scale comes out unchanged).
+		 */
+		size_t nf = (size_t)w->rows * (size_t)w->cols;
+		if (nf > SIZE_MAX / 4 || !(f32 = malloc(nf * 4)) ||
+		    qgraph_dequantize(type, w->data.data, f32, nf * 4, w->rows, w->cols) < 0) {
+			fprintf(stderr, "qgraph-submit run: weights %zu: cannot convert them to f32\n", j);
+			free(f32);
+			return 1;
+		}
+		data = f32;
+		src_type = QGRAPH_TYPE_F32;
+	}
+	struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = src_type, .target = target,
+					 .rows = w->rows, .cols = w->cols, .data = data };
+	int r = qgraph_weights_upload(s, &uo, handle, stored);
+	free(f32);
 	if (r) {
-		fprintf(stderr, "qgraph-submit run: %s\n", err);
-		rc = r == -ENOENT || r == -ECONNREFUSED ? 3 : 1;
-		goto out;
+		fprintf(stderr, "qgraph-submit run: weights %zu: %s\n", j, qgraph_session_error(s));
+		return 1;
 	}
-	int64_t base = qgraph_arena_alloc(s, need ? need : 64);
-	if (base < 0) {
-		fprintf(stderr, "qgraph-submit run: the daemon's arena has no room for %llu bytes\n",
-			(unsigned long long)need);
-		goto out;
-	}
-	unsigned char *arena = (unsigned char *)qgraph_arena(s, NULL) + base;
-	memcpy(arena, f->arena.data, f->arena.len);
+	return 0;
+}
 
-	handles = calloc(f->n_weights ? f->n_weights : 1, sizeof *handles);
+/*
+ * Upload every weights of F to S and point SG's tensors at the daemon's
+ * handles and stored types, and at the arena copy at BASE.  HANDLES holds
+ * f->n_weights.  0, or 1 with the reason on stderr (-ENOMEM: no memory).
+ */
+static int upload_and_rebase(struct qgraph_session *s, const Qgraph__SavedGraph *f, Qgraph__SubmitGraph *sg,
+			     uint64_t *handles, int64_t base)
+{
 	enum qgraph_type *stored = calloc(f->n_weights ? f->n_weights : 1, sizeof *stored);
-	if (!handles || !stored) {
-		free(stored);
-		goto nomem;
-	}
-	for (size_t j = 0; j < f->n_weights; j++) {
-		const Qgraph__SavedWeights *w = f->weights[j];
-		enum qgraph_type type = (enum qgraph_type)qg_wire_public_type(w->type), target = type, src_type = type;	/* checked */
-		const void *data = w->data.data;
-		float *f32 = NULL;
-		if (is_q4_family(w->type)) {
-			target = QGRAPH_TYPE_Q4_0;	/* the daemon picks its layout: repacking loses nothing */
-		} else if (type == QGRAPH_TYPE_Q4_K || type == QGRAPH_TYPE_Q6_K) {
-			/* sent as they are: quantizing their values again would search anew */
-		} else if (type != QGRAPH_TYPE_F32) {
-			/*
-			 * Uploads arrive as f32 or Q4_0: send the values and let the
-			 * daemon quantize them again, which gives the same bytes back
-			 * (an F16 value is exact in f32; a Q8_0 block's largest code
-			 * is 127, so its scale comes out unchanged).
-			 */
-			size_t nf = (size_t)w->rows * (size_t)w->cols;
-			if (nf > SIZE_MAX / 4 || !(f32 = malloc(nf * 4)) ||
-			    qgraph_dequantize(type, w->data.data, f32, nf * 4, w->rows, w->cols) < 0) {
-				fprintf(stderr, "qgraph-submit run: weights %zu: cannot convert them to f32\n", j);
-				free(f32);
-				free(stored);
-				goto out;
-			}
-			data = f32;
-			src_type = QGRAPH_TYPE_F32;
-		}
-		r = qgraph_weights_upload(s, src_type, target, w->rows, w->cols, data, &handles[j], &stored[j]);
-		free(f32);
-		if (r) {
-			fprintf(stderr, "qgraph-submit run: weights %zu: %s\n", j, qgraph_session_error(s));
+
+	if (!stored)
+		return -ENOMEM;
+	for (size_t j = 0; j < f->n_weights; j++)
+		if (upload_one(s, f->weights[j], j, &handles[j], &stored[j])) {
 			free(stored);
-			goto out;
+			return 1;
 		}
-	}
 	for (size_t i = 0; i < sg->n_tensors; i++) {
 		Qgraph__Tensor *t = sg->tensors[i];
 		if (t->weights) {
@@ -454,35 +433,106 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 			t->arena->offset += (uint64_t)base;
 	}
 	free(stored);
-	size_t elen = qgraph__submit_graph__get_packed_size(sg);
-	if (!(enc = malloc(elen)))
-		goto nomem;
-	qgraph__submit_graph__pack(sg, enc);
+	return 0;
+}
 
+/*
+ * Register SG with S, then run it O->repeat times, each run's seconds
+ * into TIMES (sorted).  0, or 1 with the reason on stderr (-ENOMEM: no
+ * memory).
+ */
+static int register_and_time(struct qgraph_session *s, const Qgraph__SubmitGraph *sg, const struct gf_run_opts *o,
+			     double *times)
+{
 	struct qgraph_result res = QGRAPH_RESULT_INIT;
 	uint64_t id, handle;
-	if ((r = qgraph_submit_encoded(s, enc, elen, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id)) ||
-	    (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {
+	size_t elen = qgraph__submit_graph__get_packed_size(sg);
+	uint8_t *enc = malloc(elen);
+	int r;
+
+	if (!enc)
+		return -ENOMEM;
+	qgraph__submit_graph__pack(sg, enc);
+	r = qgraph_submit_encoded(s, enc, elen, QGRAPH_SUBMIT_KEEP | QGRAPH_SUBMIT_BLOCK, &id);
+	free(enc);
+	if (r || (r = qgraph_wait(s, id, -1, &res)) || (r = res.status)) {
 		fprintf(stderr, "qgraph-submit run: %s\n", r == -EMSGSIZE ? "the graph is too large for a request"
 						     : qgraph_session_error(s));
-		goto out;
+		return 1;
 	}
 	handle = res.handle;
-	if (!(times = calloc((size_t)o->repeat, sizeof *times)))
-		goto nomem;
 	for (long i = 0; i < o->repeat; i++) {
 		double t0 = now_s();
 		if ((r = qgraph_run(s, handle, NULL, QGRAPH_SUBMIT_BLOCK, &id)) || (r = qgraph_wait(s, id, -1, &res)) ||
 		    (r = res.status)) {
 			fprintf(stderr, "qgraph-submit run: run %ld: %s\n", i + 1, qgraph_session_error(s));
-			goto out;
+			return 1;
 		}
 		times[i] = now_s() - t0;
 	}
 	qsort(times, (size_t)o->repeat, sizeof *times, cmp_double);
+	return 0;
+}
 
-	int wrong = 0;
+/*
+ * Print output tensor I of SG (T), read at GOT, checked against WANT (the
+ * in-process run) when O asks; OUTPUTS counts the outputs printed so far.
+ * Whether it was wrong.
+ */
+static bool print_output(const Qgraph__Tensor *t, size_t i, size_t outputs, const unsigned char *got_bytes,
+			 const unsigned char *want_bytes, const struct gf_run_opts *o)
+{
+	size_t nf = t->arena->bytes / 4;
+	const float *got = (const float *)got_bytes, *want = (const float *)want_bytes;
+	bool f32 = t->type == QGRAPH__TYPE__TYPE_F32, wrong = false;
+
+	if (o->json)
+		printf("%s{\"tensor\": %zu, \"values\": %zu", outputs > 1 ? ", " : "", i, nf);
+	else
+		printf("output %zu (tensor %zu, %zu values)", outputs, i, nf);
+	if (o->check && f32) {
+		double e = rel_err(got, want, nf);
+		if (o->json)
+			printf(", \"max_error\": %.3e, \"ok\": %s", e, e < 1e-3 ? "true" : "false");
+		else
+			printf(": max error vs in-process %.2e %s", e, e < 1e-3 ? "ok" : "WRONG");
+		wrong = !(e < 1e-3);
+	} else if (o->check) {
+		/* converted results (F16, Q8_0) are rounded by one rule on both sides: equal bytes */
+		bool same = memcmp(got, want, t->arena->bytes) == 0;
+		if (o->json)
+			printf(", \"equal_bytes\": %s, \"ok\": %s", same ? "true" : "false",
+			       same ? "true" : "false");
+		else
+			printf(": %s the in-process bytes %s", same ? "equal to" : "differ from",
+			       same ? "ok" : "WRONG");
+		wrong = !same;
+	}
+	if (o->json) {
+		printf(", \"first\": [");
+		for (int k = 0; f32 && k < o->print && (size_t)k < nf; k++)
+			printf(isfinite(got[k]) ? "%s%.9g" : "%snull", k ? ", " : "", (double)got[k]);
+		printf("]}");
+		return wrong;
+	}
+	putchar('\n');
+	for (int k = 0; f32 && k < o->print && (size_t)k < nf; k++)
+		printf("  [%d] %.6g\n", k, (double)got[k]);
+	return wrong;
+}
+
+/*
+ * Print the result of running F's graph SG from PATH: its outputs as the
+ * daemon left them in ARENA and as the in-process run left them in LOCAL
+ * (both from BASE), and the median of TIMES.  0, or 1 if one was wrong.
+ */
+static int report_run(const char *path, const Qgraph__SavedGraph *f, const Qgraph__SubmitGraph *sg,
+		      const unsigned char *arena, const unsigned char *local, int64_t base, const double *times,
+		      const struct gf_run_opts *o)
+{
+	bool wrong = false;
 	size_t outputs = 0;
+
 	if (o->json) {
 		printf("{\"command\": \"run\", \"file\": ");
 		json_string(stdout, path, strlen(path));
@@ -495,50 +545,108 @@ int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
 		const Qgraph__Tensor *t = sg->tensors[i];
 		if (!(t->flags & 2) || !t->arena)
 			continue;
-		size_t nf = t->arena->bytes / 4;
-		const float *got = (const float *)(arena + (t->arena->offset - (uint64_t)base));
-		const float *want = (const float *)(local + (t->arena->offset - (uint64_t)base));
-		outputs++;
-		if (o->json)
-			printf("%s{\"tensor\": %zu, \"values\": %zu", outputs > 1 ? ", " : "", i, nf);
-		else
-			printf("output %zu (tensor %zu, %zu values)", outputs, i, nf);
-		bool f32 = t->type == QGRAPH__TYPE__TYPE_F32;
-		if (o->check && f32) {
-			double e = rel_err(got, want, nf);
-			if (o->json)
-				printf(", \"max_error\": %.3e, \"ok\": %s", e, e < 1e-3 ? "true" : "false");
-			else
-				printf(": max error vs in-process %.2e %s", e, e < 1e-3 ? "ok" : "WRONG");
-			wrong |= !(e < 1e-3);
-		} else if (o->check) {
-			/* converted results (F16, Q8_0) are rounded by one rule on both sides: equal bytes */
-			bool same = memcmp(got, want, t->arena->bytes) == 0;
-			if (o->json)
-				printf(", \"equal_bytes\": %s, \"ok\": %s", same ? "true" : "false",
-				       same ? "true" : "false");
-			else
-				printf(": %s the in-process bytes %s", same ? "equal to" : "differ from",
-				       same ? "ok" : "WRONG");
-			wrong |= !same;
-		}
-		if (o->json) {
-			printf(", \"first\": [");
-			for (int k = 0; f32 && k < o->print && (size_t)k < nf; k++)
-				printf(isfinite(got[k]) ? "%s%.9g" : "%snull", k ? ", " : "", (double)got[k]);
-			printf("]}");
-			continue;
-		}
-		putchar('\n');
-		for (int k = 0; f32 && k < o->print && (size_t)k < nf; k++)
-			printf("  [%d] %.6g\n", k, (double)got[k]);
+		uint64_t at = t->arena->offset - (uint64_t)base;
+		wrong |= print_output(t, i, ++outputs, arena + at, local + at, o);
 	}
 	if (o->json)
 		printf("], \"ok\": %s}\n", wrong ? "false" : "true");
 	else
 		printf("%s: %zu tensors, %zu outputs: median %.3f ms over %ld runs%s\n", path, sg->n_tensors, outputs,
 		       times[o->repeat / 2] * 1e3, o->repeat, o->check ? (wrong ? ", WRONG" : ", checked") : "");
-	rc = wrong ? 1 : 0;
+	return wrong ? 1 : 0;
+}
+
+/*
+ * Read and check the graph file PATH into *F (its arena's bytes, rounded
+ * up to 64, into *NEED); BUF holds the file's bytes until F is freed.
+ * 0, or the exit status (2: not a graph file this tool reads).
+ */
+static int load_file(const char *path, uint8_t **buf, Qgraph__SavedGraph **f, uint64_t *need)
+{
+	char err[512];
+	size_t len;
+	int rc;
+
+	if (!(*buf = read_file(path, &len, err, sizeof err))) {
+		fprintf(stderr, "qgraph-submit run: %s\n", err);
+		return 2;
+	}
+	if (!(*f = qgraph__saved_graph__unpack(NULL, len, *buf))) {
+		fprintf(stderr, "qgraph-submit run: %s: not a qgraph graph file (it does not decode as one)\n", path);
+		return 2;
+	}
+	if ((rc = check_file(path, *f, need)) != 0)
+		return rc;
+	*need = (*need + 63) & ~UINT64_C(63);
+	return 0;
+}
+
+/*
+ * A session with the daemon at SOCKET into *S, and NEED bytes of its
+ * arena at *BASE holding F's arena.  0, or the exit status (3: no daemon)
+ * with the reason on stderr (*S may then be open, for the caller to close).
+ */
+static int open_session(const char *socket, const Qgraph__SavedGraph *f, uint64_t need, struct qgraph_session **s,
+			int64_t *base)
+{
+	struct qgraph_connect_opts co = { .socket = socket, .name = "qgraph-submit run",
+					  .arena_bytes = need + (1u << 20) };
+	char err[512];
+	int r = qgraph_connect(&co, s, err, sizeof err);
+
+	if (r) {
+		fprintf(stderr, "qgraph-submit run: %s\n", err);
+		return r == -ENOENT || r == -ECONNREFUSED ? 3 : 1;
+	}
+	*base = qgraph_arena_alloc(*s, need ? need : 64);
+	if (*base < 0) {
+		fprintf(stderr, "qgraph-submit run: the daemon's arena has no room for %llu bytes\n",
+			(unsigned long long)need);
+		return 1;
+	}
+	memcpy((unsigned char *)qgraph_arena(*s, NULL) + *base, f->arena.data, f->arena.len);
+	return 0;
+}
+
+int gf_run(const char *path, const char *socket, const struct gf_run_opts *o)
+{
+	uint8_t *buf = NULL;
+	Qgraph__SavedGraph *f = NULL;
+	struct qgraph_session *s = NULL;
+	struct local_weights lw = { 0 };
+	unsigned char *local = NULL;
+	uint64_t *handles = NULL, need = 0;
+	double *times = NULL;
+	int rc = load_file(path, &buf, &f, &need);
+
+	if (rc)
+		goto out;
+	rc = 1;
+	Qgraph__SubmitGraph *sg = f->graph;
+	if (!o->quiet && !o->json && f->description && *f->description)
+		printf("%s: %s\n", path, f->description);
+	/* the reference first, while the graph still names the file's own weights and offsets */
+	if (copy_local(f, need, &lw, &local))
+		goto nomem;
+	if (o->check && local_run(sg, local, need, &lw))
+		goto out;
+
+	int64_t base;
+	int r;
+	if ((rc = open_session(socket, f, need, &s, &base)))
+		goto out;
+	rc = 1;
+	unsigned char *arena = (unsigned char *)qgraph_arena(s, NULL) + base;
+	handles = calloc(f->n_weights ? f->n_weights : 1, sizeof *handles);
+	times = calloc((size_t)o->repeat, sizeof *times);
+	if (!handles || !times)
+		goto nomem;
+	if ((r = upload_and_rebase(s, f, sg, handles, base)) || (r = register_and_time(s, sg, o, times))) {
+		if (r == -ENOMEM)
+			goto nomem;
+		goto out;
+	}
+	rc = report_run(path, f, sg, arena, local, base, times, o);
 	goto out;
 nomem:
 	fprintf(stderr, "qgraph-submit run: no memory\n");
@@ -551,7 +659,6 @@ out:
 	free(local);
 	free(handles);
 	free(times);
-	free(enc);
 	qgraph_session_close(s);
 	if (f)
 		qgraph__saved_graph__free_unpacked(f, NULL);

@@ -139,8 +139,10 @@ static int cmd_gemm(int argc, char **argv)
 	uint64_t wh;
 	enum qgraph_type stored;
 	double t0 = now_s();
-	int r = qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, (enum qgraph_type)type, m, k, w, &wh, &stored,
-					       upload_progress, "upload MiB");
+	struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = QGRAPH_TYPE_F32, .target = (enum qgraph_type)type,
+					 .rows = m, .cols = k, .data = w, .progress = upload_progress,
+					 .progress_ctx = "upload MiB" };
+	int r = qgraph_weights_upload(s, &uo, &wh, &stored);
 	if (r) {
 		fprintf(stderr, "qgraph-submit gemm: upload: %s\n", qgraph_session_error(s));
 		return EXIT_WRONG;
@@ -266,8 +268,10 @@ static int cmd_mlp(int argc, char **argv)
 		for (int i = 0; i < 3; i++) {
 			uint64_t handle;
 			fill_random(w, (size_t)rows[i] * cols[i], (unsigned long long)(100 + 3 * l + i), 0.05f);
-			if (qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, rows[i], cols[i], w, &handle,
-						  &wt[l][i])) {
+			struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = QGRAPH_TYPE_F32,
+							 .target = QGRAPH_TYPE_Q4_0, .rows = rows[i], .cols = cols[i],
+							 .data = w };
+			if (qgraph_weights_upload(s, &uo, &handle, &wt[l][i])) {
 				fprintf(stderr, "qgraph-submit mlp: upload: %s\n", qgraph_session_error(s));
 				return EXIT_WRONG;
 			}

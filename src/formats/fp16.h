@@ -72,4 +72,10 @@ static inline uint16_t qg_fp32_to_fp16(float f)
 	return (uint16_t)(sign | h);
 }
 
+/* Whether binary16 H is finite (not an infinity or a NaN). */
+static inline int qg_fp16_is_finite(uint16_t h)
+{
+	return (h & 0x7c00) != 0x7c00;
+}
+
 #endif /* QG_FP16_H */

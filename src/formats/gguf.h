@@ -126,6 +126,8 @@ const struct qg_gguf_tensor *qg_gguf_tensor_find(const struct qg_gguf *g, const 
 const char *qg_ggml_type_name(uint32_t type);
 /* Values per block and bytes per block of TYPE: 0, or -ENOTSUP for an unknown or removed id. */
 int qg_ggml_type_size(uint32_t type, uint32_t *block_values, uint32_t *block_bytes);
+/* Bytes of one value of fixed-size value type VTYPE; 0 for string, array and an unknown type. */
+size_t qg_gguf_vtype_size(uint32_t vtype);
 /* The name of value type VTYPE ("u32", "string"), or NULL. */
 const char *qg_gguf_vtype_name(uint32_t vtype);
 

@@ -28,6 +28,7 @@
 #include "daemon-util.h"
 #include "gguf.h"
 #include "qgraph.h"
+#include "upload-opts.h"
 
 enum { COLS = 32 };
 
@@ -195,7 +196,8 @@ int main(int argc, char **argv)
 
 	for (int j = 0; j < COLS; j++)
 		w[j] = -1.0f - (float)j;
-	if (qgraph_weights_upload_named(s, "mine", QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL)) {
+	if (qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32, .rows = 1,
+			.cols = COLS, .data = w, .name = "mine"), &h, NULL)) {
 		fprintf(stderr, "bench-names: upload: %s\n", qgraph_session_error(s));
 		goto out;
 	}
@@ -215,7 +217,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < reps; i++) {
 		w[0] = -1000.0f - (float)i;	/* new bytes each time: a full look for a copy */
 		double a = bench_now();
-		int r = qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_F32, 1, COLS, w, &h, NULL);
+		int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_F32,
+				.rows = 1, .cols = COLS, .data = w), &h, NULL);
 		t[i] = bench_now() - a;
 		if (r || qgraph_weights_free(s, h))
 			goto out;

@@ -46,6 +46,7 @@
 #include "bench.h"
 #include "mulmat.h"
 #include "qgraph.h"
+#include "upload-opts.h"
 
 static int json, quick;
 static cpu_set_t all_cpus;	/* where this process may run */
@@ -269,7 +270,8 @@ static void bench_gemm(void)
 		w[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
 	uint64_t h, id;
 	enum qgraph_type st;
-	if (qgraph_weights_upload(s, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, M, K, w, &h, &st)) {
+	if (qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = QGRAPH_TYPE_Q4_0, .rows = M,
+			.cols = K, .data = w), &h, &st)) {
 		fprintf(stderr, "bench-service: upload: %s\n", qgraph_session_error(s));
 		return;
 	}
@@ -391,7 +393,7 @@ static double emit_neighbour(struct neighbour *nb, const char *mode, double limi
  * through one (the arena held all but one chunk's room, so each chunk
  * waits for the last), and f32 quantized by the daemon as it comes.  The
  * modes and the limit in turns; medians.  Uploads without the digest
- * lookup (qgraph_weights_upload_progress), so every run sends its bytes.
+ * lookup (QGRAPH_UPLOAD_SEND), so every run sends its bytes.
  */
 static void bench_upload(void)
 {
@@ -415,11 +417,13 @@ static void bench_upload(void)
 			double a = bench_now();
 			int r = 0;
 			if (mode == 0 || mode == 1)
-				r = qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q,
-								   &h, NULL, NULL, NULL);
+				r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0,
+						.target = QGRAPH_TYPE_Q4_0, .rows = ROWS, .cols = COLS, .data = q,
+						.flags = QGRAPH_UPLOAD_SEND), &h, NULL);
 			else if (mode == 2)
-				r = qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_F32, QGRAPH_TYPE_Q4_0, F32_ROWS, COLS,
-								   f, &h, NULL, NULL, NULL);
+				r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32,
+						.target = QGRAPH_TYPE_Q4_0, .rows = F32_ROWS, .cols = COLS, .data = f,
+						.flags = QGRAPH_UPLOAD_SEND), &h, NULL);
 			else
 				memcpy(copy, q, qbytes);
 			t[mode][i] = bench_now() - a;
@@ -458,8 +462,9 @@ static void bench_upload(void)
 		nanosleep(&pause, NULL);	/* connected, and running */
 		for (int i = 0; i < runs; i++) {
 			uint64_t h = 0;
-			if (qgraph_weights_upload_progress(s, NULL, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, ROWS, COLS, q, &h,
-							   NULL, NULL, NULL) == 0)
+			if (qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0,
+					.target = QGRAPH_TYPE_Q4_0, .rows = ROWS, .cols = COLS, .data = q,
+					.flags = QGRAPH_UPLOAD_SEND), &h, NULL) == 0)
 				qgraph_weights_free(s, h);
 		}
 		atomic_store(&nb.stop, 1);
@@ -508,8 +513,9 @@ static void bench_shared(struct qgraph_session *s)
 		if (fork() == 0) {
 			struct qgraph_session *cs = connect_one(16 << 20);
 			uint64_t h;
-			char ch = cs && qgraph_weights_upload(cs, QGRAPH_TYPE_Q4_0, QGRAPH_TYPE_Q4_0, rows, cols, q, &h,
-							      NULL) == 0 ? 'u' : 'x';
+			char ch = cs && qgraph_weights_upload(cs, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0,
+					.target = QGRAPH_TYPE_Q4_0, .rows = rows, .cols = cols, .data = q), &h,
+					NULL) == 0 ? 'u' : 'x';
 			close(go[1]);
 			(void)!write(rep[1], &ch, 1);
 			(void)!read(go[0], &ch, 1);	/* EOF: the parent has counted */

@@ -60,7 +60,16 @@ int qg_client_send_request(struct qgraph_session *s, void *req, int block, uint6
  */
 int qg_client_call(struct qgraph_session *s, void *req, struct qgraph_result *res);
 /*
- * qgraph_weights_upload_progress(), for the model being loaded when MODEL
+ * The caller's options struct THEIRS (THEIR_SIZE bytes, 0: ours; its
+ * first field the size) in OURS (OUR_SIZE bytes): the fields it does not
+ * know stay zero, their defaults, and OURS's size is set to OUR_SIZE.  0,
+ * or -EINVAL for a size that does not hold the size itself, -E2BIG for a
+ * field beyond ours that is set.
+ */
+int qg_client_opts(const void *theirs, size_t their_size, void *ours, size_t our_size);
+/*
+ * qgraph_weights_upload() past its options and the look-up by digest (NAME
+ * may be NULL), or for the model being loaded when MODEL
  * (the daemon then holds the weights and *HANDLE is 0).
  */
 int qg_client_upload(struct qgraph_session *s, const char *name, int model, enum qgraph_type src_type,
