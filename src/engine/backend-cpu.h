@@ -50,6 +50,13 @@ struct qg_cpu_stats {
 	uint64_t wakes;		/* futex wakes of sleeping workers */
 	uint64_t plans_made;	/* plans created (graph_compute's cache misses included) */
 	int sleeping;		/* workers asleep right now */
+	/*
+	 * The plan last scheduled (when a run finds its data new): its
+	 * computing nodes, the steps they run in on the pool (a barrier after
+	 * each phase of a step, none between its nodes), and the MUL_MATs
+	 * that read another's quantized activation instead of their own.
+	 */
+	size_t plan_nodes, plan_steps, plan_shared;
 };
 
 /*

@@ -125,6 +125,16 @@ static int compute_mul_mat(const struct qg_tensor *t, int phase, int ith, int nt
 	return 0;
 }
 
+uintptr_t qg_op_act_form(const struct qg_tensor *t)
+{
+	struct qg_mm mm;
+
+	if (t->op != QG_OP_MUL_MAT)
+		return 0;
+	mm_for(t, 0, 0, &mm);
+	return qg_mul_mat_act_form(&mm);
+}
+
 /* --- elementwise and row ops -------------------------------------------- */
 
 /*
