@@ -88,6 +88,7 @@ struct cpu_backend {
 	int ncpus;
 	int *cpus;
 	bool pinned;
+	bool node_steps;	/* a step per node (qg_cpu_opts) */
 	uint64_t small_work;
 	uint64_t spin_ns;	/* idle workers */
 	uint64_t bar_spin_ns;
@@ -306,10 +307,10 @@ static bool same_activation(const struct qg_tensor *a, uintptr_t fa, const struc
  * reads what it overwrites, and its dependencies run in earlier steps.  A
  * MUL_MAT that finds one of its activation in a step at or after that one
  * joins it and reads its scratch.  Scratch: each node of a step has its
- * own (the scratch is reused from step to step), grown to fit.  0 or
- * -ENOMEM.
+ * own (the scratch is reused from step to step), grown to fit.
+ * NODE_STEPS: a step per node, nothing shared.  0 or -ENOMEM.
  */
-static int schedule(struct cpu_plan *p)
+static int schedule(struct cpu_plan *p, bool node_steps)
 {
 	const size_t n = p->n;
 	size_t *level = calloc(n ? n : 1, sizeof *level);
@@ -328,11 +329,11 @@ static int schedule(struct cpu_plan *p)
 		nd->share = -1;
 		if (w0 > 0 && level[w0 - 1] + 1 > floor)
 			floor = level[w0 - 1] + 1;	/* that one has left the window */
-		size_t lv = floor;
-		for (size_t i = w0; i < j; i++)
+		size_t lv = node_steps ? j : floor;
+		for (size_t i = w0; i < j && !node_steps; i++)
 			if (level[i] + 1 > lv && nodes_touch(p->nodes[i].t, nd->t))
 				lv = level[i] + 1;
-		for (size_t i = w0; i < j && form[j]; i++) {
+		for (size_t i = w0; i < j && form[j] && !node_steps; i++) {
 			if (level[i] >= lv && p->nodes[i].share < 0 &&
 			    same_activation(p->nodes[i].t, form[i], nd->t, form[j])) {
 				nd->share = (long)i;
@@ -695,7 +696,7 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 			}
 		}
 		/* the steps follow from where the data is */
-		int e = schedule(p);
+		int e = schedule(p, cb->node_steps);
 		if (e)
 			return e;
 		cb->plan_nodes = p->n;
@@ -886,6 +887,7 @@ int qg_backend_cpu_new(const struct qg_cpu_opts *opts, struct qg_backend **out)
 	cb->base.ctx = cb;
 	cb->nth = o->threads ? o->threads : cb->ncpus;
 	cb->small_work = o->small_work ? o->small_work : QG_CPU_SMALL_WORK;
+	cb->node_steps = o->node_steps;
 	cb->spin_ns = (uint64_t)(o->spin_us ? o->spin_us : QG_CPU_SPIN_US) * 1000u;
 	cb->bar_spin_ns = cb->nth > cb->ncpus ? BARRIER_SPIN_OVER_NS : BARRIER_SPIN_NS;
 	pthread_mutex_init(&cb->lock, NULL);

@@ -39,6 +39,8 @@ struct qg_cpu_opts {
 	uint64_t small_work;
 	/* microseconds an idle worker spins before it sleeps; 0: QG_CPU_SPIN_US */
 	unsigned spin_us;
+	/* a step per node, in graph order, no activation shared: the executor before steps, for comparisons */
+	bool node_steps;
 };
 
 struct qg_cpu_stats {
