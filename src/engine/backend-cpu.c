@@ -273,19 +273,32 @@ static bool spans_meet(struct span a, struct span b)
 	return a.lo < b.hi && b.lo < a.hi;
 }
 
-/* True if node A writes bytes node B reads or writes, or B writes bytes A reads. */
-static bool nodes_touch(const struct qg_tensor *a, const struct qg_tensor *b)
-{
-	const struct span wa = span_of(a), wb = span_of(b);
+/* What a node writes (W) and reads (R[0..n)), worked out once a schedule. */
+struct touch {
+	struct span w, r[QG_MAX_SRC];
+	int n;
+};
 
-	if (spans_meet(wa, wb))
+static void touch_of(const struct qg_tensor *t, struct touch *tc)
+{
+	tc->w = span_of(t);
+	tc->n = 0;
+	for (int i = 0; i < QG_MAX_SRC; i++)
+		if (t->src[i])
+			tc->r[tc->n++] = span_of(t->src[i]);
+}
+
+/* True if node A writes bytes node B reads or writes, or B writes bytes A reads. */
+static bool nodes_touch(const struct touch *a, const struct touch *b)
+{
+	if (spans_meet(a->w, b->w))
 		return true;
-	for (int i = 0; i < QG_MAX_SRC; i++) {
-		if (b->src[i] && spans_meet(wa, span_of(b->src[i])))
+	for (int i = 0; i < b->n; i++)
+		if (spans_meet(a->w, b->r[i]))
 			return true;
-		if (a->src[i] && spans_meet(wb, span_of(a->src[i])))
+	for (int i = 0; i < a->n; i++)
+		if (spans_meet(b->w, a->r[i]))
 			return true;
-	}
 	return false;
 }
 
@@ -316,11 +329,14 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 	size_t *level = calloc(n ? n : 1, sizeof *level);
 	size_t *used = calloc(n ? n : 1, sizeof *used);	/* scratch per step */
 	uintptr_t *form = calloc(n ? n : 1, sizeof *form);
+	struct touch *tc = calloc(n ? n : 1, sizeof *tc);
 	size_t n_steps = 0, floor = 0, need = p->scratch_size;
 	int r = -ENOMEM;
 
-	if (!level || !used || !form)
+	if (!level || !used || !form || !tc)
 		goto out;
+	for (size_t j = 0; j < n; j++)
+		touch_of(p->nodes[j].t, &tc[j]);
 	for (size_t j = 0; j < n; j++) {
 		struct cpu_node *nd = &p->nodes[j];
 		const size_t w0 = j > STEP_WINDOW ? j - STEP_WINDOW : 0;
@@ -331,7 +347,7 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 			floor = level[w0 - 1] + 1;	/* that one has left the window */
 		size_t lv = node_steps ? j : floor;
 		for (size_t i = w0; i < j && !node_steps; i++)
-			if (level[i] + 1 > lv && nodes_touch(p->nodes[i].t, nd->t))
+			if (level[i] + 1 > lv && nodes_touch(&tc[i], &tc[j]))
 				lv = level[i] + 1;
 		for (size_t i = w0; i < j && form[j] && !node_steps; i++) {
 			if (level[i] >= lv && p->nodes[i].share < 0 &&
@@ -397,6 +413,7 @@ out:
 	free(level);
 	free(used);
 	free(form);
+	free(tc);
 	return r;
 }
 
