@@ -10,7 +10,9 @@
  * writes (schedule()): Q, K and V read one input and write three
  * results, so they share a step, and a MUL_MAT that reads the activation
  * another one of its step quantizes in phase 0 reads that one's scratch
- * instead of quantizing it again.  The last thread to arrive at a barrier is, for a
+ * instead of quantizing it again.  A MUL_MAT of a small activation (a
+ * decode step's) has each of its threads quantize all of it for itself
+ * and go on to its share of the product: no barrier between its phases.  The last thread to arrive at a barrier is, for a
  * moment, the only one running: it decides whether the run stops there (a
  * node's error, the cancel flag, the deadline) and writes STOP before it
  * releases the others, so that every thread leaves at the same barrier.
@@ -56,6 +58,14 @@ struct cpu_node {
 	size_t step;
 	size_t scratch_off;	/* its scratch in the plan's, in a pooled run */
 	long share;		/* a node of its step whose phase-0 scratch it reads (in P's nodes), or -1 */
+	/*
+	 * A MUL_MAT of a small activation: each of its threads quantizes the
+	 * whole activation into scratch of its own (SLOT bytes a thread, at
+	 * SCRATCH_OFF + ITH * SLOT) and computes its share at once, the
+	 * barrier between the phases saved for a little work done twice.
+	 */
+	bool solo;
+	size_t slot;
 };
 
 /* Nodes that run between two barriers: P's ORDER[first, first + n). */
@@ -116,7 +126,7 @@ struct cpu_backend {
 
 	/* counters (written under LOCK, except SLEEPING) */
 	uint64_t runs_caller, runs_pool, wakes, plans_made;
-	size_t plan_nodes, plan_steps, plan_shared;
+	size_t plan_nodes, plan_steps, plan_shared, plan_barriers;
 	_Atomic int sleeping;
 };
 
@@ -251,6 +261,8 @@ static void plan_rebind(struct cpu_plan *p, struct qg_graph *g)
 
 /* A node is put in a step with at most this many of the nodes computed before it in view. */
 #define STEP_WINDOW 32
+/* A MUL_MAT of at most this many activation values quantizes it on each of its threads (cpu_node.solo). */
+#define SOLO_QUANT_MAX 8192
 /* A step's nodes hold at most this much scratch together (or one node's, if more). */
 #define STEP_SCRATCH_MAX ((size_t)4 << 20)
 
@@ -319,7 +331,9 @@ static bool same_activation(const struct qg_tensor *a, uintptr_t fa, const struc
  * so a node never shares a step with one it depends on, or with one that
  * reads what it overwrites, and its dependencies run in earlier steps.  A
  * MUL_MAT that finds one of its activation in a step at or after that one
- * joins it and reads its scratch.  Scratch: each node of a step has its
+ * joins it and reads its scratch.  A MUL_MAT of a small activation on
+ * more than one thread is solo (cpu_node.solo); it shares only with a
+ * solo one of at least its threads.  Scratch: each node of a step has its
  * own (the scratch is reused from step to step), grown to fit.
  * NODE_STEPS: a step per node, nothing shared.  0 or -ENOMEM.
  */
@@ -343,6 +357,8 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 
 		form[j] = nd->phases > 1 ? qg_op_act_form(nd->t) : 0;
 		nd->share = -1;
+		nd->solo = !node_steps && nd->t->op == QG_OP_MUL_MAT && nd->phases == 2 && nd->nth > 1 &&
+			   qg_tensor_nelements(nd->t->src[1]) <= SOLO_QUANT_MAX;
 		if (w0 > 0 && level[w0 - 1] + 1 > floor)
 			floor = level[w0 - 1] + 1;	/* that one has left the window */
 		size_t lv = node_steps ? j : floor;
@@ -350,8 +366,10 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 			if (level[i] + 1 > lv && nodes_touch(&tc[i], &tc[j]))
 				lv = level[i] + 1;
 		for (size_t i = w0; i < j && form[j] && !node_steps; i++) {
-			if (level[i] >= lv && p->nodes[i].share < 0 &&
-			    same_activation(p->nodes[i].t, form[i], nd->t, form[j])) {
+			const struct cpu_node *o = &p->nodes[i];
+			/* a solo node reads the activation its own thread quantized: the other has that thread too */
+			if (level[i] >= lv && o->share < 0 && o->solo == nd->solo && (!nd->solo || o->nth >= nd->nth) &&
+			    same_activation(o->t, form[i], nd->t, form[j])) {
 				nd->share = (long)i;
 				lv = level[i];
 				break;
@@ -359,7 +377,9 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 		}
 		size_t mine = 0;
 		if (nd->share < 0) {
-			mine = (qg_op_scratch_size(nd->t, nd->nth) + 63) & ~(size_t)63;
+			nd->slot = nd->solo ? (qg_op_scratch_size(nd->t, 1) + 63) & ~(size_t)63 : 0;
+			mine = nd->solo ? nd->slot * (size_t)nd->nth
+					: (qg_op_scratch_size(nd->t, nd->nth) + 63) & ~(size_t)63;
 			while (used[lv] && used[lv] + mine > STEP_SCRATCH_MAX)
 				lv++;
 			nd->scratch_off = used[lv];
@@ -376,9 +396,10 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 		p->steps[l] = (struct cpu_step){ .done_after = p->n_graph_nodes };
 	for (size_t j = 0; j < n; j++) {
 		struct cpu_step *st = &p->steps[level[j]];
+		const int phases = p->nodes[j].solo ? 1 : p->nodes[j].phases;
 		st->n++;
-		if (p->nodes[j].phases > st->phases)
-			st->phases = p->nodes[j].phases;
+		if (phases > st->phases)
+			st->phases = phases;
 	}
 	for (size_t l = 0, at = 0; l < n_steps; l++) {
 		p->steps[l].first = at;
@@ -564,10 +585,24 @@ static void run_share(struct cpu_backend *cb, struct cpu_plan *p, const struct q
 		for (int ph = 0; ph < st.phases; ph++) {
 			for (size_t k = st.first; k < st.first + st.n; k++) {
 				const struct cpu_node *nd = &p->nodes[p->order[k]];
-				if (ph >= nd->phases || ith >= nd->nth || (ph == 0 && nd->share >= 0))
+				const struct cpu_node *q = nd->share >= 0 ? &p->nodes[nd->share] : nd;
+				int e = 0;
+				if (ith >= nd->nth)
 					continue;
-				size_t off = nd->share >= 0 ? p->nodes[nd->share].scratch_off : nd->scratch_off;
-				int e = qg_op_compute(nd->t, ph, ith, nd->nth, scratch + off);
+				if (nd->solo) {
+					/* this thread's own activation, then its share of the product */
+					char *mine = scratch + q->scratch_off + (size_t)ith * q->slot;
+					if (ph > 0)
+						continue;
+					if (nd->share < 0)
+						e = qg_op_compute(nd->t, 0, 0, 1, mine);
+					if (!e)
+						e = qg_op_compute(nd->t, 1, ith, nd->nth, mine);
+				} else {
+					if (ph >= nd->phases || (ph == 0 && nd->share >= 0))
+						continue;
+					e = qg_op_compute(nd->t, ph, ith, nd->nth, scratch + q->scratch_off);
+				}
 				if (e)
 					note_error(cb, e, nd->index);
 			}
@@ -718,9 +753,11 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 			return e;
 		cb->plan_nodes = p->n;
 		cb->plan_steps = p->n_steps;
-		cb->plan_shared = 0;
+		cb->plan_shared = cb->plan_barriers = 0;
 		for (size_t i = 0; i < p->n; i++)
 			cb->plan_shared += p->nodes[i].share >= 0;
+		for (size_t l = 0; l < p->n_steps; l++)
+			cb->plan_barriers += (size_t)p->steps[l].phases;
 		p->data_ok = true;
 	}
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
@@ -960,6 +997,7 @@ int qg_backend_cpu_stats(const struct qg_backend *b, struct qg_cpu_stats *st)
 		.plan_nodes = cb->plan_nodes,
 		.plan_steps = cb->plan_steps,
 		.plan_shared = cb->plan_shared,
+		.plan_barriers = cb->plan_barriers,
 	};
 	pthread_mutex_unlock(&cb->lock);
 	return 0;

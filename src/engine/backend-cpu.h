@@ -56,9 +56,11 @@ struct qg_cpu_stats {
 	 * The plan last scheduled (when a run finds its data new): its
 	 * computing nodes, the steps they run in on the pool (a barrier after
 	 * each phase of a step, none between its nodes), and the MUL_MATs
-	 * that read another's quantized activation instead of their own.
+	 * that read another's quantized activation instead of their own;
+	 * the barriers a pooled run of it meets (one after each phase of a
+	 * step).
 	 */
-	size_t plan_nodes, plan_steps, plan_shared;
+	size_t plan_nodes, plan_steps, plan_shared, plan_barriers;
 };
 
 /*

@@ -282,7 +282,7 @@ static int parse_threads(struct opts *o, const char *arg)
 }
 
 static void report(const struct opts *o, const char *mode, int nth, const char *layout, double ms, double lim_ms,
-		   size_t steps, size_t nodes)
+		   const struct qg_cpu_stats *st)
 {
 	struct bench_result r = {
 		.bench = mode, .m = o->layers, .n = 1, .k = o->ctx, .threads = nth, .layout = layout,
@@ -294,8 +294,8 @@ static void report(const struct opts *o, const char *mode, int nth, const char *
 		bench_json(stdout, &r);
 		return;
 	}
-	printf("%-13s %3d %6zu %6zu %10.3f %10.3f %8.1f%%\n", mode, nth, nodes, steps, ms, lim_ms,
-	       100.0 * lim_ms / ms);
+	printf("%-13s %3d %6zu %6zu %8zu %10.3f %10.3f %8.1f%%\n", mode, nth, st->plan_nodes, st->plan_steps,
+	       st->plan_barriers, ms, lim_ms, 100.0 * lim_ms / ms);
 	fflush(stdout);
 }
 
@@ -356,8 +356,8 @@ int main(int argc, char **argv)
 		printf("decode step: %d layers of a Llama-3.2-1B shape, cache of %d, %s weights (%.1f MB); "
 		       "median of %d interleaved rounds\n",
 		       o.layers, o.ctx, qg_type_name(wt), (double)m.weight_bytes / 1e6, rounds);
-		printf("%-13s %3s %6s %6s %10s %10s %9s\n", "executor", "thr", "nodes", "steps", "ms/token",
-		       "limit ms", "of limit");
+		printf("%-13s %3s %6s %6s %8s %10s %10s %9s\n", "executor", "thr", "nodes", "steps", "barriers",
+		       "ms/token", "limit ms", "of limit");
 	}
 	for (int t = 0; t < o.nthreads; t++) {
 		const int nth = o.threads[t];
@@ -397,10 +397,8 @@ int main(int argc, char **argv)
 		const double lim_ms = 1e3 * (double)m.weight_bytes / bw_med;
 		if (!o.json)
 			printf("read bandwidth, %d thread%s: %.1f GB/s\n", nth, nth > 1 ? "s" : "", bw_med / 1e9);
-		report(&o, "decode-steps", nth, qg_type_name(wt), 1e3 * bench_median(tm[0], rounds), lim_ms,
-		       st[0].plan_steps, st[0].plan_nodes);
-		report(&o, "decode-nodes", nth, qg_type_name(wt), 1e3 * bench_median(tm[1], rounds), lim_ms,
-		       st[1].plan_steps, st[1].plan_nodes);
+		report(&o, "decode-steps", nth, qg_type_name(wt), 1e3 * bench_median(tm[0], rounds), lim_ms, &st[0]);
+		report(&o, "decode-nodes", nth, qg_type_name(wt), 1e3 * bench_median(tm[1], rounds), lim_ms, &st[1]);
 		for (int e = 0; e < 2; e++) {
 			qg_backend_graph_plan_free(be[e], plan[e]);
 			qg_backend_free(be[e]);
