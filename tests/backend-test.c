@@ -620,6 +620,8 @@ static void test_errors(int nth)
  *    phase), then K + V and Q / 2;
  *  - a MUL_MAT of an input, then a CPY over that input: no edge between
  *    them, but the CPY must wait for the MUL_MAT to have read it;
+ *  - RMS_NORM, MUL and ADD by rows: one step, each thread on its own rows;
+ *    a MUL by one row of the RMS_NORM (every thread reads it): two;
  *  - a chain: a step per node.
  */
 static int steps_run(struct qg_backend *be, struct qg_graph *g, int nth, struct qg_cpu_stats *st, long *bad)
@@ -681,7 +683,7 @@ static void test_steps(int nth)
 
 	struct qg_ctx *c = qg_ctx_new(64);
 	struct qg_graph *g = qg_graph_new(64);
-	struct qg_tensor *x = qg_tensor_new_2d(c, QG_TYPE_F32, D, 5);
+	struct qg_tensor *x = qg_tensor_new_2d(c, QG_TYPE_F32, D, 5);	/* reused below */
 	struct qg_tensor *z = qg_tensor_new_2d(c, QG_TYPE_F32, D, 5);
 	struct qg_tensor *w = qg_tensor_new_2d(c, QG_TYPE_Q4_0_8X8, D, D);
 	struct qg_tensor *y = qg_op_mul_mat(c, w, x);
@@ -713,6 +715,31 @@ static void test_steps(int nth)
 	placed_free(&pl);
 	qg_graph_free(g);
 	qg_ctx_free(c);
+
+	/* by rows: RMS_NORM, MUL by a row of weights, the residual ADD in one step; a broadcast of one row waits */
+	for (int bc = 0; bc < 2; bc++) {
+		c = qg_ctx_new(64);
+		g = qg_graph_new(64);
+		x = qg_tensor_new_2d(c, QG_TYPE_F32, D, 7);
+		struct qg_tensor *gamma = qg_tensor_new_1d(c, QG_TYPE_F32, D);
+		struct qg_tensor *h = qg_op_rms_norm(c, x, 1e-5f);
+		struct qg_tensor *out = bc ? qg_op_mul(c, x, qg_tensor_view(c, h, 2, (const int64_t[]){ D, 1 },
+									    (const size_t[]){ h ? h->nb[1] : 0 }, 0))
+					   : qg_op_add(c, qg_op_mul(c, h, gamma), x);
+		r = !out || qg_graph_build(g, out) || place_graph(&pl, g);
+		if (!r) {
+			fill_f32(x, -1.0f, 1.0f);
+			fill_f32(gamma, 0.5f, 1.5f);
+			r = steps_run(be, g, nth, &st, &bad);
+		}
+		tap_ok(!r && bad == -1 && st.plan_steps == (bc ? 2u : 1u),
+		       "%d threads: %s: %zu nodes in %zu steps (%ld)", nth,
+		       bc ? "a MUL by one row of an RMS_NORM waits for it" : "RMS_NORM, MUL, ADD by rows share a step",
+		       st.plan_nodes, st.plan_steps, bad);
+		placed_free(&pl);
+		qg_graph_free(g);
+		qg_ctx_free(c);
+	}
 
 	struct chain ch;
 	memset(&ch, 0, sizeof ch);

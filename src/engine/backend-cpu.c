@@ -314,6 +314,64 @@ static bool nodes_touch(const struct touch *a, const struct touch *b)
 	return false;
 }
 
+/* OP's threads each take the rows of its result that qg_op_split gives them (rows_of in ops-cpu.c), and read only those rows of a source shaped like the result. */
+static bool by_rows(enum qg_op op)
+{
+	switch (op) {
+	case QG_OP_ADD:
+	case QG_OP_MUL:
+	case QG_OP_SCALE:
+	case QG_OP_SILU:
+	case QG_OP_GELU:
+	case QG_OP_RMS_NORM:
+	case QG_OP_NORM:
+	case QG_OP_SOFT_MAX:
+	case QG_OP_GLU:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* X has T's rows at T's places: the same bytes, row count and row strides (its rows may be longer). */
+static bool same_rows(const struct qg_tensor *x, const struct qg_tensor *t)
+{
+	for (int i = 1; i < QG_MAX_DIMS; i++)
+		if (x->ne[i] != t->ne[i] || x->nb[i] != t->nb[i])
+			return false;
+	return x->data == t->data;
+}
+
+/*
+ * True if node B, computed after node A on the same thread with no barrier
+ * between, is right: both work by rows (by_rows) split over the same
+ * threads, so that each thread's rows of B are its own rows of A; every
+ * source of B that touches A's result is A's rows; B writes nothing A
+ * reads, and over A's result only A's rows.  Then B may share A's step
+ * (the decode step's RMS_NORM and MUL by the norm's weights; a residual
+ * ADD and the next RMS_NORM).
+ */
+static bool row_local(const struct cpu_node *a, const struct touch *ta, const struct cpu_node *b,
+		      const struct touch *tb)
+{
+	const struct qg_tensor *ta_t = a->t, *tb_t = b->t;
+
+	if (!by_rows(ta_t->op) || !by_rows(tb_t->op) || a->nth != b->nth || a->phases != 1 || b->phases != 1)
+		return false;
+	for (int i = 1; i < QG_MAX_DIMS; i++)
+		if (ta_t->ne[i] != tb_t->ne[i])
+			return false;
+	for (int i = 0; i < QG_MAX_SRC; i++) {
+		const struct qg_tensor *x = tb_t->src[i];
+		if (x && spans_meet(ta->w, span_of(x)) && !same_rows(x, ta_t))
+			return false;
+	}
+	for (int i = 0; i < ta->n; i++)
+		if (spans_meet(tb->w, ta->r[i]))
+			return false;
+	return !spans_meet(tb->w, ta->w) || same_rows(tb_t, ta_t);
+}
+
 /* True if MUL_MATs A and B read one activation tensor (the same bytes, shape and strides) in one form. */
 static bool same_activation(const struct qg_tensor *a, uintptr_t fa, const struct qg_tensor *b, uintptr_t fb)
 {
@@ -327,7 +385,8 @@ static bool same_activation(const struct qg_tensor *a, uintptr_t fa, const struc
  * Put P's nodes in steps (its data in place: the steps follow from which
  * bytes each node reads and writes).  A node goes into the earliest step
  * after every step holding a node of its window that it touches
- * (nodes_touch), and after every step of a node that has left the window;
+ * (nodes_touch) -- or into the step of one it follows by rows
+ * (row_local) -- and after every step of a node that has left the window;
  * so a node never shares a step with one it depends on, or with one that
  * reads what it overwrites, and its dependencies run in earlier steps.  A
  * MUL_MAT that finds one of its activation in a step at or after that one
@@ -362,9 +421,12 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 		if (w0 > 0 && level[w0 - 1] + 1 > floor)
 			floor = level[w0 - 1] + 1;	/* that one has left the window */
 		size_t lv = node_steps ? j : floor;
-		for (size_t i = w0; i < j && !node_steps; i++)
-			if (level[i] + 1 > lv && nodes_touch(&tc[i], &tc[j]))
-				lv = level[i] + 1;
+		for (size_t i = w0; i < j && !node_steps; i++) {
+			if (level[i] + 1 <= lv || !nodes_touch(&tc[i], &tc[j]))
+				continue;
+			/* after I on the same thread, by rows: in I's step (after it: graph order within a step) */
+			lv = row_local(&p->nodes[i], &tc[i], nd, &tc[j]) ? (level[i] > lv ? level[i] : lv) : level[i] + 1;
+		}
 		for (size_t i = w0; i < j && form[j] && !node_steps; i++) {
 			const struct cpu_node *o = &p->nodes[i];
 			/* a solo node reads the activation its own thread quantized: the other has that thread too */
