@@ -12,11 +12,17 @@
  * another one of its step quantizes in phase 0 reads that one's scratch
  * instead of quantizing it again.  A MUL_MAT of a small activation (a
  * decode step's) has each of its threads quantize all of it for itself
- * and go on to its share of the product: no barrier between its phases.  The last thread to arrive at a barrier is, for a
- * moment, the only one running: it decides whether the run stops there (a
- * node's error, the cancel flag, the deadline) and writes STOP before it
- * releases the others, so that every thread leaves at the same barrier.
- * Each worker then bumps DONE, and the caller returns once all have.
+ * and go on to its share of the product: no barrier between its phases.
+ * A node that reads, by rows, only rows the same thread has just written
+ * joins that node's step.  Neither needs a barrier on any memory model:
+ * a thread reads there only what it wrote itself, ordered by its program
+ * order; what crosses threads still crosses a barrier.
+ *
+ * The last thread to arrive at a barrier is, for a moment, the only one
+ * running: it decides whether the run stops there (a node's error, the
+ * cancel flag, the deadline) and writes STOP before it releases the
+ * others, so that every thread leaves at the same barrier.  Each worker
+ * then bumps DONE, and the caller returns once all have.
  */
 #include "config.h"
 
@@ -223,7 +229,8 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 	p->scratch_size = (scratch + 63) & ~(size_t)63;
 	if (p->scratch_size && !(p->scratch = aligned_alloc(64, p->scratch_size)))
 		goto fail;
-	size_t per_node = sizeof *p->sig + sizeof *p->nodes + sizeof *p->order + sizeof *p->steps, nodes = g->n_nodes ? g->n_nodes : 1;
+	size_t per_node = sizeof *p->sig + sizeof *p->nodes + sizeof *p->order + sizeof *p->steps;
+	size_t nodes = g->n_nodes ? g->n_nodes : 1;
 	p->base.bytes = sizeof *p + nodes * per_node + p->scratch_size;	/* no overflow: each part is allocated */
 	cb->plans_made++;
 	*out = p;
@@ -314,7 +321,11 @@ static bool nodes_touch(const struct touch *a, const struct touch *b)
 	return false;
 }
 
-/* OP's threads each take the rows of its result that qg_op_split gives them (rows_of in ops-cpu.c), and read only those rows of a source shaped like the result. */
+/*
+ * OP's threads each take the rows of its result that qg_op_split gives
+ * them (rows_of in ops-cpu.c), and read only those rows of a source
+ * shaped like the result.
+ */
 static bool by_rows(enum qg_op op)
 {
 	switch (op) {
