@@ -618,7 +618,15 @@ static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool end, b
 			if (!start)
 				start = now;
 			if (now - start < cb->bar_spin_ns) {
-				qg_cpu_relax();
+				/*
+				 * Past a short spin the one it waits for may have lost its
+				 * core to another process: offer this one (a yield with
+				 * nothing else to run costs a system call, no sleep).
+				 */
+				if (now - start < BARRIER_SPIN_OVER_NS)
+					qg_cpu_relax();
+				else
+					sched_yield();
 				continue;
 			}
 			atomic_fetch_add_explicit(&cb->bar_sleepers, 1, memory_order_relaxed);
