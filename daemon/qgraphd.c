@@ -25,6 +25,7 @@
 #include "loop.h"
 #include "memory.h"
 #include "models.h"
+#include "rowops.h"
 #include "paths.h"
 #include "priv.h"
 #include "server.h"
@@ -112,6 +113,7 @@ static void print_info(void)
 		printf("%-9s %-22s %s\n", qg_type_name(qg_layout_type((enum qg_layout)l)),
 		       qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
 	printf("%-9s %-22s %s\n", "q4_K q6_K", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+	printf("%-9s %-22s %s\n", "row ops", qg_rowops_for()->name, "norms, SiLU, SwiGLU, RoPE: as the K-quant family");
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
 }
 

@@ -5,7 +5,7 @@
  * across runs and updated when only the data changed; graph_compute's
  * cached plan; cancellation from another thread; deadlines; an op's error
  * and a node without data reported with their node; small graphs on the
- * caller; idle workers asleep; hostile options; events recorded by runs
+ * caller; steps of nodes that run between two barriers; idle workers asleep; hostile options; events recorded by runs
  * however they end; two threads sharing one backend.
  */
 #include "config.h"
@@ -609,6 +609,153 @@ static void test_errors(int nth)
 
 /* --- small graphs, idle workers, options --------------------------------- */
 
+/*
+ * Steps: nodes that touch no bytes another one writes share a step, and a
+ * MUL_MAT reads the activation another one of its step quantized.  Three
+ * graphs, each run on NTH threads and checked against the graph run, with
+ * the step counts the stats report:
+ *  - a decode layer's head: RMS_NORM, then Q, K and V of its result (one
+ *    step, K and V reading Q's quantized activation; on the pool each
+ *    thread quantizes the small activation itself, so the step has one
+ *    phase), then K + V and Q / 2;
+ *  - a MUL_MAT of an input, then a CPY over that input: no edge between
+ *    them, but the CPY must wait for the MUL_MAT to have read it;
+ *  - RMS_NORM, MUL and ADD by rows: one step, each thread on its own rows;
+ *    a MUL by one row of the RMS_NORM (every thread reads it): two;
+ *  - a chain: a step per node.
+ */
+static int steps_run(struct qg_backend *be, struct qg_graph *g, int nth, struct qg_cpu_stats *st, long *bad)
+{
+	struct qg_plan *p = NULL;
+	bool pooled = false;
+
+	*bad = -3;
+	if (qg_backend_graph_plan_create(be, g, &p))
+		return -1;
+	*bad = run_and_compare(be, p, g, nth, &pooled);
+	qg_backend_graph_plan_free(be, p);
+	qg_backend_cpu_stats(be, st);
+	return 0;
+}
+
+static void test_steps(int nth)
+{
+	struct qg_backend *be = cpu_new(nth, 1, NULL);
+	struct qg_cpu_stats st;
+	struct placed pl = { 0 };
+	long bad = -3;
+
+	if (!be) {
+		tap_ok(0, "a CPU backend with %d threads", nth);
+		return;
+	}
+	for (size_t w = 0; w < sizeof wtypes / sizeof wtypes[0]; w++) {
+		struct qg_ctx *c = qg_ctx_new(64);
+		struct qg_graph *g = qg_graph_new(64);
+		struct qg_tensor *x = qg_tensor_new_2d(c, QG_TYPE_F32, D, 3);
+		/* as many rows as K and V: as many threads, which a solo MUL_MAT needs to share */
+		struct qg_tensor *wq = qg_tensor_new_2d(c, wtypes[w], D, D / 2);
+		struct qg_tensor *wk = qg_tensor_new_2d(c, wtypes[w], D, D / 2);
+		struct qg_tensor *wv = qg_tensor_new_2d(c, wtypes[w], D, D / 2);
+		struct qg_tensor *h = qg_op_rms_norm(c, x, 1e-5f);
+		struct qg_tensor *kv = qg_op_add(c, qg_op_mul_mat(c, wk, h), qg_op_mul_mat(c, wv, h));
+		struct qg_tensor *q = qg_op_scale(c, qg_op_mul_mat(c, wq, h), 0.5f);
+		int r = !kv || !q || qg_graph_build(g, kv) || qg_graph_build(g, q) || place_graph(&pl, g);
+		if (!r) {
+			fill_f32(x, -1.0f, 1.0f);
+			fill_weights(wq);
+			fill_weights(wk);
+			fill_weights(wv);
+			r = steps_run(be, g, nth, &st, &bad);
+		}
+		/* on the pool each thread quantizes the 3 x 64 activation itself: no barrier inside Q K V's step */
+		tap_ok(!r && bad == -1 && st.plan_nodes == 6 && st.plan_steps == 3 &&
+			       st.plan_barriers == (nth > 1 ? 3u : 4u) &&
+			       st.plan_shared == (wtypes[w] == QG_TYPE_F32 || wtypes[w] == QG_TYPE_F16 ? 0u : 2u),
+		       "%d threads, %s: norm, Q K V, K+V and Q/2: %zu nodes in %zu steps, %zu barriers, "
+		       "%zu activations shared, equal to the graph run (%ld)",
+		       nth, qg_type_name(wtypes[w]), st.plan_nodes, st.plan_steps, st.plan_barriers, st.plan_shared,
+		       bad);
+		placed_free(&pl);
+		qg_graph_free(g);
+		qg_ctx_free(c);
+	}
+
+	struct qg_ctx *c = qg_ctx_new(64);
+	struct qg_graph *g = qg_graph_new(64);
+	struct qg_tensor *x = qg_tensor_new_2d(c, QG_TYPE_F32, D, 5);	/* reused below */
+	struct qg_tensor *z = qg_tensor_new_2d(c, QG_TYPE_F32, D, 5);
+	struct qg_tensor *w = qg_tensor_new_2d(c, QG_TYPE_Q4_0_8X8, D, D);
+	struct qg_tensor *y = qg_op_mul_mat(c, w, x);
+	struct qg_tensor *over = qg_op_cpy(c, z, x);
+	int r = !y || !over || qg_graph_build(g, y) || qg_graph_build(g, over) || place_graph(&pl, g);
+	if (!r) {
+		fill_f32(x, -1.0f, 1.0f);
+		fill_f32(z, -1.0f, 1.0f);
+		fill_weights(w);
+		/* the reference must read X as the run did, before CPY: X is given back between them */
+		float xv[D * 5];
+		struct qg_plan *p = NULL;
+		struct qg_run run;
+		qg_tensor_get(x, xv, 0, sizeof xv);
+		qg_run_init(&run);
+		r = qg_backend_graph_plan_create(be, g, &p) || qg_backend_graph_plan_compute(be, p, &run);
+		qg_backend_graph_plan_free(be, p);
+		qg_backend_cpu_stats(be, &st);
+		if (!r) {
+			unsigned char **s = snapshot(g);
+			qg_tensor_set(x, xv, 0, sizeof xv);
+			r = gr_run(g, nth);
+			bad = compare_free(g, s);
+		}
+	}
+	tap_ok(!r && bad == -1 && st.plan_nodes == 2 && st.plan_steps == 2 && st.plan_barriers == (nth > 1 ? 2u : 3u),
+	       "%d threads: a CPY over a MUL_MAT's input waits a step for it: %zu nodes in %zu steps (%ld)", nth,
+	       st.plan_nodes, st.plan_steps, bad);
+	placed_free(&pl);
+	qg_graph_free(g);
+	qg_ctx_free(c);
+
+	/* by rows: RMS_NORM, MUL by a row of weights, the residual ADD in one step; a broadcast of one row waits */
+	for (int bc = 0; bc < 2; bc++) {
+		c = qg_ctx_new(64);
+		g = qg_graph_new(64);
+		x = qg_tensor_new_2d(c, QG_TYPE_F32, D, 7);
+		struct qg_tensor *gamma = qg_tensor_new_1d(c, QG_TYPE_F32, D);
+		struct qg_tensor *h = qg_op_rms_norm(c, x, 1e-5f);
+		struct qg_tensor *out = bc ? qg_op_mul(c, x, qg_tensor_view(c, h, 2, (const int64_t[]){ D, 1 },
+									    (const size_t[]){ h ? h->nb[1] : 0 }, 0))
+					   : qg_op_add(c, qg_op_mul(c, h, gamma), x);
+		r = !out || qg_graph_build(g, out) || place_graph(&pl, g);
+		if (!r) {
+			fill_f32(x, -1.0f, 1.0f);
+			fill_f32(gamma, 0.5f, 1.5f);
+			r = steps_run(be, g, nth, &st, &bad);
+		}
+		tap_ok(!r && bad == -1 && st.plan_steps == (bc ? 2u : 1u),
+		       "%d threads: %s: %zu nodes in %zu steps (%ld)", nth,
+		       bc ? "a MUL by one row of an RMS_NORM waits for it" : "RMS_NORM, MUL, ADD by rows share a step",
+		       st.plan_nodes, st.plan_steps, bad);
+		placed_free(&pl);
+		qg_graph_free(g);
+		qg_ctx_free(c);
+	}
+
+	struct chain ch;
+	memset(&ch, 0, sizeof ch);
+	if (chain_build(&ch, 40) == 0) {
+		r = steps_run(be, ch.g, nth, &st, &bad);
+		tap_ok(!r && bad == -1 && st.plan_steps == st.plan_nodes && st.plan_nodes == ch.g->n_nodes &&
+			       st.plan_barriers == st.plan_nodes + (nth > 1 ? 0 : st.plan_nodes / 2),
+		       "%d threads: a chain of %zu nodes runs in %zu steps, %zu barriers (%ld)", nth, ch.g->n_nodes,
+		       st.plan_steps, st.plan_barriers, bad);
+		chain_free(&ch);
+	} else {
+		tap_ok(0, "a chain built");
+	}
+	qg_backend_free(be);
+}
+
 static double cpu_ms(void)
 {
 	struct timespec ts;
@@ -783,6 +930,8 @@ int main(void)
 		test_cancel(nths[i]);
 	for (int i = 0; i < 3; i++)
 		test_errors(nths[i]);
+	for (int i = 0; i < 3; i++)
+		test_steps(nths[i]);
 	test_small_and_idle();
 	test_options();
 	test_two_callers();

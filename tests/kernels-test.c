@@ -1064,6 +1064,9 @@ static void test_f16_vectors(struct tap_rng *rng)
 #if defined(__x86_64__) && defined(HAVE_AVX2)
 		{ "avx2", qg_dot_f16_avx2, qg_mad_f16_avx2 },
 #endif
+#if defined(__aarch64__) && defined(HAVE_NEON)
+		{ "neon", qg_dot_f16_neon, qg_mad_f16_neon },
+#endif
 		{ "portable", qg_dot_f16_portable, qg_mad_f16_portable },
 	};
 	uint16_t a[300], b[300];

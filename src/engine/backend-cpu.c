@@ -1,15 +1,28 @@
 /*
  * backend-cpu.c - the CPU backend (see backend-cpu.h): plans, the worker
- * pool, the barrier between phases and nodes.
+ * pool, the barrier between the phases of a step.
  *
- * A run on the pool: the caller publishes the plan and bumps JOB; every
- * thread walks the plan's nodes, computes its share of each phase
- * (qg_op_compute with its ITH and the node's NTH) and meets the others at
- * the barrier after it.  The last thread to arrive at a barrier is, for a
- * moment, the only one running: it decides whether the run stops there (a
- * node's error, the cancel flag, the deadline) and writes STOP before it
- * releases the others, so that every thread leaves at the same barrier.
- * Each worker then bumps DONE, and the caller returns once all have.
+ * A run on the pool is one dispatch: the caller publishes the plan and
+ * bumps JOB; every thread walks the plan's steps, computes its share of
+ * each phase of every node in the step (qg_op_compute with its ITH and
+ * the node's NTH) and meets the others at the barrier after the phase.
+ * A step is a run of nodes none of which touches bytes another one
+ * writes (schedule()): Q, K and V read one input and write three
+ * results, so they share a step, and a MUL_MAT that reads the activation
+ * another one of its step quantizes in phase 0 reads that one's scratch
+ * instead of quantizing it again.  A MUL_MAT of a small activation (a
+ * decode step's) has each of its threads quantize all of it for itself
+ * and go on to its share of the product: no barrier between its phases.
+ * A node that reads, by rows, only rows the same thread has just written
+ * joins that node's step.  Neither needs a barrier on any memory model:
+ * a thread reads there only what it wrote itself, ordered by its program
+ * order; what crosses threads still crosses a barrier.
+ *
+ * The last thread to arrive at a barrier is, for a moment, the only one
+ * running: it decides whether the run stops there (a node's error, the
+ * cancel flag, the deadline) and writes STOP before it releases the
+ * others, so that every thread leaves at the same barrier.  Each worker
+ * then bumps DONE, and the caller returns once all have.
  */
 #include "config.h"
 
@@ -47,6 +60,25 @@ struct cpu_node {
 	size_t index;		/* in the graph's nodes */
 	int nth;		/* threads its work is split over, <= the pool's */
 	int phases;
+	/* set by schedule(): */
+	size_t step;
+	size_t scratch_off;	/* its scratch in the plan's, in a pooled run */
+	long share;		/* a node of its step whose phase-0 scratch it reads (in P's nodes), or -1 */
+	/*
+	 * A MUL_MAT of a small activation: each of its threads quantizes the
+	 * whole activation into scratch of its own (SLOT bytes a thread, at
+	 * SCRATCH_OFF + ITH * SLOT) and computes its share at once, the
+	 * barrier between the phases saved for a little work done twice.
+	 */
+	bool solo;
+	size_t slot;
+};
+
+/* Nodes that run between two barriers: P's ORDER[first, first + n). */
+struct cpu_step {
+	size_t first, n;
+	int phases;		/* the most of its nodes' */
+	size_t done_after;	/* the graph's nodes done once it is: the first index of a later step's node */
 };
 
 struct cpu_plan {
@@ -56,6 +88,9 @@ struct cpu_plan {
 	struct node_sig *sig;	/* per graph node */
 	struct cpu_node *nodes;
 	size_t n;
+	size_t *order;		/* P's nodes by step, in graph order within one */
+	struct cpu_step *steps;
+	size_t n_steps;
 	void *scratch;		/* 64-byte aligned, SCRATCH_SIZE bytes, shared by the threads */
 	size_t scratch_size;
 	uint64_t work;		/* multiply-accumulates (or elements) over the graph */
@@ -69,6 +104,7 @@ struct cpu_backend {
 	int ncpus;
 	int *cpus;
 	bool pinned;
+	bool node_steps;	/* a step per node (qg_cpu_opts) */
 	uint64_t small_work;
 	uint64_t spin_ns;	/* idle workers */
 	uint64_t bar_spin_ns;
@@ -96,6 +132,7 @@ struct cpu_backend {
 
 	/* counters (written under LOCK, except SLEEPING) */
 	uint64_t runs_caller, runs_pool, wakes, plans_made;
+	size_t plan_nodes, plan_steps, plan_shared, plan_barriers;
 	_Atomic int sleeping;
 };
 
@@ -141,6 +178,8 @@ static void plan_free(struct cpu_plan *p)
 		return;
 	free(p->sig);
 	free(p->nodes);
+	free(p->order);
+	free(p->steps);
 	free(p->scratch);
 	free(p);
 }
@@ -159,7 +198,9 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 	p->n_graph_nodes = g->n_nodes;
 	p->sig = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->sig);
 	p->nodes = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->nodes);
-	if (!p->sig || !p->nodes)
+	p->order = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->order);
+	p->steps = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->steps);
+	if (!p->sig || !p->nodes || !p->order || !p->steps)
 		goto fail;
 	for (size_t i = 0; i < g->n_nodes; i++) {
 		struct qg_tensor *t = g->nodes[i];
@@ -179,7 +220,7 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 			scratch = s1;
 		if (sn > scratch)
 			scratch = sn;
-		p->nodes[p->n++] = (struct cpu_node){ .t = t, .index = i, .nth = nth, .phases = phases };
+		p->nodes[p->n++] = (struct cpu_node){ .t = t, .index = i, .nth = nth, .phases = phases, .share = -1 };
 		p->work = add_sat(p->work, qg_op_work(t));
 	}
 	r = -ENOMEM;
@@ -188,7 +229,8 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 	p->scratch_size = (scratch + 63) & ~(size_t)63;
 	if (p->scratch_size && !(p->scratch = aligned_alloc(64, p->scratch_size)))
 		goto fail;
-	size_t per_node = sizeof *p->sig + sizeof *p->nodes, nodes = g->n_nodes ? g->n_nodes : 1;
+	size_t per_node = sizeof *p->sig + sizeof *p->nodes + sizeof *p->order + sizeof *p->steps;
+	size_t nodes = g->n_nodes ? g->n_nodes : 1;
 	p->base.bytes = sizeof *p + nodes * per_node + p->scratch_size;	/* no overflow: each part is allocated */
 	cb->plans_made++;
 	*out = p;
@@ -220,6 +262,253 @@ static void plan_rebind(struct cpu_plan *p, struct qg_graph *g)
 	for (size_t i = 0; i < p->n; i++)
 		p->nodes[i].t = g->nodes[p->nodes[i].index];
 	p->data_ok = false;
+}
+
+/* --- steps --------------------------------------------------------------- */
+
+/* A node is put in a step with at most this many of the nodes computed before it in view. */
+#define STEP_WINDOW 32
+/* A MUL_MAT of at most this many activation values quantizes it on each of its threads (cpu_node.solo). */
+#define SOLO_QUANT_MAX 8192
+/* A step's nodes hold at most this much scratch together (or one node's, if more). */
+#define STEP_SCRATCH_MAX ((size_t)4 << 20)
+
+/* Bytes [lo, hi) a tensor's data spans. */
+struct span {
+	uintptr_t lo, hi;
+};
+
+static struct span span_of(const struct qg_tensor *t)
+{
+	const uintptr_t lo = (uintptr_t)t->data;
+	const size_t n = qg_tensor_nbytes(t);
+
+	/* an extent that does not fit is taken as everything from LO on: it touches what any node does */
+	return (struct span){ lo, n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n };
+}
+
+static bool spans_meet(struct span a, struct span b)
+{
+	return a.lo < b.hi && b.lo < a.hi;
+}
+
+/* What a node writes (W) and reads (R[0..n)), worked out once a schedule. */
+struct touch {
+	struct span w, r[QG_MAX_SRC];
+	int n;
+};
+
+static void touch_of(const struct qg_tensor *t, struct touch *tc)
+{
+	tc->w = span_of(t);
+	tc->n = 0;
+	for (int i = 0; i < QG_MAX_SRC; i++)
+		if (t->src[i])
+			tc->r[tc->n++] = span_of(t->src[i]);
+}
+
+/* True if node A writes bytes node B reads or writes, or B writes bytes A reads. */
+static bool nodes_touch(const struct touch *a, const struct touch *b)
+{
+	if (spans_meet(a->w, b->w))
+		return true;
+	for (int i = 0; i < b->n; i++)
+		if (spans_meet(a->w, b->r[i]))
+			return true;
+	for (int i = 0; i < a->n; i++)
+		if (spans_meet(b->w, a->r[i]))
+			return true;
+	return false;
+}
+
+/*
+ * OP's threads each take the rows of its result that qg_op_split gives
+ * them (rows_of in ops-cpu.c), and read only those rows of a source
+ * shaped like the result.
+ */
+static bool by_rows(enum qg_op op)
+{
+	switch (op) {
+	case QG_OP_ADD:
+	case QG_OP_MUL:
+	case QG_OP_SCALE:
+	case QG_OP_SILU:
+	case QG_OP_GELU:
+	case QG_OP_RMS_NORM:
+	case QG_OP_NORM:
+	case QG_OP_SOFT_MAX:
+	case QG_OP_GLU:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* X has T's rows at T's places: the same bytes, row count and row strides (its rows may be longer). */
+static bool same_rows(const struct qg_tensor *x, const struct qg_tensor *t)
+{
+	for (int i = 1; i < QG_MAX_DIMS; i++)
+		if (x->ne[i] != t->ne[i] || x->nb[i] != t->nb[i])
+			return false;
+	return x->data == t->data;
+}
+
+/*
+ * True if node B, computed after node A on the same thread with no barrier
+ * between, is right: both work by rows (by_rows) split over the same
+ * threads, so that each thread's rows of B are its own rows of A; every
+ * source of B that touches A's result is A's rows; B writes nothing A
+ * reads, and over A's result only A's rows.  Then B may share A's step
+ * (the decode step's RMS_NORM and MUL by the norm's weights; a residual
+ * ADD and the next RMS_NORM).
+ */
+static bool row_local(const struct cpu_node *a, const struct touch *ta, const struct cpu_node *b,
+		      const struct touch *tb)
+{
+	const struct qg_tensor *ta_t = a->t, *tb_t = b->t;
+
+	if (!by_rows(ta_t->op) || !by_rows(tb_t->op) || a->nth != b->nth || a->phases != 1 || b->phases != 1)
+		return false;
+	for (int i = 1; i < QG_MAX_DIMS; i++)
+		if (ta_t->ne[i] != tb_t->ne[i])
+			return false;
+	for (int i = 0; i < QG_MAX_SRC; i++) {
+		const struct qg_tensor *x = tb_t->src[i];
+		if (x && spans_meet(ta->w, span_of(x)) && !same_rows(x, ta_t))
+			return false;
+	}
+	for (int i = 0; i < ta->n; i++)
+		if (spans_meet(tb->w, ta->r[i]))
+			return false;
+	return !spans_meet(tb->w, ta->w) || same_rows(tb_t, ta_t);
+}
+
+/* True if MUL_MATs A and B read one activation tensor (the same bytes, shape and strides) in one form. */
+static bool same_activation(const struct qg_tensor *a, uintptr_t fa, const struct qg_tensor *b, uintptr_t fb)
+{
+	const struct qg_tensor *x = a->src[1], *y = b->src[1];
+
+	return fa && fa == fb && x->data == y->data && x->type == y->type &&
+	       memcmp(x->ne, y->ne, sizeof x->ne) == 0 && memcmp(x->nb, y->nb, sizeof x->nb) == 0;
+}
+
+/*
+ * Put P's nodes in steps (its data in place: the steps follow from which
+ * bytes each node reads and writes).  A node goes into the earliest step
+ * after every step holding a node of its window that it touches
+ * (nodes_touch) -- or into the step of one it follows by rows
+ * (row_local) -- and after every step of a node that has left the window;
+ * so a node never shares a step with one it depends on, or with one that
+ * reads what it overwrites, and its dependencies run in earlier steps.  A
+ * MUL_MAT that finds one of its activation in a step at or after that one
+ * joins it and reads its scratch.  A MUL_MAT of a small activation on
+ * more than one thread is solo (cpu_node.solo); it shares only with a
+ * solo one of at least its threads.  Scratch: each node of a step has its
+ * own (the scratch is reused from step to step), grown to fit.
+ * NODE_STEPS: a step per node, nothing shared.  0 or -ENOMEM.
+ */
+static int schedule(struct cpu_plan *p, bool node_steps)
+{
+	const size_t n = p->n;
+	size_t *level = calloc(n ? n : 1, sizeof *level);
+	size_t *used = calloc(n ? n : 1, sizeof *used);	/* scratch per step */
+	uintptr_t *form = calloc(n ? n : 1, sizeof *form);
+	struct touch *tc = calloc(n ? n : 1, sizeof *tc);
+	size_t n_steps = 0, floor = 0, need = p->scratch_size;
+	int r = -ENOMEM;
+
+	if (!level || !used || !form || !tc)
+		goto out;
+	for (size_t j = 0; j < n; j++)
+		touch_of(p->nodes[j].t, &tc[j]);
+	for (size_t j = 0; j < n; j++) {
+		struct cpu_node *nd = &p->nodes[j];
+		const size_t w0 = j > STEP_WINDOW ? j - STEP_WINDOW : 0;
+
+		form[j] = nd->phases > 1 ? qg_op_act_form(nd->t) : 0;
+		nd->share = -1;
+		nd->solo = !node_steps && nd->t->op == QG_OP_MUL_MAT && nd->phases == 2 && nd->nth > 1 &&
+			   qg_tensor_nelements(nd->t->src[1]) <= SOLO_QUANT_MAX;
+		if (w0 > 0 && level[w0 - 1] + 1 > floor)
+			floor = level[w0 - 1] + 1;	/* that one has left the window */
+		size_t lv = node_steps ? j : floor;
+		for (size_t i = w0; i < j && !node_steps; i++) {
+			if (level[i] + 1 <= lv || !nodes_touch(&tc[i], &tc[j]))
+				continue;
+			/* after I on the same thread, by rows: in I's step (after it: graph order within a step) */
+			lv = row_local(&p->nodes[i], &tc[i], nd, &tc[j]) ? (level[i] > lv ? level[i] : lv) : level[i] + 1;
+		}
+		for (size_t i = w0; i < j && form[j] && !node_steps; i++) {
+			const struct cpu_node *o = &p->nodes[i];
+			/* a solo node reads the activation its own thread quantized: the other has that thread too */
+			if (level[i] >= lv && o->share < 0 && o->solo == nd->solo && (!nd->solo || o->nth >= nd->nth) &&
+			    same_activation(o->t, form[i], nd->t, form[j])) {
+				nd->share = (long)i;
+				lv = level[i];
+				break;
+			}
+		}
+		size_t mine = 0;
+		if (nd->share < 0) {
+			nd->slot = nd->solo ? (qg_op_scratch_size(nd->t, 1) + 63) & ~(size_t)63 : 0;
+			mine = nd->solo ? nd->slot * (size_t)nd->nth
+					: (qg_op_scratch_size(nd->t, nd->nth) + 63) & ~(size_t)63;
+			while (used[lv] && used[lv] + mine > STEP_SCRATCH_MAX)
+				lv++;
+			nd->scratch_off = used[lv];
+			used[lv] += mine;
+			if (used[lv] > need)
+				need = used[lv];
+		}
+		level[j] = lv;
+		if (lv + 1 > n_steps)
+			n_steps = lv + 1;
+	}
+	/* the order: by step, by graph order within one (a counting sort) */
+	for (size_t l = 0; l < n_steps; l++)
+		p->steps[l] = (struct cpu_step){ .done_after = p->n_graph_nodes };
+	for (size_t j = 0; j < n; j++) {
+		struct cpu_step *st = &p->steps[level[j]];
+		const int phases = p->nodes[j].solo ? 1 : p->nodes[j].phases;
+		st->n++;
+		if (phases > st->phases)
+			st->phases = phases;
+	}
+	for (size_t l = 0, at = 0; l < n_steps; l++) {
+		p->steps[l].first = at;
+		at += p->steps[l].n;
+		p->steps[l].n = 0;
+	}
+	for (size_t j = 0; j < n; j++) {
+		struct cpu_step *st = &p->steps[level[j]];
+		p->order[st->first + st->n++] = j;
+		p->nodes[j].step = level[j];
+	}
+	/* done after step L: every graph node before the first one of a later step */
+	for (size_t l = n_steps, first = p->n_graph_nodes; l-- > 0;) {
+		p->steps[l].done_after = first;
+		const struct cpu_step *st = &p->steps[l];
+		for (size_t k = st->first; k < st->first + st->n; k++)
+			if (p->nodes[p->order[k]].index < first)
+				first = p->nodes[p->order[k]].index;
+	}
+	if (need > p->scratch_size) {
+		void *s = aligned_alloc(64, need);
+		if (!s)
+			goto out;
+		free(p->scratch);
+		p->base.bytes += need - p->scratch_size;
+		p->scratch = s;
+		p->scratch_size = need;
+	}
+	p->n_steps = n_steps;
+	r = 0;
+out:
+	free(level);
+	free(used);
+	free(form);
+	free(tc);
+	return r;
 }
 
 static int cpu_plan_create(struct qg_backend *b, struct qg_graph *g, struct qg_plan **out)
@@ -255,16 +544,20 @@ static void cpu_plan_free(struct qg_backend *b, struct qg_plan *base)
 
 /*
  * The decision the last thread at a barrier takes: the run's status if it
- * stops here, 0 to go on.  BOUNDARY: a node has just ended (and another
- * follows), where cancel and the deadline are looked at.
+ * stops here, 0 to go on.  A run stops only where a step ends (END): a
+ * node's error lets the other phases of its step finish, so that every
+ * node of the step is done (the failed one with its error) when the run
+ * stops.  MORE: another step follows, and cancel and the deadline are
+ * looked at.
  */
-static int decide(struct cpu_backend *cb, const struct qg_run *run, bool boundary)
+static int decide(struct cpu_backend *cb, const struct qg_run *run, bool end, bool more)
 {
+	if (!end)
+		return 0;
 	int e = atomic_load_explicit(&cb->err, memory_order_relaxed);
-
 	if (e)
 		return e;
-	if (!boundary)
+	if (!more)
 		return 0;
 	/* acquire: pairs with qg_run_cancel's release */
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
@@ -303,13 +596,13 @@ static int decide(struct cpu_backend *cb, const struct qg_run *run, bool boundar
  * a later one, which waits for every thread to arrive first: every
  * thread reads the value written at this barrier.
  */
-static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool boundary)
+static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool end, bool more)
 {
 	const uint32_t gen = atomic_load_explicit(&cb->bar_gen, memory_order_relaxed);
 
 	if (atomic_fetch_add_explicit(&cb->bar_count, 1, memory_order_acq_rel) == (uint32_t)cb->nth - 1) {
 		atomic_store_explicit(&cb->bar_count, 0, memory_order_relaxed);
-		atomic_store_explicit(&cb->stop, decide(cb, run, boundary), memory_order_relaxed);
+		atomic_store_explicit(&cb->stop, decide(cb, run, end, more), memory_order_relaxed);
 		atomic_store_explicit(&cb->bar_gen, gen + 1, memory_order_release);
 		atomic_thread_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&cb->bar_sleepers, memory_order_relaxed))
@@ -325,7 +618,15 @@ static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool bounda
 			if (!start)
 				start = now;
 			if (now - start < cb->bar_spin_ns) {
-				qg_cpu_relax();
+				/*
+				 * Past a short spin the one it waits for may have lost its
+				 * core to another process: offer this one (a yield with
+				 * nothing else to run costs a system call, no sleep).
+				 */
+				if (now - start < BARRIER_SPIN_OVER_NS)
+					qg_cpu_relax();
+				else
+					sched_yield();
 				continue;
 			}
 			atomic_fetch_add_explicit(&cb->bar_sleepers, 1, memory_order_relaxed);
@@ -348,27 +649,48 @@ static void note_error(struct cpu_backend *cb, int e, size_t node)
 }
 
 /*
- * Thread ITH's part of a pooled run of P.  Everything it needs from P is
- * read before the barrier that ends it: the caller may free P as soon as
- * the last thread has bumped DONE.
+ * Thread ITH's part of a pooled run of P: each step's phases, every node
+ * of the step in each (a node with fewer phases sits out the last ones;
+ * a node that shares another's activation sits out phase 0 and reads the
+ * other's scratch in phase 1, after the barrier that ends phase 0).
+ * Everything it needs from P is read before the barrier that ends it: the
+ * caller may free P as soon as the last thread has bumped DONE.
  */
 static void run_share(struct cpu_backend *cb, struct cpu_plan *p, const struct qg_run *run, int ith)
 {
-	const size_t n = p->n;
-	void *scratch = p->scratch;
+	const size_t n_steps = p->n_steps;
+	char *scratch = p->scratch;
 
-	for (size_t i = 0; i < n; i++) {
-		const struct cpu_node nd = p->nodes[i];
-		for (int ph = 0; ph < nd.phases; ph++) {
-			if (ith < nd.nth) {
-				int e = qg_op_compute(nd.t, ph, ith, nd.nth, scratch);
+	for (size_t l = 0; l < n_steps; l++) {
+		const struct cpu_step st = p->steps[l];
+		for (int ph = 0; ph < st.phases; ph++) {
+			for (size_t k = st.first; k < st.first + st.n; k++) {
+				const struct cpu_node *nd = &p->nodes[p->order[k]];
+				const struct cpu_node *q = nd->share >= 0 ? &p->nodes[nd->share] : nd;
+				int e = 0;
+				if (ith >= nd->nth)
+					continue;
+				if (nd->solo) {
+					/* this thread's own activation, then its share of the product */
+					char *mine = scratch + q->scratch_off + (size_t)ith * q->slot;
+					if (ph > 0)
+						continue;
+					if (nd->share < 0)
+						e = qg_op_compute(nd->t, 0, 0, 1, mine);
+					if (!e)
+						e = qg_op_compute(nd->t, 1, ith, nd->nth, mine);
+				} else {
+					if (ph >= nd->phases || (ph == 0 && nd->share >= 0))
+						continue;
+					e = qg_op_compute(nd->t, ph, ith, nd->nth, scratch + q->scratch_off);
+				}
 				if (e)
-					note_error(cb, e, nd.index);
+					note_error(cb, e, nd->index);
 			}
-			bool last = ph == nd.phases - 1;
+			bool last = ph == st.phases - 1;
 			if (last && ith == 0)
-				atomic_store_explicit(&cb->nodes_done, nd.index + 1, memory_order_relaxed);
-			if (barrier(cb, run, last && i + 1 < n))
+				atomic_store_explicit(&cb->nodes_done, st.done_after, memory_order_relaxed);
+			if (barrier(cb, run, last, l + 1 < n_steps))
 				return;
 		}
 	}
@@ -485,8 +807,10 @@ static int run_pool(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 	if (!st) {
 		run->nodes_done = p->n_graph_nodes;
 	} else if (atomic_load_explicit(&cb->err, memory_order_relaxed)) {
-		run->failed_node = bad;		/* the nodes before it are done */
-		run->nodes_done = (size_t)bad;
+		/* the run stopped at the end of BAD's step: the nodes before it are done unless a later step has one */
+		size_t upto = atomic_load_explicit(&cb->nodes_done, memory_order_relaxed);
+		run->failed_node = bad;
+		run->nodes_done = (size_t)bad < upto ? (size_t)bad : upto;
 	} else {
 		run->nodes_done = atomic_load_explicit(&cb->nodes_done, memory_order_relaxed);
 	}
@@ -504,6 +828,17 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 				return e;
 			}
 		}
+		/* the steps follow from where the data is */
+		int e = schedule(p, cb->node_steps);
+		if (e)
+			return e;
+		cb->plan_nodes = p->n;
+		cb->plan_steps = p->n_steps;
+		cb->plan_shared = cb->plan_barriers = 0;
+		for (size_t i = 0; i < p->n; i++)
+			cb->plan_shared += p->nodes[i].share >= 0;
+		for (size_t l = 0; l < p->n_steps; l++)
+			cb->plan_barriers += (size_t)p->steps[l].phases;
 		p->data_ok = true;
 	}
 	if (atomic_load_explicit(&run->cancel, memory_order_acquire))
@@ -687,6 +1022,7 @@ int qg_backend_cpu_new(const struct qg_cpu_opts *opts, struct qg_backend **out)
 	cb->base.ctx = cb;
 	cb->nth = o->threads ? o->threads : cb->ncpus;
 	cb->small_work = o->small_work ? o->small_work : QG_CPU_SMALL_WORK;
+	cb->node_steps = o->node_steps;
 	cb->spin_ns = (uint64_t)(o->spin_us ? o->spin_us : QG_CPU_SPIN_US) * 1000u;
 	cb->bar_spin_ns = cb->nth > cb->ncpus ? BARRIER_SPIN_OVER_NS : BARRIER_SPIN_NS;
 	pthread_mutex_init(&cb->lock, NULL);
@@ -739,6 +1075,10 @@ int qg_backend_cpu_stats(const struct qg_backend *b, struct qg_cpu_stats *st)
 		.wakes = cb->wakes,
 		.plans_made = cb->plans_made,
 		.sleeping = atomic_load_explicit(&cb->sleeping, memory_order_relaxed),
+		.plan_nodes = cb->plan_nodes,
+		.plan_steps = cb->plan_steps,
+		.plan_shared = cb->plan_shared,
+		.plan_barriers = cb->plan_barriers,
 	};
 	pthread_mutex_unlock(&cb->lock);
 	return 0;

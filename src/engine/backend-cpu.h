@@ -39,6 +39,8 @@ struct qg_cpu_opts {
 	uint64_t small_work;
 	/* microseconds an idle worker spins before it sleeps; 0: QG_CPU_SPIN_US */
 	unsigned spin_us;
+	/* a step per node, in graph order, no activation shared: the executor before steps, for comparisons */
+	bool node_steps;
 };
 
 struct qg_cpu_stats {
@@ -50,6 +52,15 @@ struct qg_cpu_stats {
 	uint64_t wakes;		/* futex wakes of sleeping workers */
 	uint64_t plans_made;	/* plans created (graph_compute's cache misses included) */
 	int sleeping;		/* workers asleep right now */
+	/*
+	 * The plan last scheduled (when a run finds its data new): its
+	 * computing nodes, the steps they run in on the pool (a barrier after
+	 * each phase of a step, none between its nodes), and the MUL_MATs
+	 * that read another's quantized activation instead of their own;
+	 * the barriers a pooled run of it meets (one after each phase of a
+	 * step).
+	 */
+	size_t plan_nodes, plan_steps, plan_shared, plan_barriers;
 };
 
 /*

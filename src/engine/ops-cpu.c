@@ -13,6 +13,7 @@
 #include "kernels.h"
 #include "mulmat.h"
 #include "ops.h"
+#include "rowops.h"
 
 #define SCRATCH_ALIGN 64
 
@@ -125,6 +126,16 @@ static int compute_mul_mat(const struct qg_tensor *t, int phase, int ith, int nt
 	return 0;
 }
 
+uintptr_t qg_op_act_form(const struct qg_tensor *t)
+{
+	struct qg_mm mm;
+
+	if (t->op != QG_OP_MUL_MAT)
+		return 0;
+	mm_for(t, 0, 0, &mm);
+	return qg_mul_mat_act_form(&mm);
+}
+
 /* --- elementwise and row ops -------------------------------------------- */
 
 /*
@@ -189,10 +200,27 @@ static int compute_unary(const struct qg_tensor *t, int ith, int nth)
 {
 	const struct qg_tensor *a = t->src[0];
 	const float p = qg_op_param_f32(t, 0);
+	/* packed rows: the row kernels of this CPU */
+	const struct qg_rowops *ro = t->nb[0] == sizeof(float) && a->nb[0] == sizeof(float) ? qg_rowops_for() : NULL;
+	const int64_t ne0 = t->ne[0];
 
 	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
 		char *y = row_at(t, it.i1, it.i2, it.i3);
 		const char *x = row_at(a, it.i1, it.i2, it.i3);
+		if (ro && t->op == QG_OP_RMS_NORM) {
+			/* the row is read whole before it is written: in place is right */
+			const float sum = ro->sumsq((const float *)x, ne0);
+			ro->scale((float *)y, (const float *)x, 1.0f / sqrtf(sum / (float)ne0 + p), ne0);
+			continue;
+		}
+		if (ro && t->op == QG_OP_SCALE) {
+			ro->scale((float *)y, (const float *)x, p, ne0);
+			continue;
+		}
+		if (ro && t->op == QG_OP_SILU) {
+			ro->silu((float *)y, (const float *)x, ne0);
+			continue;
+		}
 		switch (t->op) {
 		case QG_OP_SCALE:
 			for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
@@ -403,9 +431,11 @@ static struct rope rope_of(const struct qg_tensor *t)
 	return r;
 }
 
-/* cos and sin (times the magnitude scale) of each pair's angle at position POS, into CS[0..n_dims). */
+/* cos and sin (times the magnitude scale) of each pair's angle at position POS: the cosines in CS[0..n_dims/2), the sines after them. */
 static void rope_angles(const struct rope *r, float pos, float *cs)
 {
+	const int half = r->n_dims / 2;
+
 	float theta = pos;
 
 	for (int i0 = 0; i0 < r->n_dims; i0 += 2) {
@@ -421,8 +451,8 @@ static void rope_angles(const struct rope *r, float pos, float *cs)
 			angle = interp * (1.0f - mix) + extrap * mix;
 			mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
 		}
-		cs[i0] = cosf(angle) * mscale;
-		cs[i0 + 1] = sinf(angle) * mscale;
+		cs[i0 / 2] = cosf(angle) * mscale;
+		cs[half + i0 / 2] = sinf(angle) * mscale;
 		theta *= r->theta_scale;
 	}
 }
@@ -432,6 +462,7 @@ static int compute_rope(const struct qg_tensor *t, int ith, int nth, void *scrat
 	const struct qg_tensor *a = t->src[0], *pos = t->src[1];
 	const struct rope r = rope_of(t);
 	const int64_t ne0 = t->ne[0], half = r.n_dims / 2;
+	const struct qg_rowops *ro = qg_rowops_for();
 	float *cs = thread_tmp(scratch, ne0, ith);
 	int64_t cached = -1;	/* the token whose angles CS holds */
 
@@ -447,13 +478,8 @@ static int compute_rope(const struct qg_tensor *t, int ith, int nth, void *scrat
 		for (int64_t i0 = 0; i0 < ne0; i0++)	/* what is not turned is copied */
 			if (i0 < r.n_offs || i0 >= r.n_offs + r.n_dims)
 				y[i0] = x[i0];
-		for (int64_t j = 0; j < half; j++) {
-			/* normal: pairs of neighbours; NeoX: a value and the one half the rotated span on */
-			const int64_t u = r.n_offs + (r.neox ? j : 2 * j), v = u + (r.neox ? half : 1);
-			const float x0 = x[u], x1 = x[v], c = cs[2 * j], s = cs[2 * j + 1];
-			y[u] = x0 * c - x1 * s;
-			y[v] = x0 * s + x1 * c;
-		}
+		/* normal: pairs of neighbours; NeoX: a value and the one half the rotated span on */
+		ro->rope(y + r.n_offs, x + r.n_offs, cs, half, r.neox);
 	}
 	return 0;
 }
@@ -493,6 +519,7 @@ static int compute_glu(const struct qg_tensor *t, int ith, int nth)
 	const int gate = t->op_params[0];
 	const bool swapped = !b && t->op_params[1];
 	const int64_t nc = t->ne[0];
+	const struct qg_rowops *ro = qg_rowops_for();
 
 	for (struct rows it = rows_of(t, ith, nth); it.r < it.end; rows_step(&it, t)) {
 		const float *x = (const float *)row_at(a, it.i1, it.i2, it.i3);
@@ -500,6 +527,10 @@ static int compute_glu(const struct qg_tensor *t, int ith, int nth)
 		float *y = (float *)row_at(t, it.i1, it.i2, it.i3);
 		if (swapped)
 			x += nc;
+		if (gate == QG_GLU_SWIGLU) {
+			ro->swiglu(y, x, g, nc);
+			continue;
+		}
 		for (int64_t i = 0; i < nc; i++) {
 			const float v = x[i];
 			const float h = gate == QG_GLU_SWIGLU ? v / (1.0f + expf(-v))
@@ -563,6 +594,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 	const float scale = qg_op_param_f32(t, 0);
 	const qg_dot_f16_fn dot = qg_dot_f16_for();
 	const qg_mad_f16_fn mad = qg_mad_f16_for();
+	const struct qg_rowops *ro = qg_rowops_for();
 	qg_fp16 *qh = (qg_fp16 *)((char *)scratch + (size_t)ith * fa_slot(t));
 	float *acc = (float *)((char *)qh + align_up((size_t)dk * sizeof(qg_fp16)));
 	int64_t r0, r1;
@@ -594,8 +626,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 			if (s > mx) {
 				ms = mx == -INFINITY ? 0.0f : expf(mx - s);
 				mx = s;
-				for (int64_t d = 0; d < dv; d++)
-					acc[d] *= ms;
+				ro->scale(acc, acc, ms, dv);
 			} else {
 				vs = expf(s - mx);
 			}
@@ -603,9 +634,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 			sum = sum * ms + vs;
 		}
 		float *y = (float *)row_at(t, i2, i1, i3);
-		const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-		for (int64_t d = 0; d < dv; d++)
-			y[d] = acc[d] * inv;
+		ro->scale(y, acc, sum == 0.0f ? 0.0f : 1.0f / sum, dv);
 	}
 	return 0;
 }

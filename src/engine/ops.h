@@ -91,6 +91,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tensor.h"
 
@@ -155,6 +156,14 @@ bool qg_op_cpy_is_unpack(const struct qg_tensor *t);
 
 /* T's work: multiply-accumulates for MUL_MAT and FLASH_ATTN_EXT, result elements for the rest. */
 uint64_t qg_op_work(const struct qg_tensor *t);
+
+/*
+ * For a MUL_MAT node T with its data: the form its phase 0 leaves the
+ * activation in (qg_mul_mat_act_form), 0 for any other node.  Two MUL_MATs
+ * of one activation tensor (same data, shape and strides) with equal
+ * nonzero forms fill identical scratch in phase 0.  In ops-cpu.c.
+ */
+uintptr_t qg_op_act_form(const struct qg_tensor *t);
 
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
 int qg_op_n_phases(const struct qg_tensor *t);

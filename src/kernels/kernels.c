@@ -641,11 +641,23 @@ static bool f16_avx2(void)
 #endif
 }
 
+#if defined(__aarch64__) && defined(HAVE_NEON)
+/* Whether they take NEON's (aarch64's baseline): the K-quant kernels, which follow a forced family, are not portable. */
+static bool f16_neon(void)
+{
+	return qg_kq_kernel_for()->family != QG_KF_PORTABLE;
+}
+#endif
+
 qg_dot_f16_fn qg_dot_f16_for(void)
 {
 #if defined(__x86_64__) && defined(HAVE_AVX2)
 	if (f16_avx2())
 		return qg_dot_f16_avx2;
+#endif
+#if defined(__aarch64__) && defined(HAVE_NEON)
+	if (f16_neon())
+		return qg_dot_f16_neon;
 #endif
 	return qg_dot_f16_portable;
 }
@@ -655,6 +667,10 @@ qg_mad_f16_fn qg_mad_f16_for(void)
 #if defined(__x86_64__) && defined(HAVE_AVX2)
 	if (f16_avx2())
 		return qg_mad_f16_avx2;
+#endif
+#if defined(__aarch64__) && defined(HAVE_NEON)
+	if (f16_neon())
+		return qg_mad_f16_neon;
 #endif
 	return qg_mad_f16_portable;
 }

@@ -135,6 +135,10 @@ void qg_mad_f16_portable(float *y, const uint16_t *x, float s, int64_t n);
 float qg_dot_f16_avx2(const uint16_t *a, const uint16_t *b, int64_t n);
 void qg_mad_f16_avx2(float *y, const uint16_t *x, float s, int64_t n);
 #endif
+#if defined(__aarch64__)
+float qg_dot_f16_neon(const uint16_t *a, const uint16_t *b, int64_t n);	/* in rowops-neon.c */
+void qg_mad_f16_neon(float *y, const uint16_t *x, float s, int64_t n);
+#endif
 /*
  * The ones this CPU runs best, chosen with the matrix kernels (forcing
  * those to the portable family, by qg_kernels_force or QGRAPH_KERNELS,

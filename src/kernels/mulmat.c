@@ -154,6 +154,21 @@ size_t qg_mul_mat_scratch_size(const struct qg_mm *mm)
 	return scratch_bytes(mm, &ovf);
 }
 
+uintptr_t qg_mul_mat_act_form(const struct qg_mm *mm)
+{
+	if (qg_mul_mat_check(mm) != 0)
+		return 0;
+	const int layout = qg_layout_of(mm->wtype);
+	/* an interleaved layout's kernel chooses its quantizers and interleave: one kernel, one form */
+	if (layout >= 0)
+		return (uintptr_t)mm_kernel(mm, layout);
+	if (is_kquant(mm->wtype))
+		return 2;	/* Q8_K rows; no kernel sits at address 1 or 2 */
+	if (mm->wtype == QG_TYPE_Q4_0 || mm->wtype == QG_TYPE_Q8_0)
+		return 1;	/* Q8_0 rows */
+	return 0;
+}
+
 const struct qg_kernel *qg_mul_mat_kernel(const struct qg_mm *mm)
 {
 	int layout = mm ? qg_layout_of(mm->wtype) : -EINVAL;

@@ -61,6 +61,14 @@ void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, in
 /* Both phases on the calling thread.  Returns 0 or -errno from qg_mul_mat_check(). */
 int qg_mul_mat(const struct qg_mm *mm, void *scratch);
 
+/*
+ * The form phase 1 leaves X in for MM, as a number: two products of one K
+ * and N with the same nonzero form read the same scratch from the same X,
+ * so the second may skip phase 1 and read the first one's.  0 when MM
+ * reads X unquantized (F32, F16) or is not a product this code computes.
+ */
+uintptr_t qg_mul_mat_act_form(const struct qg_mm *mm);
+
 /* The kernel that runs MM (for reports), or NULL when WTYPE has no GEMV/GEMM kernel. */
 const struct qg_kernel *qg_mul_mat_kernel(const struct qg_mm *mm);
 

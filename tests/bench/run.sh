@@ -7,7 +7,7 @@
 set -eu
 dir=${QG_BENCH_DIR:-tests/bench}
 status=0
-for b in bench-mulmat bench-backend bench-service bench-alloc bench-pool bench-names; do
+for b in bench-mulmat bench-backend bench-decode bench-service bench-alloc bench-pool bench-names; do
 	if [ ! -x "$dir/$b" ]; then
 		echo "run.sh: $dir/$b is not built (make bench builds it)" >&2
 		status=1

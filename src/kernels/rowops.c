@@ -1,0 +1,90 @@
+/*
+ * rowops.c - the portable row kernels (the reference of rowops.h) and the
+ * choice among the families.
+ */
+#include "config.h"
+
+#include <math.h>
+
+#include "rowops.h"
+
+static float sumsq_portable(const float *x, int64_t n)
+{
+	double sum = 0.0;	/* a double: the reference does not lose the small terms of a long row */
+
+	for (int64_t i = 0; i < n; i++)
+		sum += (double)x[i] * x[i];
+	return (float)sum;
+}
+
+static void scale_portable(float *y, const float *x, float s, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = x[i] * s;
+}
+
+static void silu_portable(float *y, const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void swiglu_portable(float *y, const float *x, const float *g, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = x[i] / (1.0f + expf(-x[i])) * g[i];
+}
+
+static void rope_portable(float *y, const float *x, const float *cs, int64_t half, bool neox)
+{
+	for (int64_t j = 0; j < half; j++) {
+		const int64_t u = neox ? j : 2 * j, v = u + (neox ? half : 1);
+		const float x0 = x[u], x1 = x[v], c = cs[j], s = cs[half + j];
+		y[u] = x0 * c - x1 * s;
+		y[v] = x0 * s + x1 * c;
+	}
+}
+
+static const struct qg_rowops rowops_portable = {
+	.name = "portable",
+	.family = QG_KF_PORTABLE,
+	.sumsq = sumsq_portable,
+	.scale = scale_portable,
+	.silu = silu_portable,
+	.swiglu = swiglu_portable,
+	.rope = rope_portable,
+};
+
+const struct qg_rowops *qg_rowops_get(enum qg_kfamily family)
+{
+	switch (family) {
+	case QG_KF_PORTABLE:
+		return &rowops_portable;
+#if defined(__x86_64__) && defined(HAVE_AVX2)
+	case QG_KF_AVX2: {
+		const struct qg_cpu *c = qg_cpu_features();
+		return c->avx2 && c->fma ? &qg_rowops_avx2 : NULL;
+	}
+#endif
+#if defined(__aarch64__) && defined(HAVE_NEON)
+	case QG_KF_NEON:
+		return &qg_rowops_neon;	/* aarch64's baseline */
+#endif
+	default:
+		return NULL;
+	}
+}
+
+const struct qg_rowops *qg_rowops_for(void)
+{
+	/* the K-quant choice follows a forced family, and is portable only where nothing better runs or when forced */
+	if (qg_kq_kernel_for()->family == QG_KF_PORTABLE)
+		return &rowops_portable;
+	static const enum qg_kfamily order[] = { QG_KF_AVX2, QG_KF_NEON };
+	for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+		const struct qg_rowops *r = qg_rowops_get(order[i]);
+		if (r)
+			return r;
+	}
+	return &rowops_portable;
+}

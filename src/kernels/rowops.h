@@ -1,0 +1,58 @@
+/*
+ * rowops.h - the row kernels of the ops beside MUL_MAT that a decode step
+ * spends its time in: RMS_NORM's sum of squares and scaling, SILU and
+ * SwiGLU, ROPE's turn of a row.  Rows are packed floats.
+ *
+ * One table per family: the portable one is the reference, the others
+ * (AVX2 on x86-64, NEON on aarch64) sum in another order and compute exp
+ * by a polynomial, within a few units in the last place of it; each is
+ * tested against it (tests/rowops-test.c), on x86-64 and on every
+ * aarch64 CPU model of the aarch64 suite.
+ */
+#ifndef QG_ROWOPS_H
+#define QG_ROWOPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+struct qg_rowops {
+	const char *name;
+	enum qg_kfamily family;
+	/* The sum of X[i]^2 over N values. */
+	float (*sumsq)(const float *x, int64_t n);
+	/* Y[i] = X[i] * S over N values (Y may be X). */
+	void (*scale)(float *y, const float *x, float s, int64_t n);
+	/* Y[i] = X[i] / (1 + exp(-X[i])) over N values (Y may be X). */
+	void (*silu)(float *y, const float *x, int64_t n);
+	/* Y[i] = silu(X[i]) * G[i] over N values (Y may be X or G). */
+	void (*swiglu)(float *y, const float *x, const float *g, int64_t n);
+	/*
+	 * ROPE's turn of HALF pairs of a row: CS holds HALF cosines then HALF
+	 * sines (already scaled).  NEOX: pair j is (X[j], X[j + HALF]); else
+	 * (X[2j], X[2j + 1]).  Y gets the turned pairs at the same places (Y
+	 * may be X); the values around them are not touched.
+	 */
+	void (*rope)(float *y, const float *x, const float *cs, int64_t half, bool neox);
+};
+
+/* FAMILY's table in this build and on this CPU (portable, avx2 or neon), or NULL. */
+const struct qg_rowops *qg_rowops_get(enum qg_kfamily family);
+
+/*
+ * The table this CPU runs best, chosen with the matrix kernels: forcing
+ * those to the portable family (qg_kernels_force, QGRAPH_KERNELS) forces
+ * these too.
+ */
+const struct qg_rowops *qg_rowops_for(void);
+
+/* The tables of the SIMD families (in their files, compiled with their flags). */
+#if defined(__x86_64__)
+extern const struct qg_rowops qg_rowops_avx2;
+#endif
+#if defined(__aarch64__)
+extern const struct qg_rowops qg_rowops_neon;
+#endif
+
+#endif /* QG_ROWOPS_H */

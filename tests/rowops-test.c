@@ -1,0 +1,159 @@
+/*
+ * rowops-test.c - the row kernels of the decode step's ops (rowops.h):
+ * every family this build and CPU offer against the portable reference,
+ * over lengths that leave every tail, with values that reach SILU's
+ * clamps; the portable ones against double-precision arithmetic; the
+ * choice following a forced matrix-kernel family.  The aarch64 suite runs
+ * it on every CPU model.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "rowops.h"
+#include "tap.h"
+
+#define N_MAX 300
+
+static struct tap_rng rng = { 0x243f6a8885a308d3ull };
+
+static double silu_d(double x)
+{
+	return x / (1.0 + exp(-x));
+}
+
+/* |A - B| within REL of |B| plus ABS. */
+static bool near(double a, double b, double rel, double abs_)
+{
+	return fabs(a - b) <= rel * fabs(b) + abs_;
+}
+
+/* The values of a row: mostly small, with a few far out (SILU's clamps, exp's range) now and then. */
+static void fill(float *v, int64_t n, float span)
+{
+	for (int64_t i = 0; i < n; i++)
+		v[i] = tap_rand(&rng) % 17 == 0 ? tap_randf(&rng, -120.0f, 120.0f) : tap_randf(&rng, -span, span);
+}
+
+/* The portable kernels against doubles. */
+static void test_reference(void)
+{
+	const struct qg_rowops *p = qg_rowops_get(QG_KF_PORTABLE);
+	float x[N_MAX], g[N_MAX], y[N_MAX], cs[N_MAX];
+	int bad = 0;
+
+	for (int64_t n = 1; n <= N_MAX; n += n < 40 ? 1 : 37) {
+		fill(x, n, 8.0f);
+		fill(g, n, 2.0f);
+		double ss = 0;
+		for (int64_t i = 0; i < n; i++)
+			ss += (double)x[i] * x[i];
+		bad += !near(p->sumsq(x, n), ss, 1e-6, 0);
+		p->silu(y, x, n);
+		for (int64_t i = 0; i < n; i++)
+			bad += !near(y[i], silu_d(x[i]), 1e-6, 1e-30);
+		p->swiglu(y, x, g, n);
+		for (int64_t i = 0; i < n; i++)
+			bad += !near(y[i], silu_d(x[i]) * g[i], 1e-6, 1e-30);
+		const int64_t half = n / 2;
+		for (int64_t j = 0; j < half; j++) {
+			double a = 0.37 * (double)j + 0.1;
+			cs[j] = (float)cos(a);
+			cs[half + j] = (float)sin(a);
+		}
+		for (int neox = 0; neox < 2; neox++) {
+			p->rope(y, x, cs, half, neox);
+			for (int64_t j = 0; j < half; j++) {
+				int64_t u = neox ? j : 2 * j, v = u + (neox ? half : 1);
+				double c = cs[j], s = cs[half + j];
+				bad += !near(y[u], x[u] * c - x[v] * s, 1e-6, 1e-5);
+				bad += !near(y[v], x[u] * s + x[v] * c, 1e-6, 1e-5);
+			}
+		}
+	}
+	tap_ok(bad == 0, "portable: sum of squares, silu, swiglu and rope (normal, neox) equal doubles' (%d off)", bad);
+}
+
+/* FAMILY's kernels against the portable ones. */
+static void test_family(enum qg_kfamily f)
+{
+	const struct qg_rowops *p = qg_rowops_get(QG_KF_PORTABLE), *r = qg_rowops_get(f);
+	float x[N_MAX + 1], g[N_MAX], y0[N_MAX], y1[N_MAX], cs[N_MAX];
+	int bad = 0;
+
+	if (!r) {
+		tap_skip("no rowops for this family on this CPU");
+		return;
+	}
+	for (int64_t n = 0; n <= N_MAX; n += n < 40 ? 1 : 37) {
+		double mag = 0;
+		fill(x, n, 8.0f);
+		fill(g, n, 2.0f);
+		for (int64_t i = 0; i < n; i++)
+			mag += (double)x[i] * x[i];
+		float s0 = p->sumsq(x, n), s1 = r->sumsq(x, n);
+		if (!near(s1, s0, 1e-6, 1e-30)) {
+			tap_diag("%s sumsq, n %lld: %g against %g", r->name, (long long)n, s1, s0);
+			bad++;
+		}
+		p->scale(y0, x, 0.3f, n);
+		r->scale(y1, x, 0.3f, n);
+		bad += memcmp(y0, y1, (size_t)n * sizeof *y0) != 0;	/* one rounding each: exact */
+		p->silu(y0, x, n);
+		r->silu(y1, x, n);
+		for (int64_t i = 0; i < n; i++)
+			if (!near(y1[i], y0[i], 4e-7, 1e-30)) {
+				tap_diag("%s silu(%g): %.9g against %.9g", r->name, x[i], y1[i], y0[i]);
+				bad++;
+				break;
+			}
+		p->swiglu(y0, x, g, n);
+		memcpy(y1, x, (size_t)n * sizeof *y1);
+		r->swiglu(y1, y1, g, n);	/* in place */
+		for (int64_t i = 0; i < n; i++)
+			if (!near(y1[i], y0[i], 4e-7, 1e-30)) {
+				tap_diag("%s swiglu(%g, %g): %.9g against %.9g", r->name, x[i], g[i], y1[i], y0[i]);
+				bad++;
+				break;
+			}
+		const int64_t half = n / 2;
+		for (int64_t j = 0; j < half; j++) {
+			double a = 0.37 * (double)j + 0.1;
+			cs[j] = (float)(0.9 * cos(a));
+			cs[half + j] = (float)(0.9 * sin(a));
+		}
+		for (int neox = 0; neox < 2; neox++) {
+			x[n] = 12345.0f;	/* past the pairs: never touched */
+			memcpy(y0, x, (size_t)n * sizeof *y0);
+			memcpy(y1, x, (size_t)n * sizeof *y1);
+			p->rope(y0, x, cs, half, neox);
+			r->rope(y1, y1, cs, half, neox);	/* in place */
+			for (int64_t i = 0; i < n; i++)
+				if (!near(y1[i], y0[i], 1e-6, 1e-5 * 8.0)) {
+					tap_diag("%s rope %s, n %lld, i %lld: %g against %g", r->name,
+						 neox ? "neox" : "normal", (long long)n, (long long)i, y1[i], y0[i]);
+					bad++;
+					break;
+				}
+			bad += x[n] != 12345.0f;
+		}
+	}
+	tap_ok(bad == 0, "%s: sum of squares, scale, silu, swiglu (in place) and rope (in place) equal the portable ones, "
+	       "lengths 0 to %d", r->name, N_MAX);
+}
+
+int main(void)
+{
+	test_reference();
+	test_family(QG_KF_AVX2);
+	test_family(QG_KF_NEON);
+	const struct qg_rowops *best = qg_rowops_for();
+	tap_diag("chosen: %s", best->name);
+	tap_ok(qg_kernels_force(QG_KF_PORTABLE) == 0 && qg_rowops_for() == qg_rowops_get(QG_KF_PORTABLE) &&
+		       qg_kernels_force(QG_KF_COUNT) == 0 && qg_rowops_for() == best,
+	       "forced to portable, the row kernels are the portable ones; unforced, %s again", best->name);
+	return tap_done();
+}
