@@ -87,6 +87,8 @@ enum key_tag {
 	KEY_RESHAPE,
 	KEY_CAST,
 	KEY_OUTPUT,
+	KEY_OP_EX,
+	KEY_EFFECT,
 };
 
 static void key_push(struct xlate *x, uint64_t v)
@@ -145,6 +147,27 @@ static int g_op(struct xlate *x, enum qgraph_op op, int a, int b, float param)
 	key_push(x, (uint64_t)KEY_OP << 56 | (uint64_t)op << 32 | bits);
 	key_push(x, (uint64_t)(uint32_t)a << 32 | (uint32_t)b);
 	return qgraph_graph_op(x->g, op, a, b, param);
+}
+
+/* OP on the N_SRC tensors SRC with the first N_PARAMS words of ggml node T's op_params. */
+static int g_op_ex(struct xlate *x, enum qgraph_op op, int n_src, const int *src, const struct ggml_tensor *t,
+		   int n_params)
+{
+	key_push(x, (uint64_t)KEY_OP_EX << 56 | (uint64_t)op << 32 | (uint64_t)n_src << 16 | (uint64_t)n_params);
+	for (int i = 0; i < n_src; i++)
+		key_push(x, (uint64_t)(uint32_t)src[i]);
+	for (int i = 0; i < n_params; i++)
+		key_push(x, (uint64_t)(uint32_t)t->op_params[i]);
+	for (int i = 0; i < n_src; i++)
+		if (src[i] < 0)
+			return src[i];
+	return qgraph_graph_op_ex(x->g, op, n_src, src, n_params, t->op_params);
+}
+
+static int g_effect(struct xlate *x, int t)
+{
+	key_push(x, (uint64_t)KEY_EFFECT << 56 | (uint32_t)t);
+	return qgraph_graph_effect(x->g, t);
 }
 
 static int g_cast(struct xlate *x, int a, enum qgraph_type type)
@@ -219,6 +242,7 @@ static int qtype(enum ggml_type t)
 	case GGML_TYPE_F16: return QGRAPH_TYPE_F16;
 	case GGML_TYPE_Q8_0: return QGRAPH_TYPE_Q8_0;
 	case GGML_TYPE_I32: return (int)QGRAPH_TYPE_I32;
+	case GGML_TYPE_I64: return (int)QGRAPH_TYPE_I64;
 	default: return -1;
 	}
 }
@@ -423,6 +447,30 @@ static float fparam(const struct ggml_tensor *t, int i)
 	return v;
 }
 
+/* The qgraph op of ggml's general-form op OP (ROPE, GLU, NORM, FLASH_ATTN_EXT, SET_ROWS). */
+static enum qgraph_op ex_op(enum ggml_op op)
+{
+	switch (op) {
+	case GGML_OP_ROPE: return QGRAPH_OP_ROPE;
+	case GGML_OP_GLU: return QGRAPH_OP_GLU;
+	case GGML_OP_NORM: return QGRAPH_OP_NORM;
+	case GGML_OP_FLASH_ATTN_EXT: return QGRAPH_OP_FLASH_ATTN_EXT;
+	default: return QGRAPH_OP_SET_ROWS;
+	}
+}
+
+/* The op_params words OP reads (dev_supports_op saw the rest are 0). */
+static int ex_words(enum ggml_op op)
+{
+	switch (op) {
+	case GGML_OP_ROPE: return 16;
+	case GGML_OP_GLU: return 2;
+	case GGML_OP_NORM: return 1;
+	case GGML_OP_FLASH_ATTN_EXT: return 4;
+	default: return 0;
+	}
+}
+
 /* The qgraph tensor computing node T (not yet an output), or -errno; *FIXED if it made its outputs itself. */
 static int node(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool *fixed)
 {
@@ -465,6 +513,15 @@ static int node(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool 
 		if (a >= 0 && !ggml_are_same_shape(s, t))	/* supports_op saw S contiguous */
 			a = g_reshape(x, a, t->ne);
 		return g_cast(x, a, (enum qgraph_type)qtype(t->type));
+	}
+	case GGML_OP_ROPE:	/* a, positions[, frequency factors]; ggml's sixteen words */
+	case GGML_OP_GLU:	/* a[, b]: the gate and whether swapped */
+	case GGML_OP_NORM:	/* eps */
+	case GGML_OP_FLASH_ATTN_EXT: {	/* q, k, v[, mask]: scale, max_bias, softcap, precision */
+		int src[4], n = 0;
+		for (; n < 4 && t->src[n]; n++)
+			src[n] = source(x, t->src[n]);
+		return g_op_ex(x, ex_op(t->op), n, src, t, ex_words(t->op));
 	}
 	default:
 		return xlate_fail(x, -EINVAL, "op %s is not supported here", ggml_op_desc(t));

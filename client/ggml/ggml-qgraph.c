@@ -43,6 +43,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,6 +161,21 @@ static float op_param(const struct ggml_tensor *t, int i)
 	return v;
 }
 
+/* T's op_params words from N on are all 0 (the engine refuses a word it does not read). */
+static bool words_zero_from(const struct ggml_tensor *t, int n)
+{
+	for (int i = n; i < (int)(GGML_MAX_OP_PARAMS / sizeof(int32_t)); i++)
+		if (t->op_params[i])
+			return false;
+	return true;
+}
+
+/* T is F16 with packed elements along its rows. */
+static bool f16_rows(const struct ggml_tensor *t)
+{
+	return t->type == GGML_TYPE_F16 && t->nb[0] == sizeof(ggml_fp16_t);
+}
+
 /*
  * Whether T is a model weight in this buffer type: in a weights buffer, or
  * in the zero-size buffer llama.cpp makes to ask where a weight may go.
@@ -194,6 +210,14 @@ static bool weights_here(const struct ggml_tensor *t)
  *             in the daemon in its own layout)
  *   CPY, CONT from F32, F16 or Q8_0 into F32 or F16: shapes the same,
  *             or the source contiguous
+ *   ROPE      F32 rows (strided sources too), normal or NeoX (no M-RoPE
+ *             nor vision), YaRN, frequency factors, an offset
+ *   GLU       ReGLU, GeGLU, SwiGLU: F32, fused (an even row) or split,
+ *             swapped or not
+ *   NORM      F32 rows
+ *   FLASH_ATTN_EXT  F32 queries by F16 keys and values (views of a
+ *             cache: strided rows), heads grouped; an F16 mask or none;
+ *             no ALiBi, soft cap nor sinks
  */
 static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op)
 {
@@ -243,6 +267,51 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 		return f32_rows(a) && op->type == GGML_TYPE_F32 && op_param(op, 1) == 0.0f && !op->src[2] &&
 		       (!b || (f32_rows(b) && b->ne[0] == a->ne[0] && b->ne[1] >= a->ne[1] &&
 			       a->ne[2] % b->ne[2] == 0 && a->ne[3] % b->ne[3] == 0));
+	case GGML_OP_ROPE: {
+		const int32_t *p = op->op_params;
+		const int n_dims = p[1], mode = p[2], n_offs = p[15];
+		const struct ggml_tensor *ff = op->src[2];
+		if (!f32_rows(a) || op->type != GGML_TYPE_F32 || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] ||
+		    ggml_nelements(b) != b->ne[0] || (ff && ff->type != GGML_TYPE_F32) || op->src[3])
+			return false;
+		/* normal and NeoX only (no M-RoPE nor vision), the sections' words 0 */
+		if ((mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) || p[0] || p[3] || p[11] || p[12] ||
+		    p[13] || p[14] || n_dims < 2 || n_dims % 2 || n_offs < 0 || n_offs % 2 || n_dims > a->ne[0] - n_offs)
+			return false;
+		for (int i = 5; i <= 10; i++)
+			if (!isfinite(op_param(op, i)))
+				return false;
+		return op_param(op, 5) > 0.0f && op_param(op, 6) > 0.0f;
+	}
+	case GGML_OP_GLU:
+		/* ReGLU, GeGLU (ggml's tanh GELU) and SwiGLU; the others clamp or take parameters */
+		switch (ggml_get_glu_op(op)) {
+		case GGML_GLU_OP_REGLU:
+		case GGML_GLU_OP_GEGLU:
+		case GGML_GLU_OP_SWIGLU:
+			break;
+		default:
+			return false;
+		}
+		/* one source: its rows split in halves (ggml drops an odd row's last value; the engine refuses it) */
+		return f32_rows(a) && op->type == GGML_TYPE_F32 &&
+		       (b ? f32_rows(b) && ggml_are_same_shape(a, b) : a->ne[0] % 2 == 0) &&
+		       (op->op_params[1] == 0 || op->op_params[1] == 1) && words_zero_from(op, 2);
+	case GGML_OP_NORM:
+		return f32_rows(a) && op->type == GGML_TYPE_F32 && op_param(op, 0) >= 0.0f &&
+		       words_zero_from(op, 1);
+	case GGML_OP_FLASH_ATTN_EXT: {
+		const struct ggml_tensor *k = op->src[1], *v = op->src[2], *m = op->src[3];
+		/* F16 keys and values, an F16 mask or none; no ALiBi, no soft cap, no sinks */
+		return f32_rows(a) && f16_rows(k) && f16_rows(v) && op->type == GGML_TYPE_F32 && !op->src[4] &&
+		       isfinite(op_param(op, 0)) && op->op_params[1] == 0 && op->op_params[2] == 0 &&
+		       (op->op_params[3] == GGML_PREC_DEFAULT || op->op_params[3] == GGML_PREC_F32) &&
+		       words_zero_from(op, 4) && k->ne[0] == a->ne[0] && v->ne[1] == k->ne[1] &&
+		       a->ne[2] % k->ne[2] == 0 && a->ne[2] % v->ne[2] == 0 && k->ne[3] == a->ne[3] &&
+		       v->ne[3] == a->ne[3] &&
+		       (!m || (f16_rows(m) && m->ne[0] >= k->ne[1] && m->ne[1] >= a->ne[1] && a->ne[2] % m->ne[2] == 0 &&
+			       a->ne[3] % m->ne[3] == 0));
+	}
 	case GGML_OP_GET_ROWS:
 		return (a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_Q8_0) &&
 		       b->type == GGML_TYPE_I32 && op->type == GGML_TYPE_F32 &&
