@@ -34,7 +34,7 @@ want_cases=${QG_GGML_MUL_MAT_CASES:-38}
 # head sizes of llama-class models at decode-sized batches stand for
 # them).  GLU ops go by the gate's name.
 claimed_ops="ADD:42 MUL:34 SCALE:1 SILU:4 GELU:4 RMS_NORM:51 SOFT_MAX:42 CPY:117 CONT:24 GET_ROWS:16
-ROPE:161 REGLU:8 GEGLU:8 SWIGLU:8 NORM:50 FLASH_ATTN_EXT:93:hsk=(64|128),.*,nb=(1|3|8),"
+ROPE:161 REGLU:8 GEGLU:8 SWIGLU:8 NORM:50 SET_ROWS:86 FLASH_ATTN_EXT:93:hsk=(64|128),.*,nb=(1|3|8),"
 n_ops=0
 for oc in $claimed_ops; do n_ops=$((n_ops + 1)); done
 
@@ -105,14 +105,17 @@ for oc in $claimed_ops; do
 	want=${oc#*:}
 	filter=
 	case $want in *:*) filter=${want#*:}; want=${want%%:*} ;; esac
-	"$tbo" test -b QGRAPH0 -o "$op" ${filter:+-p "$filter"} >"$T/tbo-$op" 2>&1
+	# GET_ROWS has a case of 616 MiB: more than the default arena holds
+	QGRAPH_GGML_ARENA=900M "$tbo" test -b QGRAPH0 -o "$op" ${filter:+-p "$filter"} >"$T/tbo-$op" 2>&1
 	st=$?
 	line=$(grep -E '^ *[0-9]+/[0-9]+ tests passed' "$T/tbo-$op" | head -n 1)
 	passed=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\1#')
 	total=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\2#')
-	ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ] && [ "$total" -ge "$want" ]; echo $?) \
-		"test-backend-ops test -b QGRAPH0 -o $op${filter:+ -p '$filter'}: ${passed:-?}/${total:-?} passed on QGRAPH0, at least $want (exit $st)"
-	[ "$st" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo-$op" | head -n 20 | sed 's/^/# /'; }
+	# a case whose graph failed may still compare equal (an empty write): no failure may be said
+	nf=$(grep -c 'qgraph: graph_compute failed' "$T/tbo-$op")
+	ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ] && [ "$total" -ge "$want" ] && [ "$nf" -eq 0 ]; echo $?) \
+		"test-backend-ops test -b QGRAPH0 -o $op${filter:+ -p '$filter'}: ${passed:-?}/${total:-?} passed on QGRAPH0, at least $want, $nf graphs failed (exit $st)"
+	[ "$st" -eq 0 ] && [ "$nf" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo-$op" | head -n 20 | sed 's/^/# /'; }
 done
 
 # llama.cpp's question for a weight (the weight in a zero-size buffer of

@@ -620,6 +620,46 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 	return false;
 }
 
+/*
+ * SET_ROWS node T (a KV-cache write): rows of its first source written
+ * into its destination's bytes in place, run for that effect and never an
+ * output.  The destination is an input over its own bytes, never a copy;
+ * a graph that already reads or writes those bytes runs first, so that
+ * every node of this graph that reads them comes after the write (the
+ * daemon runs an effect before the nodes made after it).
+ */
+static int add_set_rows(struct xlate *x, const struct ggml_tensor *t)
+{
+	const struct ggml_tensor *dst = t->src[2];
+	int64_t off = arena_offset(dst), lo, hi;
+	int src[3], id, err;
+	bool busy = false;
+
+	if (off < 0 || !tensor_span(dst, &lo, &hi))
+		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", dst->name);
+	for (size_t i = 0; i < x->n_done && !busy; i++)
+		busy = !x->done[i].dead && overlap(lo, hi, x->done[i].lo, x->done[i].hi);
+	for (size_t i = 0; i < x->n_fixed && !busy; i++)
+		busy = overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi);
+	if (busy) {
+		if (qgg.trace)
+			say("%s writes bytes the graph so far uses: that graph runs first", t->name);
+		if ((err = run(x)) || (err = xlate_reset(x)))
+			return err;
+	}
+	src[0] = source(x, t->src[0]);
+	src[1] = source(x, t->src[1]);
+	src[2] = src[0] < 0 || src[1] < 0 ? -EINVAL : input_at(x, dst, off, lo, hi);
+	id = g_effect(x, g_op_ex(x, QGRAPH_OP_SET_ROWS, 3, src, t, 0));
+	if (id < 0)
+		return xlate_fail(x, id, "cannot express %s = %s(%s, %s, %s) in a qgraph graph: %s", t->name,
+				  ggml_op_desc(t), t->src[0]->name, t->src[1]->name, dst->name, strerror(-id));
+	x->n_nodes++;
+	/* dead: no output; a later reader of T reads the destination's bytes after the write */
+	err = done_add(x, (struct qgg_done){ .t = t, .id = id, .off = off, .lo = lo, .hi = hi, .dead = true });
+	return err ? xlate_fail(x, err, "out of memory") : 0;
+}
+
 /* Add node T to X, running what X holds first where the two cannot share a graph.  0 or -errno. */
 static int add_node(struct xlate *x, const struct ggml_tensor *t)
 {
@@ -627,6 +667,8 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 	bool fixed = false;
 	int err, id;
 
+	if (t->op == GGML_OP_SET_ROWS)
+		return add_set_rows(x, t);
 	if (off < 0 || !tensor_span(t, &lo, &hi))
 		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", t->name);
 	if (off % QGG_ALIGN || !ggml_is_contiguous(t))
@@ -669,7 +711,8 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 
 /*
  * Whether node T moves no bytes: a view op (its sources' addresses are
- * read through it), or an empty node (ggml's products of no rows).
+ * read through it), or an empty node (ggml's products of no rows, a
+ * cache write of no rows).
  */
 static bool moves_nothing(const struct ggml_tensor *t)
 {
@@ -680,6 +723,8 @@ static bool moves_nothing(const struct ggml_tensor *t)
 	case GGML_OP_PERMUTE:
 	case GGML_OP_TRANSPOSE:
 		return true;
+	case GGML_OP_SET_ROWS:
+		return ggml_nelements(t->src[0]) == 0;
 	default:
 		return ggml_nelements(t) == 0;
 	}

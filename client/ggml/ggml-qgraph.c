@@ -215,6 +215,8 @@ static bool weights_here(const struct ggml_tensor *t)
  *   GLU       ReGLU, GeGLU, SwiGLU: F32, fused (an even row) or split,
  *             swapped or not
  *   NORM      F32 rows
+ *   SET_ROWS  F32 or F16 rows by I32 or I64 indices into F32 or F16
+ *             (the KV-cache write), in place, strided destinations too
  *   FLASH_ATTN_EXT  F32 queries by F16 keys and values (views of a
  *             cache: strided rows), heads grouped; an F16 mask or none;
  *             no ALiBi, soft cap nor sinks
@@ -234,11 +236,19 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 	default:
 		break;
 	}
-	if (!ggml_is_contiguous(op))
-		return false;
 	for (int k = op->op == GGML_OP_MUL_MAT ? 1 : 0; k < GGML_MAX_SRC; k++)
 		if (op->src[k] && weights_here(op->src[k]))
 			return false;
+	if (op->op == GGML_OP_SET_ROWS) {
+		/* written in place: the result is the destination's bytes, strided or not */
+		const struct ggml_tensor *d = op->src[2];
+		return (f32_rows(a) || f16_rows(a)) && (b->type == GGML_TYPE_I32 || b->type == GGML_TYPE_I64) &&
+		       (f32_rows(d) || f16_rows(d)) && op->type == d->type && words_zero_from(op, 0) &&
+		       a->ne[0] == d->ne[0] && a->ne[2] == d->ne[2] && a->ne[3] == d->ne[3] && b->ne[0] == a->ne[1] &&
+		       a->ne[2] % b->ne[1] == 0 && a->ne[3] % b->ne[2] == 0 && b->ne[3] == 1;
+	}
+	if (!ggml_is_contiguous(op))
+		return false;
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
 		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
