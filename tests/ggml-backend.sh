@@ -32,9 +32,11 @@ want_cases=${QG_GGML_MUL_MAT_CASES:-38}
 # every case of OP; OP:N:REGEX only those whose parameters match REGEX
 # (FLASH_ATTN_EXT has 800 cases here, minutes of work on two cores: the
 # head sizes of llama-class models at decode-sized batches stand for
-# them).  GLU ops go by the gate's name.
+# them).  GLU ops go by the gate's name.  MUL_MAT here: attention's
+# F16 by F32 products (flash attention off), no weights.
 claimed_ops="ADD:42 MUL:34 SCALE:1 SILU:4 GELU:4 RMS_NORM:51 SOFT_MAX:42 CPY:117 CONT:24 GET_ROWS:16
-ROPE:161 REGLU:8 GEGLU:8 SWIGLU:8 NORM:50 SET_ROWS:86 FLASH_ATTN_EXT:93:hsk=(64|128),.*,nb=(1|3|8),"
+ROPE:161 REGLU:8 GEGLU:8 SWIGLU:8 NORM:50 SET_ROWS:86 FLASH_ATTN_EXT:93:hsk=(64|128),.*,nb=(1|3|8),
+MUL_MAT:211:type_a=f16,type_b=f32,"
 n_ops=0
 for oc in $claimed_ops; do n_ops=$((n_ops + 1)); done
 
@@ -92,11 +94,12 @@ ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ]; echo $?) \
 	"test-backend-ops test -b QGRAPH0 -o MUL_MAT: $line (exit $st)"
 [ "$st" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo" | head -n 20 | sed 's/^/# /'; }
 ran=$(grep -c 'MUL_MAT(type_a=q4_0,type_b=f32,.*OK' "$T/tbo")
-ok $([ "${total:-0}" -eq "$want_cases" ] && [ "$ran" -eq "$want_cases" ]; echo $?) \
-	"every Q4_0 x F32 case with contiguous weights ran on QGRAPH0 ($ran of $want_cases; suite counted ${total:-0})"
+f16=$(grep -c 'MUL_MAT(type_a=f16,type_b=f32,.*OK' "$T/tbo")
+ok $([ "${total:-0}" -eq $((want_cases + f16)) ] && [ "$ran" -eq "$want_cases" ]; echo $?) \
+	"every Q4_0 x F32 case with contiguous weights ran on QGRAPH0 ($ran of $want_cases; suite counted ${total:-0}, $f16 of them F16)"
 
-# 7: nothing else was claimed
-other=$(grep -E 'MUL_MAT\(type_a=[a-z0-9_]+,.*OK' "$T/tbo" | grep -vc 'type_a=q4_0,type_b=f32')
+# 7: nothing else was claimed (F16 by F32, attention's products, is counted below)
+other=$(grep -E 'MUL_MAT\(type_a=[a-z0-9_]+,.*OK' "$T/tbo" | grep -v 'type_a=q4_0,type_b=f32' | grep -vc 'type_a=f16,type_b=f32')
 ok $([ "$other" -eq 0 ]; echo $?) "no other MUL_MAT case was taken by QGRAPH0 ($other)"
 
 # 8..: every other claimed op, its cases on QGRAPH0 all passed, as many as were counted

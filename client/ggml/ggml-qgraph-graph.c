@@ -410,6 +410,13 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bo
 	struct qgg_buffer *wb = w0->buffer ? w0->buffer->context : NULL;
 	struct qgg_weights *w = wb ? qgg_weights_find(wb, w0->data) : NULL;
 
+	if (w0->type == GGML_TYPE_F16) {
+		/* attention's F16 keys or values (a view of the cache), no weights: rows made packed first */
+		int a = source(x, w0);
+		if (a >= 0 && w0->ne[1] > 1 && w0->nb[1] != ggml_row_size(w0->type, w0->ne[0]))
+			a = g_cast(x, a, QGRAPH_TYPE_F16);
+		return g_op(x, QGRAPH_OP_MUL_MAT, a, source(x, act), 0);
+	}
 	if (!w || !w->n_handles)
 		return xlate_fail(x, -ENOENT, "weights %s are not in qgraphd (%s)", w0->name,
 				  wb && wb->error[0] ? wb->error : "never set");

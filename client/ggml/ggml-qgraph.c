@@ -251,6 +251,10 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 		return false;
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
+		/* attention without flash attention: F16 keys or values (not weights) by F32, heads grouped */
+		if (a->type == GGML_TYPE_F16 && !weights_here(a))
+			return f16_rows(a) && b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) &&
+			       op->type == GGML_TYPE_F32 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;
 		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
 		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) && a->view_src == NULL &&
 		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
