@@ -237,12 +237,20 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 		break;
 	}
 	for (int k = op->op == GGML_OP_MUL_MAT ? 1 : 0; k < GGML_MAX_SRC; k++)
-		if (op->src[k] && weights_here(op->src[k]))
+		if (op->src[k] && weights_here(op->src[k]) && !(op->op == GGML_OP_SET_ROWS && k == 2))
 			return false;
 	if (op->op == GGML_OP_SET_ROWS) {
-		/* written in place: the result is the destination's bytes, strided or not */
+		/*
+		 * Written in place: the result is the destination's bytes,
+		 * strided or not.  The destination is a cache, never a weight
+		 * llama.cpp asks about, though its buffer may have no bytes
+		 * (llama.cpp's dry run to fit the model allocates none): the
+		 * result is in that buffer, so ggml aborts if it is refused.
+		 */
 		const struct ggml_tensor *d = op->src[2];
-		return (f32_rows(a) || f16_rows(a)) && (b->type == GGML_TYPE_I32 || b->type == GGML_TYPE_I64) &&
+		ggml_backend_buffer_t db = d->view_src ? d->view_src->buffer : d->buffer;
+		return (!db || ggml_backend_buffer_get_usage(db) != GGML_BACKEND_BUFFER_USAGE_WEIGHTS) &&
+		       (f32_rows(a) || f16_rows(a)) && (b->type == GGML_TYPE_I32 || b->type == GGML_TYPE_I64) &&
 		       (f32_rows(d) || f16_rows(d)) && op->type == d->type && words_zero_from(op, 0) &&
 		       a->ne[0] == d->ne[0] && a->ne[2] == d->ne[2] && a->ne[3] == d->ne[3] && b->ne[0] == a->ne[1] &&
 		       a->ne[2] % b->ne[1] == 0 && a->ne[3] % b->ne[2] == 0 && b->ne[3] == 1;
