@@ -127,7 +127,7 @@ done
 probe=$top/tests/ggml-probe
 "$probe" "$plugin" >"$T/probe" 2>&1
 st=$?
-printf 'MUL by an F32 tensor of no buffer: claimed\nMUL by an F32 weight: refused\nADD of an F32 weight: refused\nMUL_MAT by Q4_0 weights: claimed\nMUL_MAT by F16 weights: refused\nSET_ROWS into a cache of no bytes: claimed\n' >"$T/probe.want"
+printf 'MUL by an F32 tensor of no buffer: claimed\nMUL by an F32 weight: refused\nADD of an F32 weight: refused\nMUL_MAT by Q4_0 weights: claimed\nMUL_MAT by F16 weights: refused\nSET_ROWS into a cache of no bytes: claimed\nFLASH_ATTN_EXT over a cache of no bytes: claimed\n' >"$T/probe.want"
 cmp -s "$T/probe" "$T/probe.want"
 r=$?
 ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "weights: Q4_0 for MUL_MAT claimed in our buffers, F32 and F16 weights left to the CPU, a cache of no bytes written here (exit $st)"

@@ -74,6 +74,10 @@ int main(int argc, char **argv)
 	struct ggml_tensor *cache = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 32);
 	struct ggml_tensor *idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 4);
 	printf("SET_ROWS into a cache of no bytes: %s\n", probe(dev, buft, ggml_set_rows(ctx, cache, x, idx), cache));
+	struct ggml_tensor *q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, 1, 2);
+	struct ggml_tensor *kv = ggml_view_3d(ctx, cache, 256, 32, 1, cache->nb[1], cache->nb[2], 0);
+	printf("FLASH_ATTN_EXT over a cache of no bytes: %s\n",
+	       probe(dev, buft, ggml_flash_attn_ext(ctx, q, kv, kv, NULL, 0.0625f, 0.0f, 0.0f), cache));
 	ggml_free(ctx);
 	return 0;
 }

@@ -189,6 +189,26 @@ static bool weights_here(const struct ggml_tensor *t)
 		ggml_backend_buffer_get_size(b) == 0);
 }
 
+/* T is in a buffer llama.cpp filled with a model's weights. */
+static bool in_weights_buffer(const struct ggml_tensor *t)
+{
+	ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
+
+	return b && ggml_backend_buffer_get_usage(b) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
+/*
+ * Whether source K of OP is a cache (SET_ROWS' destination, attention's
+ * keys, values and mask), never a weight llama.cpp asks about.  Its
+ * buffer may have no bytes as a weight's probe does (llama.cpp's dry run
+ * to fit a model allocates none), and a cache write refused there makes
+ * ggml abort: its result lies in that buffer.
+ */
+static bool cache_src(const struct ggml_tensor *op, int k)
+{
+	return (op->op == GGML_OP_SET_ROWS && k == 2) || op->op == GGML_OP_FLASH_ATTN_EXT;
+}
+
 /*
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
@@ -237,20 +257,12 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 		break;
 	}
 	for (int k = op->op == GGML_OP_MUL_MAT ? 1 : 0; k < GGML_MAX_SRC; k++)
-		if (op->src[k] && weights_here(op->src[k]) && !(op->op == GGML_OP_SET_ROWS && k == 2))
+		if (op->src[k] && (cache_src(op, k) ? in_weights_buffer(op->src[k]) : weights_here(op->src[k])))
 			return false;
 	if (op->op == GGML_OP_SET_ROWS) {
-		/*
-		 * Written in place: the result is the destination's bytes,
-		 * strided or not.  The destination is a cache, never a weight
-		 * llama.cpp asks about, though its buffer may have no bytes
-		 * (llama.cpp's dry run to fit the model allocates none): the
-		 * result is in that buffer, so ggml aborts if it is refused.
-		 */
+		/* written in place: the result is the destination's bytes, strided or not */
 		const struct ggml_tensor *d = op->src[2];
-		ggml_backend_buffer_t db = d->view_src ? d->view_src->buffer : d->buffer;
-		return (!db || ggml_backend_buffer_get_usage(db) != GGML_BACKEND_BUFFER_USAGE_WEIGHTS) &&
-		       (f32_rows(a) || f16_rows(a)) && (b->type == GGML_TYPE_I32 || b->type == GGML_TYPE_I64) &&
+		return (f32_rows(a) || f16_rows(a)) && (b->type == GGML_TYPE_I32 || b->type == GGML_TYPE_I64) &&
 		       (f32_rows(d) || f16_rows(d)) && op->type == d->type && words_zero_from(op, 0) &&
 		       a->ne[0] == d->ne[0] && a->ne[2] == d->ne[2] && a->ne[3] == d->ne[3] && b->ne[0] == a->ne[1] &&
 		       a->ne[2] % b->ne[1] == 0 && a->ne[3] % b->ne[2] == 0 && b->ne[3] == 1;
