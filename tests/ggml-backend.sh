@@ -38,6 +38,7 @@ claimed_ops="ADD:42 MUL:34 SCALE:1 SILU:4 GELU:4 RMS_NORM:51 SOFT_MAX:42 CPY:117
 ROPE:161 REGLU:8 GEGLU:8 SWIGLU:8 NORM:50 SET_ROWS:86 FLASH_ATTN_EXT:93:hsk=(64|128),.*,nb=(1|3|8),
 MUL_MAT:211:type_a=f16,type_b=f32,"
 n_ops=0
+set -f	# the words hold regular expressions: no file names made of them
 for oc in $claimed_ops; do n_ops=$((n_ops + 1)); done
 
 tap_tmpdir ggml
