@@ -28,9 +28,17 @@ want_cases=${QG_GGML_MUL_MAT_CASES:-38}
 
 # The other ops the backend claims, each with the number of its cases that
 # ran on QGRAPH0 at the pinned llama.cpp (counted off test-backend-ops'
-# "N/N tests passed"): a smaller count means a claim was lost.
-claimed_ops="ADD:42 MUL:34 SCALE:1 SILU:4 GELU:4 RMS_NORM:51 SOFT_MAX:42 CPY:117 CONT:24 GET_ROWS:16"
+# "N/N tests passed"): a smaller count means a claim was lost.  OP:N runs
+# every case of OP; OP:N:REGEX only those whose parameters match REGEX
+# (FLASH_ATTN_EXT has 800 cases here, minutes of work on two cores: the
+# head sizes of llama-class models at decode-sized batches stand for
+# them).  GLU ops go by the gate's name.  MUL_MAT here: attention's
+# F16 by F32 products (flash attention off), no weights.
+claimed_ops="ADD:42 MUL:34 SCALE:1 SILU:4 GELU:4 RMS_NORM:51 SOFT_MAX:42 CPY:117 CONT:24 GET_ROWS:16
+ROPE:161 REGLU:8 GEGLU:8 SWIGLU:8 NORM:50 SET_ROWS:86 FLASH_ATTN_EXT:93:hsk=(64|128),.*,nb=(1|3|8),
+MUL_MAT:211:type_a=f16,type_b=f32,"
 n_ops=0
+set -f	# the words hold regular expressions: no file names made of them
 for oc in $claimed_ops; do n_ops=$((n_ops + 1)); done
 
 tap_tmpdir ggml
@@ -87,25 +95,31 @@ ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ]; echo $?) \
 	"test-backend-ops test -b QGRAPH0 -o MUL_MAT: $line (exit $st)"
 [ "$st" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo" | head -n 20 | sed 's/^/# /'; }
 ran=$(grep -c 'MUL_MAT(type_a=q4_0,type_b=f32,.*OK' "$T/tbo")
-ok $([ "${total:-0}" -eq "$want_cases" ] && [ "$ran" -eq "$want_cases" ]; echo $?) \
-	"every Q4_0 x F32 case with contiguous weights ran on QGRAPH0 ($ran of $want_cases; suite counted ${total:-0})"
+f16=$(grep -c 'MUL_MAT(type_a=f16,type_b=f32,.*OK' "$T/tbo")
+ok $([ "${total:-0}" -eq $((want_cases + f16)) ] && [ "$ran" -eq "$want_cases" ]; echo $?) \
+	"every Q4_0 x F32 case with contiguous weights ran on QGRAPH0 ($ran of $want_cases; suite counted ${total:-0}, $f16 of them F16)"
 
-# 7: nothing else was claimed
-other=$(grep -E 'MUL_MAT\(type_a=[a-z0-9_]+,.*OK' "$T/tbo" | grep -vc 'type_a=q4_0,type_b=f32')
+# 7: nothing else was claimed (F16 by F32, attention's products, is counted below)
+other=$(grep -E 'MUL_MAT\(type_a=[a-z0-9_]+,.*OK' "$T/tbo" | grep -v 'type_a=q4_0,type_b=f32' | grep -vc 'type_a=f16,type_b=f32')
 ok $([ "$other" -eq 0 ]; echo $?) "no other MUL_MAT case was taken by QGRAPH0 ($other)"
 
 # 8..: every other claimed op, its cases on QGRAPH0 all passed, as many as were counted
 for oc in $claimed_ops; do
 	op=${oc%%:*}
 	want=${oc#*:}
-	"$tbo" test -b QGRAPH0 -o "$op" >"$T/tbo-$op" 2>&1
+	filter=
+	case $want in *:*) filter=${want#*:}; want=${want%%:*} ;; esac
+	# GET_ROWS has a case of 616 MiB: more than the default arena holds
+	QGRAPH_GGML_ARENA=900M "$tbo" test -b QGRAPH0 -o "$op" ${filter:+-p "$filter"} >"$T/tbo-$op" 2>&1
 	st=$?
 	line=$(grep -E '^ *[0-9]+/[0-9]+ tests passed' "$T/tbo-$op" | head -n 1)
 	passed=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\1#')
 	total=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\2#')
-	ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ] && [ "$total" -ge "$want" ]; echo $?) \
-		"test-backend-ops test -b QGRAPH0 -o $op: ${passed:-?}/${total:-?} passed on QGRAPH0, at least $want (exit $st)"
-	[ "$st" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo-$op" | head -n 20 | sed 's/^/# /'; }
+	# a case whose graph failed may still compare equal (an empty write): no failure may be said
+	nf=$(grep -c 'qgraph: graph_compute failed' "$T/tbo-$op")
+	ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ] && [ "$total" -ge "$want" ] && [ "$nf" -eq 0 ]; echo $?) \
+		"test-backend-ops test -b QGRAPH0 -o $op${filter:+ -p '$filter'}: ${passed:-?}/${total:-?} passed on QGRAPH0, at least $want, $nf graphs failed (exit $st)"
+	[ "$st" -eq 0 ] && [ "$nf" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo-$op" | head -n 20 | sed 's/^/# /'; }
 done
 
 # llama.cpp's question for a weight (the weight in a zero-size buffer of
@@ -114,10 +128,10 @@ done
 probe=$top/tests/ggml-probe
 "$probe" "$plugin" >"$T/probe" 2>&1
 st=$?
-printf 'MUL by an F32 tensor of no buffer: claimed\nMUL by an F32 weight: refused\nADD of an F32 weight: refused\nMUL_MAT by Q4_0 weights: claimed\n' >"$T/probe.want"
+printf 'MUL by an F32 tensor of no buffer: claimed\nMUL by an F32 weight: refused\nADD of an F32 weight: refused\nMUL_MAT by Q4_0 weights: claimed\nMUL_MAT by F16 weights: refused\nSET_ROWS into a cache of no bytes: claimed\nFLASH_ATTN_EXT over a cache of no bytes: claimed\n' >"$T/probe.want"
 cmp -s "$T/probe" "$T/probe.want"
 r=$?
-ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "weights: Q4_0 for MUL_MAT claimed in our buffers, F32 weights left to the CPU (exit $st)"
+ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "weights: Q4_0 for MUL_MAT claimed in our buffers, F32 and F16 weights left to the CPU, a cache of no bytes written here (exit $st)"
 [ $st -eq 0 ] && [ $r -eq 0 ] || show "$T/probe"
 
 # the daemon did the work: weights uploaded, interleaved kernels ran

@@ -2,7 +2,8 @@
  * ggml-probe.c - asks libggml-qgraph.so (the path in argv[1], a daemon
  * reachable through QGRAPH_SOCKET) whether it claims ops the way
  * llama.cpp asks when it places a model's weights: with the weight in a
- * zero-size buffer of the device's buffer type.  One line per question,
+ * zero-size buffer of the device's buffer type (and its KV cache, as
+ * llama.cpp's dry run to fit a model places it).  One line per question,
  * "claimed" or "refused"; tests/ggml-backend.sh judges them.  Exit 77
  * when the backend offers no device, 1 when it cannot be loaded; without
  * an argument (make check runs every check program) it skips, in TAP.
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
 		return 77;
 	ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
 	ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
-	struct ggml_init_params params = { .mem_size = 16 * ggml_tensor_overhead(), .no_alloc = true };
+	struct ggml_init_params params = { .mem_size = 32 * ggml_tensor_overhead(), .no_alloc = true };
 	struct ggml_context *ctx = ggml_init(params);
 	if (!ctx)
 		return 1;
@@ -66,6 +67,17 @@ int main(int argc, char **argv)
 	printf("MUL by an F32 weight: %s\n", probe(dev, buft, mul, norm));
 	printf("ADD of an F32 weight: %s\n", probe(dev, buft, add, norm));
 	printf("MUL_MAT by Q4_0 weights: %s\n", probe(dev, buft, mm, q4));
+	/* a model's F16 weight is not attention's F16 keys: it stays where llama.cpp keeps it */
+	struct ggml_tensor *f16 = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 64);
+	printf("MUL_MAT by F16 weights: %s\n", probe(dev, buft, ggml_mul_mat(ctx, f16, x), f16));
+	/* llama.cpp's dry run to fit a model puts its KV cache in a buffer of no bytes too */
+	struct ggml_tensor *cache = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 32);
+	struct ggml_tensor *idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 4);
+	printf("SET_ROWS into a cache of no bytes: %s\n", probe(dev, buft, ggml_set_rows(ctx, cache, x, idx), cache));
+	struct ggml_tensor *q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, 1, 2);
+	struct ggml_tensor *kv = ggml_view_3d(ctx, cache, 256, 32, 1, cache->nb[1], cache->nb[2], 0);
+	printf("FLASH_ATTN_EXT over a cache of no bytes: %s\n",
+	       probe(dev, buft, ggml_flash_attn_ext(ctx, q, kv, kv, NULL, 0.0625f, 0.0f, 0.0f), cache));
 	ggml_free(ctx);
 	return 0;
 }

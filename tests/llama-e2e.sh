@@ -17,7 +17,8 @@
 #     through GGML_BACKEND_PATH): its device listed (so a qgraphd must be
 #     running for it), generation, and the KL divergence against
 #     the same base no worse than twice the baseline's: KL <= 2 x KL(-nr),
-#     same top p >= top(-nr) - (100 - top(-nr)).
+#     same top p >= top(-nr) - (100 - top(-nr)); and the graphs a decode
+#     step sends the daemon (QGRAPH_GGML_TRACE), as few as its claims allow.
 # Every llama tool runs with OMP_WAIT_POLICY=passive, and with -t
 # $QG_LLAMA_THREADS (default 2) --poll 0 where it takes them (llama-simple
 # takes no options but -m and -n).
@@ -109,7 +110,8 @@ fi
 if [ -n "$reason" ]; then
 	for what in "llama-simple generates" "llama-perplexity: finite" "the base log-probabilities" \
 		"stock -nr against the base" "with the plugin: its device is listed" "with the plugin: generation" \
-		"with the plugin: KL divergence" "with the plugin: the daemon ran the matmuls"; do
+		"with the plugin: KL divergence" "with the plugin: the daemon ran the matmuls" \
+		"with the plugin: graphs a decode step"; do
 		skip "$what: $reason"
 	done
 	tap_done
@@ -237,6 +239,7 @@ if [ -n "$reason" ]; then
 	skip "with the plugin: generation: $reason"
 	skip "with the plugin: KL divergence against the base: $reason"
 	skip "with the plugin: the daemon ran the matmuls: $reason"
+	skip "with the plugin: graphs a decode step: $reason"
 else
 	# a daemon of the test's own unless QG_GGML_ENV names one
 	own_daemon=
@@ -283,6 +286,18 @@ else
 	mm1=$(mm)
 	[ -n "$mm1" ] && [ "$mm1" -gt "${mm0:-0}" ]
 	ok $? "with the plugin: the daemon ran the matmuls on interleaved weights (${mm0:-?} -> ${mm1:-?})"
+
+	# Graphs a decode step, from the trace's line a graph: 24 tokens less 8.
+	# The model's 4 layers each leave two RMS_NORMs' MULs by their F32
+	# weights on the CPU: at most 3 graphs a layer and the output's.
+	graphs() {
+		# shellcheck disable=SC2086
+		tool_run "$T/trace-$1" "decoded $1 tokens" env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} \
+			QGRAPH_GGML_TRACE=1 "$bin/llama-simple" -m "$T/tiny.gguf" -n "$1" "the city of" >&2 &&
+			grep -c '^qgraph: graph ' "$T/trace-$1.err"
+	}
+	g8=$(graphs 8) && g24=$(graphs 24) && step=$(((g24 - g8) / 16)) && [ "$step" -ge 1 ] && [ "$step" -le 13 ]
+	ok $? "with the plugin: graphs a decode step: ${step:-?} (at most 13; ${g8:-?} for 8 tokens, ${g24:-?} for 24)"
 	[ -n "$own_daemon" ] && daemon_stop s
 fi
 

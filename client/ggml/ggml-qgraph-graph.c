@@ -87,6 +87,8 @@ enum key_tag {
 	KEY_RESHAPE,
 	KEY_CAST,
 	KEY_OUTPUT,
+	KEY_OP_EX,
+	KEY_EFFECT,
 };
 
 static void key_push(struct xlate *x, uint64_t v)
@@ -145,6 +147,27 @@ static int g_op(struct xlate *x, enum qgraph_op op, int a, int b, float param)
 	key_push(x, (uint64_t)KEY_OP << 56 | (uint64_t)op << 32 | bits);
 	key_push(x, (uint64_t)(uint32_t)a << 32 | (uint32_t)b);
 	return qgraph_graph_op(x->g, op, a, b, param);
+}
+
+/* OP on the N_SRC tensors SRC with the first N_PARAMS words of ggml node T's op_params. */
+static int g_op_ex(struct xlate *x, enum qgraph_op op, int n_src, const int *src, const struct ggml_tensor *t,
+		   int n_params)
+{
+	key_push(x, (uint64_t)KEY_OP_EX << 56 | (uint64_t)op << 32 | (uint64_t)n_src << 16 | (uint64_t)n_params);
+	for (int i = 0; i < n_src; i++)
+		key_push(x, (uint64_t)(uint32_t)src[i]);
+	for (int i = 0; i < n_params; i++)
+		key_push(x, (uint64_t)(uint32_t)t->op_params[i]);
+	for (int i = 0; i < n_src; i++)
+		if (src[i] < 0)
+			return src[i];
+	return qgraph_graph_op_ex(x->g, op, n_src, src, n_params, t->op_params);
+}
+
+static int g_effect(struct xlate *x, int t)
+{
+	key_push(x, (uint64_t)KEY_EFFECT << 56 | (uint32_t)t);
+	return qgraph_graph_effect(x->g, t);
 }
 
 static int g_cast(struct xlate *x, int a, enum qgraph_type type)
@@ -219,6 +242,7 @@ static int qtype(enum ggml_type t)
 	case GGML_TYPE_F16: return QGRAPH_TYPE_F16;
 	case GGML_TYPE_Q8_0: return QGRAPH_TYPE_Q8_0;
 	case GGML_TYPE_I32: return (int)QGRAPH_TYPE_I32;
+	case GGML_TYPE_I64: return (int)QGRAPH_TYPE_I64;
 	default: return -1;
 	}
 }
@@ -386,6 +410,13 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bo
 	struct qgg_buffer *wb = w0->buffer ? w0->buffer->context : NULL;
 	struct qgg_weights *w = wb ? qgg_weights_find(wb, w0->data) : NULL;
 
+	if (w0->type == GGML_TYPE_F16) {
+		/* attention's F16 keys or values (a view of the cache), no weights: rows made packed first */
+		int a = source(x, w0);
+		if (a >= 0 && w0->ne[1] > 1 && w0->nb[1] != ggml_row_size(w0->type, w0->ne[0]))
+			a = g_cast(x, a, QGRAPH_TYPE_F16);
+		return g_op(x, QGRAPH_OP_MUL_MAT, a, source(x, act), 0);
+	}
 	if (!w || !w->n_handles)
 		return xlate_fail(x, -ENOENT, "weights %s are not in qgraphd (%s)", w0->name,
 				  wb && wb->error[0] ? wb->error : "never set");
@@ -421,6 +452,30 @@ static float fparam(const struct ggml_tensor *t, int i)
 
 	memcpy(&v, (const char *)t->op_params + i * sizeof v, sizeof v);
 	return v;
+}
+
+/* The qgraph op of ggml's general-form op OP (ROPE, GLU, NORM, FLASH_ATTN_EXT, SET_ROWS). */
+static enum qgraph_op ex_op(enum ggml_op op)
+{
+	switch (op) {
+	case GGML_OP_ROPE: return QGRAPH_OP_ROPE;
+	case GGML_OP_GLU: return QGRAPH_OP_GLU;
+	case GGML_OP_NORM: return QGRAPH_OP_NORM;
+	case GGML_OP_FLASH_ATTN_EXT: return QGRAPH_OP_FLASH_ATTN_EXT;
+	default: return QGRAPH_OP_SET_ROWS;
+	}
+}
+
+/* The op_params words OP reads (dev_supports_op saw the rest are 0). */
+static int ex_words(enum ggml_op op)
+{
+	switch (op) {
+	case GGML_OP_ROPE: return 16;
+	case GGML_OP_GLU: return 2;
+	case GGML_OP_NORM: return 1;
+	case GGML_OP_FLASH_ATTN_EXT: return 4;
+	default: return 0;
+	}
 }
 
 /* The qgraph tensor computing node T (not yet an output), or -errno; *FIXED if it made its outputs itself. */
@@ -465,6 +520,15 @@ static int node(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool 
 		if (a >= 0 && !ggml_are_same_shape(s, t))	/* supports_op saw S contiguous */
 			a = g_reshape(x, a, t->ne);
 		return g_cast(x, a, (enum qgraph_type)qtype(t->type));
+	}
+	case GGML_OP_ROPE:	/* a, positions[, frequency factors]; ggml's sixteen words */
+	case GGML_OP_GLU:	/* a[, b]: the gate and whether swapped */
+	case GGML_OP_NORM:	/* eps */
+	case GGML_OP_FLASH_ATTN_EXT: {	/* q, k, v[, mask]: scale, max_bias, softcap, precision */
+		int src[4], n = 0;
+		for (; n < 4 && t->src[n]; n++)
+			src[n] = source(x, t->src[n]);
+		return g_op_ex(x, ex_op(t->op), n, src, t, ex_words(t->op));
 	}
 	default:
 		return xlate_fail(x, -EINVAL, "op %s is not supported here", ggml_op_desc(t));
@@ -563,6 +627,46 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 	return false;
 }
 
+/*
+ * SET_ROWS node T (a KV-cache write): rows of its first source written
+ * into its destination's bytes in place, run for that effect and never an
+ * output.  The destination is an input over its own bytes, never a copy;
+ * a graph that already reads or writes those bytes runs first, so that
+ * every node of this graph that reads them comes after the write (the
+ * daemon runs an effect before the nodes made after it).
+ */
+static int add_set_rows(struct xlate *x, const struct ggml_tensor *t)
+{
+	const struct ggml_tensor *dst = t->src[2];
+	int64_t off = arena_offset(dst), lo, hi;
+	int src[3], id, err;
+	bool busy = false;
+
+	if (off < 0 || !tensor_span(dst, &lo, &hi))
+		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", dst->name);
+	for (size_t i = 0; i < x->n_done && !busy; i++)
+		busy = !x->done[i].dead && overlap(lo, hi, x->done[i].lo, x->done[i].hi);
+	for (size_t i = 0; i < x->n_fixed && !busy; i++)
+		busy = overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi);
+	if (busy) {
+		if (qgg.trace)
+			say("%s writes bytes the graph so far uses: that graph runs first", t->name);
+		if ((err = run(x)) || (err = xlate_reset(x)))
+			return err;
+	}
+	src[0] = source(x, t->src[0]);
+	src[1] = source(x, t->src[1]);
+	src[2] = src[0] < 0 || src[1] < 0 ? -EINVAL : input_at(x, dst, off, lo, hi);
+	id = g_effect(x, g_op_ex(x, QGRAPH_OP_SET_ROWS, 3, src, t, 0));
+	if (id < 0)
+		return xlate_fail(x, id, "cannot express %s = %s(%s, %s, %s) in a qgraph graph: %s", t->name,
+				  ggml_op_desc(t), t->src[0]->name, t->src[1]->name, dst->name, strerror(-id));
+	x->n_nodes++;
+	/* dead: no output; a later reader of T reads the destination's bytes after the write */
+	err = done_add(x, (struct qgg_done){ .t = t, .id = id, .off = off, .lo = lo, .hi = hi, .dead = true });
+	return err ? xlate_fail(x, err, "out of memory") : 0;
+}
+
 /* Add node T to X, running what X holds first where the two cannot share a graph.  0 or -errno. */
 static int add_node(struct xlate *x, const struct ggml_tensor *t)
 {
@@ -570,6 +674,8 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 	bool fixed = false;
 	int err, id;
 
+	if (t->op == GGML_OP_SET_ROWS)
+		return add_set_rows(x, t);
 	if (off < 0 || !tensor_span(t, &lo, &hi))
 		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", t->name);
 	if (off % QGG_ALIGN || !ggml_is_contiguous(t))
@@ -612,7 +718,8 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 
 /*
  * Whether node T moves no bytes: a view op (its sources' addresses are
- * read through it), or an empty node (ggml's products of no rows).
+ * read through it), or an empty node (ggml's products of no rows, a
+ * cache write of no rows).
  */
 static bool moves_nothing(const struct ggml_tensor *t)
 {
@@ -623,6 +730,8 @@ static bool moves_nothing(const struct ggml_tensor *t)
 	case GGML_OP_PERMUTE:
 	case GGML_OP_TRANSPOSE:
 		return true;
+	case GGML_OP_SET_ROWS:
+		return ggml_nelements(t->src[0]) == 0;
 	default:
 		return ggml_nelements(t) == 0;
 	}

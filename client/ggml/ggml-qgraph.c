@@ -43,6 +43,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,6 +161,21 @@ static float op_param(const struct ggml_tensor *t, int i)
 	return v;
 }
 
+/* T's op_params words from N on are all 0 (the engine refuses a word it does not read). */
+static bool words_zero_from(const struct ggml_tensor *t, int n)
+{
+	for (int i = n; i < (int)(GGML_MAX_OP_PARAMS / sizeof(int32_t)); i++)
+		if (t->op_params[i])
+			return false;
+	return true;
+}
+
+/* T is F16 with packed elements along its rows. */
+static bool f16_rows(const struct ggml_tensor *t)
+{
+	return t->type == GGML_TYPE_F16 && t->nb[0] == sizeof(ggml_fp16_t);
+}
+
 /*
  * Whether T is a model weight in this buffer type: in a weights buffer, or
  * in the zero-size buffer llama.cpp makes to ask where a weight may go.
@@ -171,6 +187,26 @@ static bool weights_here(const struct ggml_tensor *t)
 	return b && ggml_backend_buffer_get_type(b) == &qgg_buft &&
 	       (ggml_backend_buffer_get_usage(b) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS ||
 		ggml_backend_buffer_get_size(b) == 0);
+}
+
+/* T is in a buffer llama.cpp filled with a model's weights. */
+static bool in_weights_buffer(const struct ggml_tensor *t)
+{
+	ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
+
+	return b && ggml_backend_buffer_get_usage(b) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
+}
+
+/*
+ * Whether source K of OP is a cache (SET_ROWS' destination, attention's
+ * keys, values and mask), never a weight llama.cpp asks about.  Its
+ * buffer may have no bytes as a weight's probe does (llama.cpp's dry run
+ * to fit a model allocates none), and a cache write refused there makes
+ * ggml abort: its result lies in that buffer.
+ */
+static bool cache_src(const struct ggml_tensor *op, int k)
+{
+	return (op->op == GGML_OP_SET_ROWS && k == 2) || op->op == GGML_OP_FLASH_ATTN_EXT;
 }
 
 /*
@@ -194,6 +230,16 @@ static bool weights_here(const struct ggml_tensor *t)
  *             in the daemon in its own layout)
  *   CPY, CONT from F32, F16 or Q8_0 into F32 or F16: shapes the same,
  *             or the source contiguous
+ *   ROPE      F32 rows (strided sources too), normal or NeoX (no M-RoPE
+ *             nor vision), YaRN, frequency factors, an offset
+ *   GLU       ReGLU, GeGLU, SwiGLU: F32, fused (an even row) or split,
+ *             swapped or not
+ *   NORM      F32 rows
+ *   SET_ROWS  F32 or F16 rows by I32 or I64 indices into F32 or F16
+ *             (the KV-cache write), in place, strided destinations too
+ *   FLASH_ATTN_EXT  F32 queries by F16 keys and values (views of a
+ *             cache: strided rows), heads grouped; an F16 mask or none;
+ *             no ALiBi, soft cap nor sinks
  */
 static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op)
 {
@@ -210,13 +256,25 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 	default:
 		break;
 	}
+	for (int k = op->op == GGML_OP_MUL_MAT ? 1 : 0; k < GGML_MAX_SRC; k++)
+		if (op->src[k] && (cache_src(op, k) ? in_weights_buffer(op->src[k]) : weights_here(op->src[k])))
+			return false;
+	if (op->op == GGML_OP_SET_ROWS) {
+		/* written in place: the result is the destination's bytes, strided or not */
+		const struct ggml_tensor *d = op->src[2];
+		return (f32_rows(a) || f16_rows(a)) && (b->type == GGML_TYPE_I32 || b->type == GGML_TYPE_I64) &&
+		       (f32_rows(d) || f16_rows(d)) && op->type == d->type && words_zero_from(op, 0) &&
+		       a->ne[0] == d->ne[0] && a->ne[2] == d->ne[2] && a->ne[3] == d->ne[3] && b->ne[0] == a->ne[1] &&
+		       a->ne[2] % b->ne[1] == 0 && a->ne[3] % b->ne[2] == 0 && b->ne[3] == 1;
+	}
 	if (!ggml_is_contiguous(op))
 		return false;
-	for (int k = op->op == GGML_OP_MUL_MAT ? 1 : 0; k < GGML_MAX_SRC; k++)
-		if (op->src[k] && weights_here(op->src[k]))
-			return false;
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
+		/* attention without flash attention: F16 keys or values (not weights) by F32, heads grouped */
+		if (a->type == GGML_TYPE_F16 && !weights_here(a))
+			return f16_rows(a) && b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) &&
+			       op->type == GGML_TYPE_F32 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;
 		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
 		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) && a->view_src == NULL &&
 		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
@@ -243,6 +301,51 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 		return f32_rows(a) && op->type == GGML_TYPE_F32 && op_param(op, 1) == 0.0f && !op->src[2] &&
 		       (!b || (f32_rows(b) && b->ne[0] == a->ne[0] && b->ne[1] >= a->ne[1] &&
 			       a->ne[2] % b->ne[2] == 0 && a->ne[3] % b->ne[3] == 0));
+	case GGML_OP_ROPE: {
+		const int32_t *p = op->op_params;
+		const int n_dims = p[1], mode = p[2], n_offs = p[15];
+		const struct ggml_tensor *ff = op->src[2];
+		if (!f32_rows(a) || op->type != GGML_TYPE_F32 || b->type != GGML_TYPE_I32 || b->ne[0] != a->ne[2] ||
+		    ggml_nelements(b) != b->ne[0] || (ff && ff->type != GGML_TYPE_F32) || op->src[3])
+			return false;
+		/* normal and NeoX only (no M-RoPE nor vision), the sections' words 0 */
+		if ((mode != GGML_ROPE_TYPE_NORMAL && mode != GGML_ROPE_TYPE_NEOX) || p[0] || p[3] || p[11] || p[12] ||
+		    p[13] || p[14] || n_dims < 2 || n_dims % 2 || n_offs < 0 || n_offs % 2 || n_dims > a->ne[0] - n_offs)
+			return false;
+		for (int i = 5; i <= 10; i++)
+			if (!isfinite(op_param(op, i)))
+				return false;
+		return op_param(op, 5) > 0.0f && op_param(op, 6) > 0.0f;
+	}
+	case GGML_OP_GLU:
+		/* ReGLU, GeGLU (ggml's tanh GELU) and SwiGLU; the others clamp or take parameters */
+		switch (ggml_get_glu_op(op)) {
+		case GGML_GLU_OP_REGLU:
+		case GGML_GLU_OP_GEGLU:
+		case GGML_GLU_OP_SWIGLU:
+			break;
+		default:
+			return false;
+		}
+		/* one source: its rows split in halves (ggml drops an odd row's last value; the engine refuses it) */
+		return f32_rows(a) && op->type == GGML_TYPE_F32 &&
+		       (b ? f32_rows(b) && ggml_are_same_shape(a, b) : a->ne[0] % 2 == 0) &&
+		       (op->op_params[1] == 0 || op->op_params[1] == 1) && words_zero_from(op, 2);
+	case GGML_OP_NORM:
+		return f32_rows(a) && op->type == GGML_TYPE_F32 && op_param(op, 0) >= 0.0f &&
+		       words_zero_from(op, 1);
+	case GGML_OP_FLASH_ATTN_EXT: {
+		const struct ggml_tensor *k = op->src[1], *v = op->src[2], *m = op->src[3];
+		/* F16 keys and values, an F16 mask or none; no ALiBi, no soft cap, no sinks */
+		return f32_rows(a) && f16_rows(k) && f16_rows(v) && op->type == GGML_TYPE_F32 && !op->src[4] &&
+		       isfinite(op_param(op, 0)) && op->op_params[1] == 0 && op->op_params[2] == 0 &&
+		       (op->op_params[3] == GGML_PREC_DEFAULT || op->op_params[3] == GGML_PREC_F32) &&
+		       words_zero_from(op, 4) && k->ne[0] == a->ne[0] && v->ne[1] == k->ne[1] &&
+		       a->ne[2] % k->ne[2] == 0 && a->ne[2] % v->ne[2] == 0 && k->ne[3] == a->ne[3] &&
+		       v->ne[3] == a->ne[3] &&
+		       (!m || (f16_rows(m) && m->ne[0] >= k->ne[1] && m->ne[1] >= a->ne[1] && a->ne[2] % m->ne[2] == 0 &&
+			       a->ne[3] % m->ne[3] == 0));
+	}
 	case GGML_OP_GET_ROWS:
 		return (a->type == GGML_TYPE_F32 || a->type == GGML_TYPE_F16 || a->type == GGML_TYPE_Q8_0) &&
 		       b->type == GGML_TYPE_I32 && op->type == GGML_TYPE_F32 &&
