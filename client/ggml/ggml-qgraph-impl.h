@@ -57,6 +57,7 @@ struct qgg_buffer {
 	struct qgg_weights *w;		/* sorted by data */
 	size_t n_w, cap_w;
 	char error[256];		/* the first error: the next graph_compute fails with it */
+	bool host;			/* of type QGRAPH: bound from the start, every byte in the arena */
 };
 
 /* The state all backends and buffers share; LOCK guards it (and each file's own). */
@@ -83,8 +84,13 @@ static inline void say(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* ggml-qgraph-buffer.c: the buffer type (its device is set at registration) and its functions. */
-extern struct ggml_backend_buffer_type qgg_buft;
+/*
+ * ggml-qgraph-buffer.c: the buffer types (their device is set at
+ * registration) and their functions: QGG_BUFT (QGRAPH, the device's
+ * default: host memory over the arena) and QGG_WBUFT (QGRAPH_WEIGHTS, the
+ * device's extra type: weights held in the daemon, no bytes here).
+ */
+extern struct ggml_backend_buffer_type qgg_buft, qgg_wbuft;
 extern const struct ggml_backend_buffer_type_i qgg_buft_i;
 /* The weights entry of B for the tensor at DATA, or NULL if B holds none there. */
 struct qgg_weights *qgg_weights_find(struct qgg_buffer *b, const void *data);

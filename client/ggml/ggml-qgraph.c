@@ -108,7 +108,7 @@ static void dev_get_memory(ggml_backend_dev_t dev, size_t *free_bytes, size_t *t
 static enum ggml_backend_dev_type dev_get_type(ggml_backend_dev_t dev)
 {
 	(void)dev;
-	return GGML_BACKEND_DEVICE_TYPE_ACCEL;
+	return GGML_BACKEND_DEVICE_TYPE_IGPU;
 }
 
 static void dev_get_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props *props)
@@ -116,9 +116,15 @@ static void dev_get_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props 
 	memset(props, 0, sizeof *props);
 	props->name = dev_get_name(dev);
 	props->description = dev_get_description(dev);
-	props->type = GGML_BACKEND_DEVICE_TYPE_ACCEL;
+	props->type = dev_get_type(dev);
 	dev_get_memory(dev, &props->memory_free, &props->memory_total);
-	/* async, host buffer, buffer_from_host_ptr, events: none */
+	/*
+	 * mmap: the loader reads each weight from the mapped file and sets it
+	 * here (set_tensor), which uploads it; without the cap llama.cpp turns
+	 * mmap off for the whole model, the CPU's tensors included.  async,
+	 * host buffer, buffer_from_host_ptr, events: none.
+	 */
+	props->caps.mmap_support = true;
 }
 
 static ggml_backend_t dev_init_backend(ggml_backend_dev_t dev, const char *params)
@@ -161,30 +167,32 @@ static float op_param(const struct ggml_tensor *t, int i)
 }
 
 /*
- * Whether T is a model weight in this buffer type: in a weights buffer, or
- * in the zero-size buffer llama.cpp makes to ask where a weight may go.
+ * Whether T is in a QGRAPH_WEIGHTS buffer (or the zero-size one llama.cpp
+ * makes of that type to ask where a weight may go): its bytes are in the
+ * daemon only, for MUL_MAT to read.
  */
 static bool weights_here(const struct ggml_tensor *t)
 {
 	ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
 
-	return b && ggml_backend_buffer_get_type(b) == &qgg_buft &&
-	       (ggml_backend_buffer_get_usage(b) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS ||
-		ggml_backend_buffer_get_size(b) == 0);
+	return b && ggml_backend_buffer_get_type(b) == &qgg_wbuft;
 }
+
 
 /*
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
  * result is contiguous (the daemon writes outputs whole).  No source but
- * MUL_MAT's Q4_0 weights may be a model weight in this buffer type: the
- * daemon holds Q4_0 weights, and any other weight would take arena bytes
- * for its whole buffer (llama.cpp keeps the norms' weights on the CPU
- * then, and runs their MULs there).  The rest, op by op:
- *   MUL_MAT   contiguous Q4_0 weights held in this buffer type (or not
- *             placed yet: test-backend-ops asks before it allocates) by
- *             F32 activations.  The weights' buffer is only compared,
- *             never looked into: llama.cpp asks with a zero-size dummy.
+ * MUL_MAT's Q4_0 weights may be in QGRAPH_WEIGHTS (they have no bytes
+ * anywhere else); the other weights of a layer (norms, and what the
+ * daemon does not hold) are in QGRAPH, the arena, like any activation.
+ * The rest, op by op:
+ *   MUL_MAT   contiguous Q4_0 weights in QGRAPH_WEIGHTS (or not placed
+ *             yet: test-backend-ops asks before it allocates) by F32
+ *             activations.  Saying no for weights in QGRAPH is what sends
+ *             llama.cpp's matrices to QGRAPH_WEIGHTS, the next type of
+ *             the device.  The weights' buffer is only compared, never
+ *             looked into: llama.cpp asks with a zero-size dummy.
  *   ADD, MUL  F32 everywhere (the second broadcast as ggml does)
  *   SCALE     F32, without a bias (the engine multiplies only)
  *   SILU, GELU  F32 (ggml's tanh GELU; not GELU_ERF nor GELU_QUICK)
@@ -218,7 +226,8 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
 		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
-		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) && a->view_src == NULL &&
+		       /* weights in QGRAPH_WEIGHTS; not placed yet (test-backend-ops asks before it allocates) */
+		       (!a->buffer || weights_here(a)) && a->view_src == NULL &&
 		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
 		       /* stacked weights of odd row counts write a result per batch: at offsets the arena takes */
 		       (a->ne[2] * a->ne[3] == 1 || a->ne[1] % 8 == 0 ||
@@ -263,7 +272,7 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 static bool dev_supports_buft(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft)
 {
 	(void)dev;
-	return buft == &qgg_buft;
+	return buft == &qgg_buft || buft == &qgg_wbuft;
 }
 
 static const struct ggml_backend_device_i qgg_dev_i = {
@@ -299,10 +308,28 @@ static ggml_backend_dev_t reg_get_device(ggml_backend_reg_t reg, size_t index)
 	return qgg.s && index == 0 ? &qgg_dev : NULL;
 }
 
+/* The device's buffer types after its default one: llama.cpp tries them, in order, for a layer's weights. */
+static ggml_backend_buffer_type_t *dev_extra_bufts(ggml_backend_dev_t dev)
+{
+	static ggml_backend_buffer_type_t bufts[] = { &qgg_wbuft, NULL };
+
+	(void)dev;
+	return bufts;
+}
+
+static void *reg_get_proc_address(ggml_backend_reg_t reg, const char *name)
+{
+	(void)reg;
+	if (strcmp(name, "ggml_backend_dev_get_extra_bufts") == 0)
+		return (void *)dev_extra_bufts;
+	return NULL;
+}
+
 static const struct ggml_backend_reg_i qgg_reg_i = {
 	.get_name = reg_get_name,
 	.get_device_count = reg_get_device_count,
 	.get_device = reg_get_device,
+	.get_proc_address = reg_get_proc_address,
 };
 
 /* Connect to qgraphd; without one the backend has no device, and says so once. */
@@ -356,6 +383,10 @@ static ggml_backend_reg_t qgg_reg_get(void)
 	}
 	pthread_once(&once, connect_daemon);
 	qgg_buft = (struct ggml_backend_buffer_type){
+		.iface = qgg_buft_i,
+		.device = &qgg_dev,
+	};
+	qgg_wbuft = (struct ggml_backend_buffer_type){
 		.iface = qgg_buft_i,
 		.device = &qgg_dev,
 	};
