@@ -218,6 +218,7 @@ int qgg_buffer_bind(struct qgg_buffer *b)
 	}
 	b->arena_raw = raw;
 	b->arena_off = off;
+	qgg.arena_held += b->mapped_size + page;
 	return 0;
 }
 
@@ -253,6 +254,7 @@ static void buffer_free(ggml_backend_buffer_t buffer)
 	if (b->arena_raw >= 0) {
 		qgg_cache_flush();	/* registered graphs name offsets in this buffer */
 		qgraph_arena_free(qgg.s, b->arena_raw);
+		qgg.arena_held -= b->mapped_size + page_size();
 	}
 	pthread_mutex_unlock(&qgg.lock);
 	munmap(b->base, b->mapped_size);
@@ -386,11 +388,16 @@ static const char *buft_get_name(ggml_backend_buffer_type_t buft)
 	return buft == &qgg_wbuft ? "QGRAPH_WEIGHTS" : "QGRAPH";
 }
 
-/* The daemon's pool in bytes (*TOTAL) and what is free of it; 0 or -errno. */
-int qgg_pool_memory(size_t *free_bytes, size_t *total)
+/*
+ * The daemon's pool in bytes (*TOTAL) and what is free of it; 0 or -errno.
+ * With SHARED, the weights other sessions already hold count as free: a
+ * process on the same model sends none of them again (the daemon knows
+ * them by digest), and fit must not give it fewer layers than the first.
+ */
+int qgg_pool_memory(size_t *free_bytes, size_t *total, bool shared)
 {
 	char buf[8192];
-	unsigned long long bytes = 0, used = 0;
+	unsigned long long bytes = 0, used = 0, referenced = 0;
 	ssize_t n = qgraph_stats(qgg.s, buf, sizeof buf - 1);
 
 	if (n < 0)
@@ -399,7 +406,10 @@ int qgg_pool_memory(size_t *free_bytes, size_t *total)
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
 		sscanf(line, "pool_bytes %llu", &bytes);
 		sscanf(line, "pool_used %llu", &used);
+		sscanf(line, "weights_referenced_bytes %llu", &referenced);
 	}
+	if (shared)	/* referenced counts a shared matrix once per holder: at most what is used */
+		used -= referenced < used ? referenced : used;
 	*total = bytes;
 	*free_bytes = bytes > used ? bytes - used : 0;
 	return 0;
@@ -416,7 +426,7 @@ static ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, 
 	size_t mapped = round_up(size ? size : 1, page_size()), pool = 0, pool_free = 0;
 
 	pthread_mutex_lock(&qgg.lock);
-	int err = qgg_pool_memory(&pool_free, &pool);
+	int err = qgg_pool_memory(&pool_free, &pool, false);
 	pthread_mutex_unlock(&qgg.lock);
 	if (err == 0 && size > pool) {
 		say("a buffer of %zu MiB can never fit qgraphd's pool of %zu MiB: raise pool-size in qgraphd.conf "

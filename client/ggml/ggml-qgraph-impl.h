@@ -65,6 +65,7 @@ struct qgg_state {
 	pthread_mutex_t lock;
 	struct qgraph_session *s;
 	size_t arena_bytes;
+	size_t arena_held;		/* arena bytes the buffers hold (mapped), of ARENA_BYTES */
 	char desc[160];
 	uint64_t n_graphs, n_cached_runs;
 	bool trace;				/* QGRAPH_GGML_TRACE: a line per graph on stderr */
@@ -96,8 +97,12 @@ extern const struct ggml_backend_buffer_type_i qgg_buft_i;
 struct qgg_weights *qgg_weights_find(struct qgg_buffer *b, const void *data);
 /* Map the arena under B's addresses, once; 0 or -errno (B says why).  Caller holds the lock. */
 int qgg_buffer_bind(struct qgg_buffer *b);
-/* The daemon's pool in bytes (*TOTAL) and what is free of it; 0 or -errno.  Caller holds the lock. */
-int qgg_pool_memory(size_t *free_bytes, size_t *total);
+/*
+ * The daemon's pool in bytes (*TOTAL) and what is free of it, counting the
+ * weights other sessions hold as free if SHARED; 0 or -errno.  Caller
+ * holds the lock.
+ */
+int qgg_pool_memory(size_t *free_bytes, size_t *total, bool shared);
 
 /* ggml-qgraph-graph.c: the backend's graph_compute: CGRAPH's MUL_MATs run in the daemon. */
 enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *cgraph);

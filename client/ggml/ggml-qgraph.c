@@ -50,6 +50,7 @@
 
 #define QGG_EXPORT __attribute__((visibility("default")))
 #define QGG_ARENA_DEFAULT (512ull << 20)	/* arena asked for unless QGRAPH_GGML_ARENA says otherwise */
+#define QGG_FIT_MARGIN (1ull << 30)		/* llama.cpp's default --fit-target */
 
 struct qgg_state qgg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -96,12 +97,48 @@ static const char *dev_get_description(ggml_backend_dev_t dev)
 	return qgg.desc;
 }
 
+/* The host's available memory in bytes (MemAvailable), or 0 when /proc does not say. */
+static size_t host_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	unsigned long long kb = 0;
+	char line[128];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (size_t)kb << 10;
+}
+
+/*
+ * The device's memory: the daemon's pool (weights) and this session's
+ * arena (the KV cache, activations, the weights the daemon does not
+ * hold), both qgraphd's and this process's alone.  llama.cpp fits layers
+ * and context to what is free less its --fit-target margin (1 GiB unless
+ * set), a margin meant for what other programs need of a device's
+ * memory: here that is host memory, so the host's available memory, up
+ * to that 1 GiB, is counted too, and the margin comes out of it rather
+ * than out of the pool.  The weights other processes already hold count
+ * as free (qgg_pool_memory), so a second llama.cpp on the same model
+ * gets as many layers as the first.
+ */
 static void dev_get_memory(ggml_backend_dev_t dev, size_t *free_bytes, size_t *total)
 {
+	size_t host = host_available();
+
 	(void)dev;
+	if (host > QGG_FIT_MARGIN)
+		host = QGG_FIT_MARGIN;
 	pthread_mutex_lock(&qgg.lock);
-	if (qgg_pool_memory(free_bytes, total))
+	if (qgg_pool_memory(free_bytes, total, true)) {
 		*free_bytes = *total = 0;
+	} else {
+		*total += qgg.arena_bytes + host;
+		*free_bytes += (qgg.arena_bytes > qgg.arena_held ? qgg.arena_bytes - qgg.arena_held : 0) + host;
+	}
 	pthread_mutex_unlock(&qgg.lock);
 }
 
