@@ -5,23 +5,27 @@
  *
  * ggml's loader picks it up from GGML_BACKEND_PATH (ggml_backend_load_all
  * and its callers); it exports ggml_backend_init and ggml_backend_score and
- * nothing else.  It offers one device, QGRAPH0, of type ACCEL: llama.cpp
- * then tries its buffer type first for the weights it would keep in host
- * memory, and keeps it for the tensors whose op the device supports.
- * ggml's scheduler sends those MUL_MATs here, with the runs of claimed ops
- * around them (dev_supports_op), and runs the rest on its CPU backend.
+ * nothing else.  It offers one device, QGRAPH0, of type IGPU (its memory
+ * is host memory; llama.cpp uses it when no discrete GPU is present):
+ * llama.cpp offloads its layers here, weights, KV cache and graph, and
+ * ggml's scheduler sends the runs of claimed ops (dev_supports_op) here
+ * and the rest to its CPU backend.
  *
- * One buffer type plays two roles, and learns which only after its buffer
- * exists (ggml sets a buffer's usage after alloc_buffer):
- *   - weights: a Q4_0 tensor set into a WEIGHTS or ANY buffer is uploaded
+ * The device has two buffer types (ggml-qgraph-buffer.c):
+ *   - QGRAPH, its default: host memory, the session's arena mapped at the
+ *     buffer's addresses when the buffer is made, which the daemon reads
+ *     and writes in place and the CPU backend too (the scheduler's copy
+ *     is the only copy): the KV cache, compute buffers, and the weights
+ *     the daemon does not hold.  A Q4_0 tensor set into one that is not
+ *     a compute buffer is uploaded as well (test-backend-ops puts its
+ *     weights there).
+ *   - QGRAPH_WEIGHTS, its extra type: a Q4_0 tensor set there is uploaded
  *     to the daemon, which stores it in its best interleaved layout; the
- *     process keeps no copy.  Reading it back asks the daemon to unpack it
- *     (a CPY into plain Q4_0), so the bytes come back exactly.
- *   - compute: every other tensor (activations, results) lives in the
- *     session's arena, mapped at the buffer's addresses, which the daemon
- *     reads and writes in place: the scheduler's copy is the only copy.
- * A buffer is address space only (PROT_NONE) until a tensor of the second
- * kind needs bytes: a stray CPU access to weights faults.
+ *     process keeps no copy, and the buffer is address space only
+ *     (PROT_NONE): a stray CPU access faults.  Reading it back asks the
+ *     daemon to unpack it (a CPY into plain Q4_0), so the bytes come back
+ *     exactly.  llama.cpp puts a layer's matrices there because QGRAPH
+ *     refuses them for MUL_MAT.
  *
  * Each graph_compute is translated to one qgraph graph, registered with
  * the daemon the first time and run by its handle after that: llama.cpp
@@ -214,7 +218,6 @@ static bool weights_here(const struct ggml_tensor *t)
 
 	return b && ggml_backend_buffer_get_type(b) == &qgg_wbuft;
 }
-
 
 /*
  * What runs here: the ops the engine computes exactly as ggml defines
