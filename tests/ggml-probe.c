@@ -1,10 +1,22 @@
 /*
  * ggml-probe.c - asks libggml-qgraph.so (the path in argv[1], a daemon
  * reachable through QGRAPH_SOCKET) whether it claims ops the way
- * llama.cpp asks when it places a model's weights: with the weight in a
- * zero-size buffer of the device's buffer type (and its KV cache, as
- * llama.cpp's dry run to fit a model places it).  One line per question,
- * "claimed" or "refused"; tests/ggml-backend.sh judges them.  Exit 77
+ * llama.cpp asks when it places a layer's weights: with the weight in a
+ * zero-size buffer of each of the device's buffer types in turn (its
+ * default, then its extra ones), the first that claims the op winning.
+ * One line per question: the winning type's name, or "refused" (the
+ * weight would go to the CPU); tests/ggml-backend.sh judges them.  Exit 77
+	/* a model's F16 weight: computed where it is placed, in the arena */
+	struct ggml_tensor *f16 = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 64);
+	printf("MUL_MAT by F16 weights: %s\n", place(dev, ggml_mul_mat(ctx, f16, x), f16));
+	/* llama.cpp's dry run to fit a model puts its KV cache in a buffer of no bytes too */
+	struct ggml_tensor *cache = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 32);
+	struct ggml_tensor *idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 4);
+	printf("SET_ROWS into a cache of no bytes: %s\n", probe(dev, buft, ggml_set_rows(ctx, cache, x, idx), cache));
+	struct ggml_tensor *q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, 1, 2);
+	struct ggml_tensor *kv = ggml_view_3d(ctx, cache, 256, 32, 1, cache->nb[1], cache->nb[2], 0);
+	printf("FLASH_ATTN_EXT over a cache of no bytes: %s\n",
+	       probe(dev, buft, ggml_flash_attn_ext(ctx, q, kv, kv, NULL, 0.0625f, 0.0f, 0.0f), cache));
  * when the backend offers no device, 1 when it cannot be loaded; without
  * an argument (make check runs every check program) it skips, in TAP.
  */
@@ -15,6 +27,9 @@
 
 #include "ggml.h"
 #include "ggml-backend.h"
+
+/* ggml_backend_dev_get_extra_bufts_t in ggml-cpu.h, which this program does not include */
+typedef ggml_backend_buffer_type_t *(*extra_bufts_fn)(ggml_backend_dev_t dev);
 
 /* Whether DEV claims OP with W (a source of OP) in a zero-size buffer of BUFT. */
 static const char *probe(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft, struct ggml_tensor *op,
@@ -29,6 +44,21 @@ static const char *probe(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft
 	ggml_backend_buffer_free(w->buffer);
 	w->buffer = NULL;
 	return yes ? "claimed" : "refused";
+}
+
+/* The first of DEV's buffer types (default, then extra) with which DEV claims OP, as llama.cpp picks. */
+static const char *place(ggml_backend_dev_t dev, struct ggml_tensor *op, struct ggml_tensor *w)
+{
+	ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+	extra_bufts_fn extra = (extra_bufts_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+	ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
+
+	if (probe(dev, buft, op, w)[0] == 'c')
+		return ggml_backend_buft_name(buft);
+	for (ggml_backend_buffer_type_t *b = extra ? extra(dev) : NULL; b && *b; b++)
+		if (probe(dev, *b, op, w)[0] == 'c')
+			return ggml_backend_buft_name(*b);
+	return "refused";
 }
 
 int main(int argc, char **argv)
@@ -64,12 +94,14 @@ int main(int argc, char **argv)
 	struct ggml_tensor *mm = ggml_mul_mat(ctx, q4, x);
 
 	printf("MUL by an F32 tensor of no buffer: %s\n", ggml_backend_dev_supports_op(dev, mul) ? "claimed" : "refused");
-	printf("MUL by an F32 weight: %s\n", probe(dev, buft, mul, norm));
-	printf("ADD of an F32 weight: %s\n", probe(dev, buft, add, norm));
-	printf("MUL_MAT by Q4_0 weights: %s\n", probe(dev, buft, mm, q4));
-	/* a model's F16 weight is not attention's F16 keys: it stays where llama.cpp keeps it */
+	printf("MUL by an F32 weight: %s\n", place(dev, mul, norm));
+	printf("ADD of an F32 weight: %s\n", place(dev, add, norm));
+	printf("MUL_MAT by Q4_0 weights: %s\n", place(dev, mm, q4));
+	printf("MUL_MAT by Q4_0 weights in %s: %s\n", ggml_backend_buft_name(buft), probe(dev, buft, mm, q4));
+	printf("device type: %s\n", ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_IGPU ? "IGPU" : "other");
+	/* a model's F16 weight: computed where it is placed, in the arena */
 	struct ggml_tensor *f16 = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 64);
-	printf("MUL_MAT by F16 weights: %s\n", probe(dev, buft, ggml_mul_mat(ctx, f16, x), f16));
+	printf("MUL_MAT by F16 weights: %s\n", place(dev, ggml_mul_mat(ctx, f16, x), f16));
 	/* llama.cpp's dry run to fit a model puts its KV cache in a buffer of no bytes too */
 	struct ggml_tensor *cache = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 32);
 	struct ggml_tensor *idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 4);

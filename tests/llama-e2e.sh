@@ -111,7 +111,7 @@ if [ -n "$reason" ]; then
 	for what in "llama-simple generates" "llama-perplexity: finite" "the base log-probabilities" \
 		"stock -nr against the base" "with the plugin: its device is listed" "with the plugin: generation" \
 		"with the plugin: KL divergence" "with the plugin: the daemon ran the matmuls" \
-		"with the plugin: graphs a decode step"; do
+		"with the plugin: graphs a decode step" "with the plugin: llama-completion offloads every layer" "with the plugin: the default build runs on QGRAPH0"; do
 		skip "$what: $reason"
 	done
 	tap_done
@@ -240,6 +240,8 @@ if [ -n "$reason" ]; then
 	skip "with the plugin: KL divergence against the base: $reason"
 	skip "with the plugin: the daemon ran the matmuls: $reason"
 	skip "with the plugin: graphs a decode step: $reason"
+	skip "with the plugin: llama-completion offloads every layer: $reason"
+	skip "with the plugin: the default build runs on QGRAPH0: $reason"
 else
 	# a daemon of the test's own unless QG_GGML_ENV names one
 	own_daemon=
@@ -254,7 +256,7 @@ else
 	sock=$(printf '%s\n' $QG_GGML_ENV | sed -n 's/^QGRAPH_SOCKET=//p' | tail -n 1)
 	mm() { "$top/client/tools/qgraph-submit" --socket "$sock" stats --all 2>/dev/null | awk '$1 == "mul_mat_interleaved" { print $2 }'; }
 	mm0=$(mm)
-	# the backend registers its device (an ACCEL one: --list-devices leaves out the CPU's)
+	# the backend registers its device (an IGPU: --list-devices leaves out the CPU's)
 	# shellcheck disable=SC2086
 	run env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} "$bin/llama-completion" --list-devices \
 		>"$T/devices.out" 2>"$T/devices.err" </dev/null
@@ -298,6 +300,44 @@ else
 	}
 	g8=$(graphs 8) && g24=$(graphs 24) && step=$(((g24 - g8) / 16)) && [ "$step" -ge 1 ] && [ "$step" -le 13 ]
 	ok $? "with the plugin: graphs a decode step: ${step:-?} (at most 13; ${g8:-?} for 8 tokens, ${g24:-?} for 24)"
+
+	# llama.cpp at its defaults (every layer, fit on) offloads the whole
+	# model to QGRAPH0, an IGPU: the 4 layers and the output, the KV cache
+	# in QGRAPH; "graph splits" (-lv 4) counts the hand-overs between the
+	# daemon and the CPU a graph takes, and grows when a claim is lost
+	# shellcheck disable=SC2086
+	tool_run "$T/layers" 'graph splits = ' env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} \
+		"$bin/llama-completion" $llama_args -p "the city of" -n 8 --temp 0 -no-cnv -lv 4
+	st=$?
+	splits=$(sed -n 's/.*graph splits = \([0-9]*\).*/\1/p' "$T/layers.out" "$T/layers.err" | tail -n 1)
+	[ $st -eq 0 ] && grep -q 'offloaded 5/5 layers to GPU' "$T/layers.err" &&
+		grep -q 'QGRAPH KV buffer size' "$T/layers.err" && grep -q 'QGRAPH_WEIGHTS model buffer size' "$T/layers.err" &&
+		[ -n "$splits" ] && [ "$splits" -le 34 ]
+	r=$?
+	ok $r "with the plugin: llama-completion offloads 5/5 layers and the KV cache, graph splits = ${splits:-?} <= 34 (exit $st)"
+	[ $r -eq 0 ] || grep -E 'offloaded|buffer size|splits|qgraph:|error' "$T/layers.err" | head -n 20 | sed 's/^/# /'
+
+	# The default build (no GGML_BACKEND_DL: the CPU backend linked in)
+	# loads GGML_BACKEND_PATH only where something calls
+	# ggml_backend_load_all: llama.cpp's own init does so only when no
+	# backend is registered, --list-devices and -dev always.  So the
+	# device is listed but a plain run never loads it; -dev QGRAPH0, or
+	# LLAMA_ARG_DEVICE=QGRAPH0 for every common tool, loads and uses it.
+	static=${QG_LLAMA_STATIC:-$(dirname "$(dirname "$bin")")/build-static/bin}
+	if [ -x "$static/llama-completion" ]; then
+		# shellcheck disable=SC2086
+		tool_run "$T/static" 'graph splits = ' env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} \
+			LLAMA_ARG_DEVICE=QGRAPH0 QGRAPH_GGML_TRACE=1 "$static/llama-completion" $llama_args \
+			-p "the city of" -n 8 --temp 0 -no-cnv -lv 4
+		st=$?
+		graphs=$(grep -c '^qgraph: graph ' "$T/static.err")
+		[ $st -eq 0 ] && grep -q 'offloaded 5/5 layers to GPU' "$T/static.err" && [ "$graphs" -gt 0 ]
+		r=$?
+		ok $r "with the plugin: the default build runs on QGRAPH0 with LLAMA_ARG_DEVICE=QGRAPH0 ($graphs graphs, exit $st)"
+		[ $r -eq 0 ] || grep -E 'offloaded|splits|qgraph:|error' "$T/static.err" | head -n 20 | sed 's/^/# /'
+	else
+		skip "with the plugin: the default build runs on QGRAPH0: no llama-completion in $static"
+	fi
 	[ -n "$own_daemon" ] && daemon_stop s
 fi
 

@@ -16,7 +16,8 @@
 #     tokens banned through logit_bias: a random model's bytes are not
 #     UTF-8, which the chat endpoint refuses);
 #   - a second llama-server with the plugin on the same model adds no
-#     stored weights to the daemon: one copy for both processes;
+#     stored weights to the daemon: one copy for both processes; both
+#     offload every layer and their KV cache to the device;
 #   - the daemon killed: a request fails with an error and the servers
 #     exit (the backend ends a process whose weights went with the
 #     daemon), saying why, within a bound: never a hang.
@@ -128,7 +129,7 @@ stat() { $sub stats --all 2>/dev/null | awk -v k="$1" '$1 == k { print $2 }'; }
 penv="GGML_BACKEND_PATH=$plugin QGRAPH_SOCKET=$T/d.sock"
 
 # shellcheck disable=SC2086
-if server_start p1 $penv; then
+if server_start p1 $penv LLAMA_ARG_LOG_VERBOSITY=4; then
 	pass "llama-server with the plugin answers /health at $url"
 else
 	not_ok "llama-server with the plugin answers /health"
@@ -155,7 +156,7 @@ ok $? "the daemon ran its MUL_MATs (mul_mat_interleaved ${mm:-none})"
 # a second server on the same model: the daemon holds its weights once
 stored1=$(stat weights_stored) used1=$(stat pool_used) ref1=$(stat weights_referenced_bytes)
 # shellcheck disable=SC2086
-server_start p2 $penv
+server_start p2 $penv LLAMA_ARG_LOG_VERBOSITY=4
 ok $? "a second llama-server with the plugin answers /health at $url"
 $client "$url_p2" complete "$T/p2-complete.json" 2>"$T/p2-complete.err"
 ok $? "the second server answers /completion"
@@ -165,6 +166,11 @@ stored2=$(stat weights_stored) used2=$(stat pool_used) ref2=$(stat weights_refer
 [ -n "$stored1" ] && [ "$stored1" -gt 0 ] && [ "$stored2" = "$stored1" ] && [ "${ref2:-0}" -gt "${ref1:-0}" ]
 ok $? "one copy of the weights for both: $stored1 -> $stored2 matrices stored, referenced $ref1 -> $ref2 bytes"
 echo "# pool in use: $used1 -> $used2 bytes (the second server's graphs only)"
+# both offload the whole model (QGRAPH0 is an IGPU; -lv 4 logs it): fit, on by default,
+# counts the weights the first holds as free to the second
+grep -q 'offloaded 5/5 layers to GPU' "$T/p1.log" && grep -q 'offloaded 5/5 layers to GPU' "$T/p2.log" &&
+	grep -q 'QGRAPH KV buffer size' "$T/p2.log"
+ok $? "both servers offload 5/5 layers and keep their KV cache in QGRAPH"
 
 # the daemon dies: requests fail, the servers end, nothing hangs
 kill -9 "$pid_d"

@@ -1,8 +1,10 @@
 /*
- * ggml-qgraph-buffer.c - libggml-qgraph's buffer type and buffers (see
- * ggml-qgraph.c for the two roles a buffer plays): the arena mapped under a
- * buffer's addresses for activations and results, and Q4_0 weights uploaded
- * to the daemon, read back through it and let go.
+ * ggml-qgraph-buffer.c - libggml-qgraph's two buffer types and their
+ * buffers (see ggml-qgraph.c for the roles they play): QGRAPH, host
+ * memory that is the session arena mapped under a buffer's addresses (the
+ * KV cache, activations and results, the weights the daemon does not
+ * hold), and QGRAPH_WEIGHTS, Q4_0 weights uploaded to the daemon, read
+ * back through it and let go.
  */
 #include "config.h"
 
@@ -15,7 +17,7 @@
 
 #include "ggml-qgraph-impl.h"
 
-struct ggml_backend_buffer_type qgg_buft;
+struct ggml_backend_buffer_type qgg_buft, qgg_wbuft;
 
 /* Record the first error of buffer B (and say it); later calls on B then fail. */
 static void buffer_fail(struct qgg_buffer *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -217,14 +219,27 @@ int qgg_buffer_bind(struct qgg_buffer *b)
 	}
 	b->arena_raw = raw;
 	b->arena_off = off;
+	qgg.arena_held += b->mapped_size + page;
 	return 0;
 }
 
-/* Whether T, set into B, is weights for the daemon rather than bytes of the arena. */
+/*
+ * Whether T, set into B, is weights for the daemon.  In a QGRAPH_WEIGHTS
+ * buffer they have no other bytes; in a QGRAPH one (a program that puts
+ * its weights in the device's default type, as test-backend-ops does)
+ * they are uploaded and their bytes kept in the arena too, where the CPU
+ * may read them.
+ */
 static bool is_weights(ggml_backend_buffer_t buffer, const struct ggml_tensor *t)
 {
 	return t->type == GGML_TYPE_Q4_0 && t->view_src == NULL &&
 	       ggml_backend_buffer_get_usage(buffer) != GGML_BACKEND_BUFFER_USAGE_COMPUTE;
+}
+
+/* Whether B is of type QGRAPH: host memory, the arena mapped at its addresses from the start. */
+static bool is_host(const struct qgg_buffer *b)
+{
+	return b->host;
 }
 
 static void buffer_free(ggml_backend_buffer_t buffer)
@@ -240,6 +255,7 @@ static void buffer_free(ggml_backend_buffer_t buffer)
 	if (b->arena_raw >= 0) {
 		qgg_cache_flush();	/* registered graphs name offsets in this buffer */
 		qgraph_arena_free(qgg.s, b->arena_raw);
+		qgg.arena_held -= b->mapped_size + page_size();
 	}
 	pthread_mutex_unlock(&qgg.lock);
 	munmap(b->base, b->mapped_size);
@@ -258,10 +274,11 @@ static void buffer_set_tensor(ggml_backend_buffer_t buffer, struct ggml_tensor *
 	struct qgg_buffer *b = buffer->context;
 
 	pthread_mutex_lock(&qgg.lock);
-	if (!is_weights(buffer, t)) {
+	if (!is_weights(buffer, t) || is_host(b)) {
 		if (qgg_buffer_bind(b) == 0)
 			memcpy((char *)t->data + offset, data, size);
-		goto out;
+		if (!is_weights(buffer, t))
+			goto out;
 	}
 	struct qgg_weights *w = weights_entry(b, t);
 	if (!w) {
@@ -296,7 +313,7 @@ static void buffer_get_tensor(ggml_backend_buffer_t buffer, const struct ggml_te
 	struct qgg_weights *w;
 
 	pthread_mutex_lock(&qgg.lock);
-	if (!is_weights(buffer, t) || !(w = qgg_weights_find(b, t->data))) {
+	if (!is_weights(buffer, t) || is_host(b) || !(w = qgg_weights_find(b, t->data))) {
 		if (qgg_buffer_bind(b) == 0)
 			memcpy(data, (const char *)t->data + offset, size);
 		else
@@ -369,15 +386,19 @@ static const struct ggml_backend_buffer_i qgg_buffer_i = {
 
 static const char *buft_get_name(ggml_backend_buffer_type_t buft)
 {
-	(void)buft;
-	return "QGRAPH";
+	return buft == &qgg_wbuft ? "QGRAPH_WEIGHTS" : "QGRAPH";
 }
 
-/* The daemon's pool in bytes (*TOTAL) and what is free of it; 0 or -errno. */
-int qgg_pool_memory(size_t *free_bytes, size_t *total)
+/*
+ * The daemon's pool in bytes (*TOTAL) and what is free of it; 0 or -errno.
+ * With SHARED, the weights other sessions already hold count as free: a
+ * process on the same model sends none of them again (the daemon knows
+ * them by digest), and fit must not give it fewer layers than the first.
+ */
+int qgg_pool_memory(size_t *free_bytes, size_t *total, bool shared)
 {
 	char buf[8192];
-	unsigned long long bytes = 0, used = 0;
+	unsigned long long bytes = 0, used = 0, referenced = 0;
 	ssize_t n = qgraph_stats(qgg.s, buf, sizeof buf - 1);
 
 	if (n < 0)
@@ -386,18 +407,27 @@ int qgg_pool_memory(size_t *free_bytes, size_t *total)
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
 		sscanf(line, "pool_bytes %llu", &bytes);
 		sscanf(line, "pool_used %llu", &used);
+		sscanf(line, "weights_referenced_bytes %llu", &referenced);
 	}
+	if (shared)	/* referenced counts a shared matrix once per holder: at most what is used */
+		used -= referenced < used ? referenced : used;
 	*total = bytes;
 	*free_bytes = bytes > used ? bytes - used : 0;
 	return 0;
 }
 
+/*
+ * A buffer of SIZE bytes of BUFT: address space; for QGRAPH the arena
+ * mapped there at once (the CPU backend reads and writes it directly, the
+ * KV cache among it), NULL with the reason on stderr where the session
+ * arena has no room.
+ */
 static ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t size)
 {
 	size_t mapped = round_up(size ? size : 1, page_size()), pool = 0, pool_free = 0;
 
 	pthread_mutex_lock(&qgg.lock);
-	int err = qgg_pool_memory(&pool_free, &pool);
+	int err = qgg_pool_memory(&pool_free, &pool, false);
 	pthread_mutex_unlock(&qgg.lock);
 	if (err == 0 && size > pool) {
 		say("a buffer of %zu MiB can never fit qgraphd's pool of %zu MiB: raise pool-size in qgraphd.conf "
@@ -416,6 +446,17 @@ static ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, 
 	b->size = size;
 	b->mapped_size = mapped;
 	b->arena_raw = -1;
+	b->host = buft == &qgg_buft;
+	if (b->host) {
+		pthread_mutex_lock(&qgg.lock);
+		err = qgg_buffer_bind(b);
+		pthread_mutex_unlock(&qgg.lock);
+		if (err) {
+			munmap(b->base, b->mapped_size);
+			free(b);
+			return NULL;
+		}
+	}
 	return ggml_backend_buffer_init(buft, qgg_buffer_i, b, size);
 }
 
@@ -425,10 +466,15 @@ static size_t buft_get_alignment(ggml_backend_buffer_type_t buft)
 	return QGG_ALIGN;
 }
 
+/*
+ * QGRAPH is host memory: the CPU backend runs the ops the device does not
+ * claim on its tensors in place (no copies), and llama.cpp writes its
+ * inputs there.  QGRAPH_WEIGHTS is not: tensor->data of weights is no
+ * place to read them.
+ */
 static bool buft_is_host(ggml_backend_buffer_type_t buft)
 {
-	(void)buft;
-	return false;	/* tensor->data of weights is no place to read them */
+	return buft == &qgg_buft;
 }
 
 const struct ggml_backend_buffer_type_i qgg_buft_i = {

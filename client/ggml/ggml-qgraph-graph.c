@@ -207,7 +207,8 @@ static int64_t arena_offset(const struct ggml_tensor *t)
 {
 	ggml_backend_buffer_t buffer = t->view_src ? t->view_src->buffer : t->buffer;
 
-	if (!buffer || ggml_backend_buffer_get_type(buffer) != &qgg_buft)
+	if (!buffer || !buffer->context ||	/* a zero-size buffer has no context */
+	    (ggml_backend_buffer_get_type(buffer) != &qgg_buft && ggml_backend_buffer_get_type(buffer) != &qgg_wbuft))
 		return -1;
 	struct qgg_buffer *b = buffer->context;
 	if (qgg_buffer_bind(b))

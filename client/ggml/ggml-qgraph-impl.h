@@ -57,6 +57,7 @@ struct qgg_buffer {
 	struct qgg_weights *w;		/* sorted by data */
 	size_t n_w, cap_w;
 	char error[256];		/* the first error: the next graph_compute fails with it */
+	bool host;			/* of type QGRAPH: bound from the start, every byte in the arena */
 };
 
 /* The state all backends and buffers share; LOCK guards it (and each file's own). */
@@ -64,6 +65,7 @@ struct qgg_state {
 	pthread_mutex_t lock;
 	struct qgraph_session *s;
 	size_t arena_bytes;
+	size_t arena_held;		/* arena bytes the buffers hold (mapped), of ARENA_BYTES */
 	char desc[160];
 	uint64_t n_graphs, n_cached_runs;
 	bool trace;				/* QGRAPH_GGML_TRACE: a line per graph on stderr */
@@ -83,15 +85,24 @@ static inline void say(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* ggml-qgraph-buffer.c: the buffer type (its device is set at registration) and its functions. */
-extern struct ggml_backend_buffer_type qgg_buft;
+/*
+ * ggml-qgraph-buffer.c: the buffer types (their device is set at
+ * registration) and their functions: QGG_BUFT (QGRAPH, the device's
+ * default: host memory over the arena) and QGG_WBUFT (QGRAPH_WEIGHTS, the
+ * device's extra type: weights held in the daemon, no bytes here).
+ */
+extern struct ggml_backend_buffer_type qgg_buft, qgg_wbuft;
 extern const struct ggml_backend_buffer_type_i qgg_buft_i;
 /* The weights entry of B for the tensor at DATA, or NULL if B holds none there. */
 struct qgg_weights *qgg_weights_find(struct qgg_buffer *b, const void *data);
 /* Map the arena under B's addresses, once; 0 or -errno (B says why).  Caller holds the lock. */
 int qgg_buffer_bind(struct qgg_buffer *b);
-/* The daemon's pool in bytes (*TOTAL) and what is free of it; 0 or -errno.  Caller holds the lock. */
-int qgg_pool_memory(size_t *free_bytes, size_t *total);
+/*
+ * The daemon's pool in bytes (*TOTAL) and what is free of it, counting the
+ * weights other sessions hold as free if SHARED; 0 or -errno.  Caller
+ * holds the lock.
+ */
+int qgg_pool_memory(size_t *free_bytes, size_t *total, bool shared);
 
 /* ggml-qgraph-graph.c: the backend's graph_compute: CGRAPH's MUL_MATs run in the daemon. */
 enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *cgraph);

@@ -5,23 +5,27 @@
  *
  * ggml's loader picks it up from GGML_BACKEND_PATH (ggml_backend_load_all
  * and its callers); it exports ggml_backend_init and ggml_backend_score and
- * nothing else.  It offers one device, QGRAPH0, of type ACCEL: llama.cpp
- * then tries its buffer type first for the weights it would keep in host
- * memory, and keeps it for the tensors whose op the device supports.
- * ggml's scheduler sends those MUL_MATs here, with the runs of claimed ops
- * around them (dev_supports_op), and runs the rest on its CPU backend.
+ * nothing else.  It offers one device, QGRAPH0, of type IGPU (its memory
+ * is host memory; llama.cpp uses it when no discrete GPU is present):
+ * llama.cpp offloads its layers here, weights, KV cache and graph, and
+ * ggml's scheduler sends the runs of claimed ops (dev_supports_op) here
+ * and the rest to its CPU backend.
  *
- * One buffer type plays two roles, and learns which only after its buffer
- * exists (ggml sets a buffer's usage after alloc_buffer):
- *   - weights: a Q4_0 tensor set into a WEIGHTS or ANY buffer is uploaded
+ * The device has two buffer types (ggml-qgraph-buffer.c):
+ *   - QGRAPH, its default: host memory, the session's arena mapped at the
+ *     buffer's addresses when the buffer is made, which the daemon reads
+ *     and writes in place and the CPU backend too (the scheduler's copy
+ *     is the only copy): the KV cache, compute buffers, and the weights
+ *     the daemon does not hold.  A Q4_0 tensor set into one that is not
+ *     a compute buffer is uploaded as well (test-backend-ops puts its
+ *     weights there).
+ *   - QGRAPH_WEIGHTS, its extra type: a Q4_0 tensor set there is uploaded
  *     to the daemon, which stores it in its best interleaved layout; the
- *     process keeps no copy.  Reading it back asks the daemon to unpack it
- *     (a CPY into plain Q4_0), so the bytes come back exactly.
- *   - compute: every other tensor (activations, results) lives in the
- *     session's arena, mapped at the buffer's addresses, which the daemon
- *     reads and writes in place: the scheduler's copy is the only copy.
- * A buffer is address space only (PROT_NONE) until a tensor of the second
- * kind needs bytes: a stray CPU access to weights faults.
+ *     process keeps no copy, and the buffer is address space only
+ *     (PROT_NONE): a stray CPU access faults.  Reading it back asks the
+ *     daemon to unpack it (a CPY into plain Q4_0), so the bytes come back
+ *     exactly.  llama.cpp puts a layer's matrices there because QGRAPH
+ *     refuses them for MUL_MAT.
  *
  * Each graph_compute is translated to one qgraph graph, registered with
  * the daemon the first time and run by its handle after that: llama.cpp
@@ -51,6 +55,7 @@
 
 #define QGG_EXPORT __attribute__((visibility("default")))
 #define QGG_ARENA_DEFAULT (512ull << 20)	/* arena asked for unless QGRAPH_GGML_ARENA says otherwise */
+#define QGG_FIT_MARGIN (1ull << 30)		/* llama.cpp's default --fit-target */
 
 struct qgg_state qgg = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -97,19 +102,55 @@ static const char *dev_get_description(ggml_backend_dev_t dev)
 	return qgg.desc;
 }
 
+/* The host's available memory in bytes (MemAvailable), or 0 when /proc does not say. */
+static size_t host_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	unsigned long long kb = 0;
+	char line[128];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (size_t)kb << 10;
+}
+
+/*
+ * The device's memory: the daemon's pool (weights) and this session's
+ * arena (the KV cache, activations, the weights the daemon does not
+ * hold), both qgraphd's and this process's alone.  llama.cpp fits layers
+ * and context to what is free less its --fit-target margin (1 GiB unless
+ * set), a margin meant for what other programs need of a device's
+ * memory: here that is host memory, so the host's available memory, up
+ * to that 1 GiB, is counted too, and the margin comes out of it rather
+ * than out of the pool.  The weights other processes already hold count
+ * as free (qgg_pool_memory), so a second llama.cpp on the same model
+ * gets as many layers as the first.
+ */
 static void dev_get_memory(ggml_backend_dev_t dev, size_t *free_bytes, size_t *total)
 {
+	size_t host = host_available();
+
 	(void)dev;
+	if (host > QGG_FIT_MARGIN)
+		host = QGG_FIT_MARGIN;
 	pthread_mutex_lock(&qgg.lock);
-	if (qgg_pool_memory(free_bytes, total))
+	if (qgg_pool_memory(free_bytes, total, true)) {
 		*free_bytes = *total = 0;
+	} else {
+		*total += qgg.arena_bytes + host;
+		*free_bytes += (qgg.arena_bytes > qgg.arena_held ? qgg.arena_bytes - qgg.arena_held : 0) + host;
+	}
 	pthread_mutex_unlock(&qgg.lock);
 }
 
 static enum ggml_backend_dev_type dev_get_type(ggml_backend_dev_t dev)
 {
 	(void)dev;
-	return GGML_BACKEND_DEVICE_TYPE_ACCEL;
+	return GGML_BACKEND_DEVICE_TYPE_IGPU;
 }
 
 static void dev_get_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props *props)
@@ -117,9 +158,15 @@ static void dev_get_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props 
 	memset(props, 0, sizeof *props);
 	props->name = dev_get_name(dev);
 	props->description = dev_get_description(dev);
-	props->type = GGML_BACKEND_DEVICE_TYPE_ACCEL;
+	props->type = dev_get_type(dev);
 	dev_get_memory(dev, &props->memory_free, &props->memory_total);
-	/* async, host buffer, buffer_from_host_ptr, events: none */
+	/*
+	 * mmap: the loader reads each weight from the mapped file and sets it
+	 * here (set_tensor), which uploads it; without the cap llama.cpp turns
+	 * mmap off for the whole model, the CPU's tensors included.  async,
+	 * host buffer, buffer_from_host_ptr, events: none.
+	 */
+	props->caps.mmap_support = true;
 }
 
 static ggml_backend_t dev_init_backend(ggml_backend_dev_t dev, const char *params)
@@ -177,16 +224,15 @@ static bool f16_rows(const struct ggml_tensor *t)
 }
 
 /*
- * Whether T is a model weight in this buffer type: in a weights buffer, or
- * in the zero-size buffer llama.cpp makes to ask where a weight may go.
+ * Whether T is in a QGRAPH_WEIGHTS buffer (or the zero-size one llama.cpp
+ * makes of that type to ask where a weight may go): its bytes are in the
+ * daemon only, for MUL_MAT to read.
  */
 static bool weights_here(const struct ggml_tensor *t)
 {
 	ggml_backend_buffer_t b = t->view_src ? t->view_src->buffer : t->buffer;
 
-	return b && ggml_backend_buffer_get_type(b) == &qgg_buft &&
-	       (ggml_backend_buffer_get_usage(b) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS ||
-		ggml_backend_buffer_get_size(b) == 0);
+	return b && ggml_backend_buffer_get_type(b) == &qgg_wbuft;
 }
 
 /* T is in a buffer llama.cpp filled with a model's weights. */
@@ -213,14 +259,16 @@ static bool cache_src(const struct ggml_tensor *op, int k)
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
  * result is contiguous (the daemon writes outputs whole).  No source but
- * MUL_MAT's Q4_0 weights may be a model weight in this buffer type: the
- * daemon holds Q4_0 weights, and any other weight would take arena bytes
- * for its whole buffer (llama.cpp keeps the norms' weights on the CPU
- * then, and runs their MULs there).  The rest, op by op:
- *   MUL_MAT   contiguous Q4_0 weights held in this buffer type (or not
- *             placed yet: test-backend-ops asks before it allocates) by
- *             F32 activations.  The weights' buffer is only compared,
- *             never looked into: llama.cpp asks with a zero-size dummy.
+ * MUL_MAT's Q4_0 weights may be in QGRAPH_WEIGHTS (they have no bytes
+ * anywhere else); the other weights of a layer (norms, and what the
+ * daemon does not hold) are in QGRAPH, the arena, like any activation.
+ * The rest, op by op:
+ *   MUL_MAT   contiguous Q4_0 weights in QGRAPH_WEIGHTS (or not placed
+ *             yet: test-backend-ops asks before it allocates) by F32
+ *             activations.  Saying no for weights in QGRAPH is what sends
+ *             llama.cpp's matrices to QGRAPH_WEIGHTS, the next type of
+ *             the device.  The weights' buffer is only compared, never
+ *             looked into: llama.cpp asks with a zero-size dummy.
  *   ADD, MUL  F32 everywhere (the second broadcast as ggml does)
  *   SCALE     F32, without a bias (the engine multiplies only)
  *   SILU, GELU  F32 (ggml's tanh GELU; not GELU_ERF nor GELU_QUICK)
@@ -276,7 +324,8 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 			return f16_rows(a) && b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) &&
 			       op->type == GGML_TYPE_F32 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;
 		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
-		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) && a->view_src == NULL &&
+		       /* weights in QGRAPH_WEIGHTS; not placed yet (test-backend-ops asks before it allocates) */
+		       (!a->buffer || weights_here(a)) && a->view_src == NULL &&
 		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
 		       /* stacked weights of odd row counts write a result per batch: at offsets the arena takes */
 		       (a->ne[2] * a->ne[3] == 1 || a->ne[1] % 8 == 0 ||
@@ -366,7 +415,7 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 static bool dev_supports_buft(ggml_backend_dev_t dev, ggml_backend_buffer_type_t buft)
 {
 	(void)dev;
-	return buft == &qgg_buft;
+	return buft == &qgg_buft || buft == &qgg_wbuft;
 }
 
 static const struct ggml_backend_device_i qgg_dev_i = {
@@ -402,10 +451,28 @@ static ggml_backend_dev_t reg_get_device(ggml_backend_reg_t reg, size_t index)
 	return qgg.s && index == 0 ? &qgg_dev : NULL;
 }
 
+/* The device's buffer types after its default one: llama.cpp tries them, in order, for a layer's weights. */
+static ggml_backend_buffer_type_t *dev_extra_bufts(ggml_backend_dev_t dev)
+{
+	static ggml_backend_buffer_type_t bufts[] = { &qgg_wbuft, NULL };
+
+	(void)dev;
+	return bufts;
+}
+
+static void *reg_get_proc_address(ggml_backend_reg_t reg, const char *name)
+{
+	(void)reg;
+	if (strcmp(name, "ggml_backend_dev_get_extra_bufts") == 0)
+		return (void *)dev_extra_bufts;
+	return NULL;
+}
+
 static const struct ggml_backend_reg_i qgg_reg_i = {
 	.get_name = reg_get_name,
 	.get_device_count = reg_get_device_count,
 	.get_device = reg_get_device,
+	.get_proc_address = reg_get_proc_address,
 };
 
 /* Connect to qgraphd; without one the backend has no device, and says so once. */
@@ -459,6 +526,10 @@ static ggml_backend_reg_t qgg_reg_get(void)
 	}
 	pthread_once(&once, connect_daemon);
 	qgg_buft = (struct ggml_backend_buffer_type){
+		.iface = qgg_buft_i,
+		.device = &qgg_dev,
+	};
+	qgg_wbuft = (struct ggml_backend_buffer_type){
 		.iface = qgg_buft_i,
 		.device = &qgg_dev,
 	};
