@@ -4,19 +4,10 @@
  * llama.cpp asks when it places a layer's weights: with the weight in a
  * zero-size buffer of each of the device's buffer types in turn (its
  * default, then its extra ones), the first that claims the op winning.
- * One line per question: the winning type's name, or "refused" (the
- * weight would go to the CPU); tests/ggml-backend.sh judges them.  Exit 77
-	/* a model's F16 weight: computed where it is placed, in the arena */
-	struct ggml_tensor *f16 = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 64);
-	printf("MUL_MAT by F16 weights: %s\n", place(dev, ggml_mul_mat(ctx, f16, x), f16));
-	/* llama.cpp's dry run to fit a model puts its KV cache in a buffer of no bytes too */
-	struct ggml_tensor *cache = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, 256, 32);
-	struct ggml_tensor *idx = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, 4);
-	printf("SET_ROWS into a cache of no bytes: %s\n", probe(dev, buft, ggml_set_rows(ctx, cache, x, idx), cache));
-	struct ggml_tensor *q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 256, 1, 2);
-	struct ggml_tensor *kv = ggml_view_3d(ctx, cache, 256, 32, 1, cache->nb[1], cache->nb[2], 0);
-	printf("FLASH_ATTN_EXT over a cache of no bytes: %s\n",
-	       probe(dev, buft, ggml_flash_attn_ext(ctx, q, kv, kv, NULL, 0.0625f, 0.0f, 0.0f), cache));
+ * llama.cpp's dry run to fit a model places its KV cache in a buffer of
+ * no bytes too.  One line per question: the winning type's name, or
+ * "refused" (the weight would go to the CPU), or for a cache "claimed" or
+ * "refused"; tests/ggml-backend.sh judges them.  Exit 77
  * when the backend offers no device, 1 when it cannot be loaded; without
  * an argument (make check runs every check program) it skips, in TAP.
  */
