@@ -374,11 +374,19 @@ static int stage(struct xlate *x, const struct ggml_tensor *s)
 
 /* ------------------------------------------------------------ the ops */
 
+/* Whether MUL_MAT weights W0 are read from the arena: Q8_0 not held by the daemon (is_weights). */
+static bool weights_in_arena(const struct ggml_tensor *w0)
+{
+	struct qgg_buffer *wb = w0->buffer ? w0->buffer->context : NULL;
+
+	return w0->type == GGML_TYPE_Q8_0 && (!wb || !qgg_weights_find(wb, w0->data));
+}
+
 /*
  * MUL_MAT node T: one MUL_MAT over every batch of the activations (the
  * daemon broadcasts stacked weights as ggml does).  Weights held as a
  * matrix per slice: one MUL_MAT per batch, each written to its place in T
- * at once (*FIXED set).
+ * at once (*FIXED set).  Q8_0 weights in the arena are an input.
  */
 static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool *fixed)
 {
@@ -386,6 +394,10 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bo
 	struct qgg_buffer *wb = w0->buffer ? w0->buffer->context : NULL;
 	struct qgg_weights *w = wb ? qgg_weights_find(wb, w0->data) : NULL;
 
+	if (weights_in_arena(w0)) {
+		int wi = source(x, w0), a = wi < 0 ? wi : source(x, act);
+		return a < 0 ? a : g_op(x, QGRAPH_OP_MUL_MAT, wi, a, 0);
+	}
 	if (!w || !w->n_handles)
 		return xlate_fail(x, -ENOENT, "weights %s are not in qgraphd (%s)", w0->name,
 				  wb && wb->error[0] ? wb->error : "never set");
@@ -544,7 +556,7 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 			return true;
 	for (int k = 0; k < GGML_MAX_SRC && t->src[k]; k++) {
 		int64_t slo, shi;
-		if (t->op == GGML_OP_MUL_MAT && k == 0)
+		if (t->op == GGML_OP_MUL_MAT && k == 0 && !weights_in_arena(t->src[0]))
 			continue;	/* the weights are in the daemon */
 		if (!reads_arena(x, t->src[k]) || !tensor_span(t->src[k], &slo, &shi))
 			continue;

@@ -1,6 +1,6 @@
 /*
- * ggml-qgraph.c - libggml-qgraph.so, a ggml backend that runs Q4_0 matrix
- * products, and the ops around them that the engine computes as ggml
+ * ggml-qgraph.c - libggml-qgraph.so, a ggml backend that runs quantized
+ * matrix products, and the ops around them that the engine computes as ggml
  * does, in qgraphd, with the weights held there once for every process.
  *
  * ggml's loader picks it up from GGML_BACKEND_PATH (ggml_backend_load_all
@@ -13,10 +13,11 @@
  *
  * One buffer type plays two roles, and learns which only after its buffer
  * exists (ggml sets a buffer's usage after alloc_buffer):
- *   - weights: a Q4_0 tensor set into a WEIGHTS or ANY buffer is uploaded
- *     to the daemon, which stores it in its best interleaved layout; the
+ *   - weights: a Q4_0, Q4_K or Q6_K tensor set into a WEIGHTS or ANY
+ *     buffer (Q8_0: a WEIGHTS one) is uploaded to the daemon, which stores
+ *     Q4_0 in its best interleaved layout and the others as they are; the
  *     process keeps no copy.  Reading it back asks the daemon to unpack it
- *     (a CPY into plain Q4_0), so the bytes come back exactly.
+ *     (a CPY into the tensor's type), so the bytes come back exactly.
  *   - compute: every other tensor (activations, results) lives in the
  *     session's arena, mapped at the buffer's addresses, which the daemon
  *     reads and writes in place: the scheduler's copy is the only copy.
@@ -177,20 +178,22 @@ static bool weights_here(const struct ggml_tensor *t)
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
  * result is contiguous (the daemon writes outputs whole).  No source but
- * MUL_MAT's Q4_0 weights may be a model weight in this buffer type: the
- * daemon holds Q4_0 weights, and any other weight would take arena bytes
- * for its whole buffer (llama.cpp keeps the norms' weights on the CPU
- * then, and runs their MULs there).  The rest, op by op:
- *   MUL_MAT   contiguous Q4_0 weights held in this buffer type (or not
- *             placed yet: test-backend-ops asks before it allocates) by
- *             F32 activations.  The weights' buffer is only compared,
- *             never looked into: llama.cpp asks with a zero-size dummy.
+ * MUL_MAT's quantized weights may be a model weight in this buffer type:
+ * the daemon holds Q4_0, Q4_K, Q6_K and Q8_0 weights, and any other weight
+ * would take arena bytes for its whole buffer (llama.cpp keeps the norms'
+ * weights on the CPU then, and runs their MULs there).  The rest, op by op:
+ *   MUL_MAT   contiguous Q4_0, Q4_K, Q6_K or Q8_0 weights held in this
+ *             buffer type (or not placed yet: test-backend-ops asks
+ *             before it allocates) by F32 activations.  The weights'
+ *             buffer is only compared, never looked into: llama.cpp asks
+ *             with a zero-size dummy.  Q8_0 outside a buffer of model
+ *             weights is read from the arena (see is_weights).
  *   ADD, MUL  F32 everywhere (the second broadcast as ggml does)
  *   SCALE     F32, without a bias (the engine multiplies only)
  *   SILU, GELU  F32 (ggml's tanh GELU; not GELU_ERF nor GELU_QUICK)
  *   RMS_NORM  F32
  *   SOFT_MAX  F32, an F32 mask or none, no ALiBi (max_bias 0), no sinks
- *   GET_ROWS  F32, F16 or Q8_0 rows by I32 indices into F32 (Q4_0 lives
+ *   GET_ROWS  F32, F16 or Q8_0 rows by I32 indices into F32 (weights live
  *             in the daemon in its own layout)
  *   CPY, CONT from F32, F16 or Q8_0 into F32 or F16: shapes the same,
  *             or the source contiguous
@@ -217,11 +220,11 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 			return false;
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
-		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
+		return qgg_weights_qtype(a->type) >= 0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
 		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) && a->view_src == NULL &&
 		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
-		       /* stacked weights of odd row counts write a result per batch: at offsets the arena takes */
-		       (a->ne[2] * a->ne[3] == 1 || a->ne[1] % 8 == 0 ||
+		       /* stacked Q4_0 of odd row counts write a result per batch: at offsets the arena takes */
+		       (a->ne[2] * a->ne[3] == 1 || a->type != GGML_TYPE_Q4_0 || a->ne[1] % 8 == 0 ||
 			(op->nb[2] % QGG_ALIGN == 0 && op->nb[3] % QGG_ALIGN == 0));
 	case GGML_OP_ADD:
 	case GGML_OP_MUL:
@@ -337,7 +340,7 @@ static void connect_daemon(void)
 		qgg.s = NULL;
 		return;
 	}
-	snprintf(qgg.desc, sizeof qgg.desc, "qgraphd: Q4_0 matrix products and the ops around them, weights held once (libqgraph %s)",
+	snprintf(qgg.desc, sizeof qgg.desc, "qgraphd: quantized matrix products and the ops around them, weights held once (libqgraph %s)",
 		 qgraph_version());
 }
 
