@@ -175,6 +175,27 @@ static bool weights_here(const struct ggml_tensor *t)
 }
 
 /*
+ * Whether MUL_MAT weights A view whole rows of a contiguous Q4_K, Q6_K or
+ * Q8_0 tensor in another order (a permuted stack): the daemon holds these
+ * types as they are, and gathers the rows (ggml-qgraph-graph.c).
+ */
+static bool permuted_rows(const struct ggml_tensor *a)
+{
+	const struct ggml_tensor *base = a->view_src;
+	size_t rb = ggml_row_size(a->type, a->ne[0]);
+
+	if ((a->type != GGML_TYPE_Q4_K && a->type != GGML_TYPE_Q6_K && a->type != GGML_TYPE_Q8_0) ||
+	    base->view_src || base->type != a->type || !ggml_is_contiguous(base) || base->ne[0] != a->ne[0] ||
+	    a->nb[0] != ggml_type_size(a->type) || a->view_offs % rb || ggml_nrows(base) > INT32_MAX ||
+	    ggml_nrows(a) > INT32_MAX)
+		return false;
+	for (int d = 1; d < GGML_MAX_DIMS; d++)
+		if (a->nb[d] % rb)
+			return false;
+	return true;
+}
+
+/*
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
  * result is contiguous (the daemon writes outputs whole).  No source but
@@ -187,7 +208,8 @@ static bool weights_here(const struct ggml_tensor *t)
  *             before it allocates) by F32 activations.  The weights'
  *             buffer is only compared, never looked into: llama.cpp asks
  *             with a zero-size dummy.  Q8_0 outside a buffer of model
- *             weights is read from the arena (see is_weights).
+ *             weights is read from the arena (see is_weights).  Q4_K,
+ *             Q6_K and Q8_0 weights may be a permuted view of whole rows.
  *   ADD, MUL  F32 everywhere (the second broadcast as ggml does)
  *   SCALE     F32, without a bias (the engine multiplies only)
  *   SILU, GELU  F32 (ggml's tanh GELU; not GELU_ERF nor GELU_QUICK)
@@ -221,8 +243,8 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 	switch (op->op) {
 	case GGML_OP_MUL_MAT:
 		return qgg_weights_qtype(a->type) >= 0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
-		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) && a->view_src == NULL &&
-		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
+		       (!a->buffer || ggml_backend_buffer_get_type(a->buffer) == &qgg_buft) &&
+		       (a->view_src == NULL ? ggml_is_contiguous(a) : permuted_rows(a)) && b->nb[0] == sizeof(float) &&
 		       /* stacked Q4_0 of odd row counts write a result per batch: at offsets the arena takes */
 		       (a->ne[2] * a->ne[3] == 1 || a->type != GGML_TYPE_Q4_0 || a->ne[1] % 8 == 0 ||
 			(op->nb[2] % QGG_ALIGN == 0 && op->nb[3] % QGG_ALIGN == 0));
