@@ -2,8 +2,9 @@
 # ggml-backend.sh - libggml-qgraph.so judged by ggml's own tools: the
 # exports the loader wants and nothing else; without a daemon, no device
 # and one line saying why; with one, ggml's conformance suite
-# (test-backend-ops -o MUL_MAT against the CPU backend) runs every Q4_0 x F32
-# case with contiguous weights on QGRAPH0 and passes; for every other op the
+# (test-backend-ops -o MUL_MAT against the CPU backend) runs every Q4_0,
+# Q4_K, Q6_K and Q8_0 x F32 case with contiguous weights on QGRAPH0 and
+# passes, as many of each as counted; for every other op the
 # backend claims, the suite passes every case it runs there, and runs at
 # least as many as the backend took when this was written (a claim lost
 # fails); the daemon's statistics show the weights uploaded and the
@@ -22,9 +23,18 @@ fi
 tbo=$bindir/test-backend-ops
 submit=$top/client/tools/qgraph-submit
 
-# Q4_0 x F32 MUL_MAT cases with contiguous weights in test-backend-ops at
-# the pinned llama.cpp (80fb11ac); the Q8_0 ones are not offered here.
-want_cases=${QG_GGML_MUL_MAT_CASES:-38}
+# The MUL_MAT cases by F32 activations in test-backend-ops at the pinned
+# llama.cpp (80fb11ac), by weights type: every one the CPU backend runs
+# runs on QGRAPH0 (for q4_K and q8_0, 10 of them with permuted weights);
+# q4_0 with contiguous weights only.  The CPU runs none by F16 activations.
+mul_mat_types="q4_0:38 q4_K:54 q6_K:13 q8_0:49"
+want_cases=0
+for tc in $mul_mat_types; do want_cases=$((want_cases + ${tc#*:})); done
+want_cases=${QG_GGML_MUL_MAT_CASES:-$want_cases}
+# Q8_0 outside a buffer of model weights is read from the arena, not uploaded
+want_uploads=$((want_cases - $(echo "$mul_mat_types" | sed -E 's/.*q8_0:([0-9]+).*/\1/')))
+n_types=0
+for tc in $mul_mat_types; do n_types=$((n_types + 1)); done
 
 # The other ops the backend claims, each with the number of its cases that
 # ran on QGRAPH0 at the pinned llama.cpp (counted off test-backend-ops'
@@ -48,7 +58,7 @@ stat() {
 	"$submit" --socket "$T/s.sock" stats --all 2>/dev/null | awk -v k="$1" '$1 == k { print $2; exit }'
 }
 
-echo "1..$((11 + n_ops))"
+echo "1..$((10 + n_types + n_ops))"
 
 # 1: the loader's two symbols, nothing else
 nm -D --defined-only "$plugin" | awk '{print $3}' | sort >"$T/exports"
@@ -91,17 +101,24 @@ st=$?
 line=$(grep -E '^ *[0-9]+/[0-9]+ tests passed' "$T/tbo" | head -n 1)
 passed=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\1#')
 total=$(echo "$line" | sed -E 's#^ *([0-9]+)/([0-9]+).*#\2#')
-ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ]; echo $?) \
-	"test-backend-ops test -b QGRAPH0 -o MUL_MAT: $line (exit $st)"
+# a case whose graph failed may still compare equal (an empty write): no failure may be said
+nf=$(grep -c 'qgraph: graph_compute failed' "$T/tbo")
+ok $([ "$st" -eq 0 ] && [ -n "$passed" ] && [ "$passed" = "$total" ] && [ "$nf" -eq 0 ]; echo $?) \
+	"test-backend-ops test -b QGRAPH0 -o MUL_MAT: $line, $nf graphs failed (exit $st)"
 [ "$st" -eq 0 ] || { grep -E 'FAIL|qgraph:' "$T/tbo" | head -n 20 | sed 's/^/# /'; }
-ran=$(grep -c 'MUL_MAT(type_a=q4_0,type_b=f32,.*OK' "$T/tbo")
-f16=$(grep -c 'MUL_MAT(type_a=f16,type_b=f32,.*OK' "$T/tbo")
-ok $([ "${total:-0}" -eq $((want_cases + f16)) ] && [ "$ran" -eq "$want_cases" ]; echo $?) \
-	"every Q4_0 x F32 case with contiguous weights ran on QGRAPH0 ($ran of $want_cases; suite counted ${total:-0}, $f16 of them F16)"
+for tc in $mul_mat_types; do
+	ty=${tc%%:*}
+	want=${tc#*:}
+	ran=$(grep -c "MUL_MAT(type_a=$ty,type_b=f32,.*OK" "$T/tbo")
+	ok $([ "$ran" -eq "$want" ]; echo $?) \
+		"every $ty x F32 case counted ran on QGRAPH0 ($ran of $want)"
+done
 
-# 7: nothing else was claimed (F16 by F32, attention's products, is counted below)
-other=$(grep -E 'MUL_MAT\(type_a=[a-z0-9_]+,.*OK' "$T/tbo" | grep -v 'type_a=q4_0,type_b=f32' | grep -vc 'type_a=f16,type_b=f32')
-ok $([ "$other" -eq 0 ]; echo $?) "no other MUL_MAT case was taken by QGRAPH0 ($other)"
+# nothing else was claimed (F16 by F32, attention's products, is counted below)
+f16=$(grep -c 'MUL_MAT(type_a=f16,type_b=f32,.*OK' "$T/tbo")
+other=$(grep -E 'MUL_MAT\(type_a=[a-z0-9_]+,.*OK' "$T/tbo" | grep -Evc 'type_a=(q4_0|q4_K|q6_K|q8_0|f16),type_b=f32')
+ok $([ "$other" -eq 0 ] && [ "${total:-0}" -eq $((want_cases + f16)) ]; echo $?) \
+	"no other MUL_MAT case was taken by QGRAPH0 ($other; suite counted ${total:-0}: $want_cases quantized, $f16 F16)"
 
 # 8..: every other claimed op, its cases on QGRAPH0 all passed, as many as were counted
 # (a QGRAPH buffer takes its arena bytes when it is made, and GET_ROWS'
@@ -137,15 +154,19 @@ printf '%s\n' 'MUL by an F32 tensor of no buffer: claimed' 'MUL by an F32 weight
 	'MUL_MAT by Q4_0 weights in QGRAPH: refused' 'device type: IGPU' \
 	'MUL_MAT by F16 weights: QGRAPH' 'SET_ROWS into a cache of no bytes: claimed' \
 	'FLASH_ATTN_EXT over a cache of no bytes: claimed' >"$T/probe.want"
+for ty in q4_K q6_K q8_0; do printf 'MUL_MAT by %s weights: QGRAPH_WEIGHTS\n' $ty; done >>"$T/probe.want"
+for ty in q4_0 q4_K q6_K q8_0; do
+	printf '%s weights read back: exact\n%s stacked weights of 5 rows read back: exact\n' $ty $ty
+done >>"$T/probe.want"
 cmp -s "$T/probe" "$T/probe.want"
 r=$?
-ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "weights: an IGPU; Q4_0 for MUL_MAT in QGRAPH_WEIGHTS, F32 and F16 weights in QGRAPH, a cache of no bytes written here (exit $st)"
+ok $([ $st -eq 0 ] && [ $r -eq 0 ]; echo $?) "weights: an IGPU; Q4_0, Q4_K, Q6_K, Q8_0 for MUL_MAT in QGRAPH_WEIGHTS and read back exactly, F32 and F16 weights in QGRAPH, a cache of no bytes written here (exit $st)"
 [ $st -eq 0 ] && [ $r -eq 0 ] || show "$T/probe"
 
 # the daemon did the work: weights uploaded, interleaved kernels ran
 up1=$(stat weights_uploaded)
 il1=$(stat mul_mat_interleaved)
-ok $([ -n "$up1" ] && [ "$up1" -ge $((${up0:-0} + want_cases)) ]; echo $?) \
+ok $([ -n "$up1" ] && [ "$up1" -ge $((${up0:-0} + want_uploads)) ]; echo $?) \
 	"the daemon's stats: weights uploaded ${up0:-?} -> ${up1:-?}"
 ok $([ -n "$il1" ] && [ "$il1" -gt "${il0:-0}" ]; echo $?) \
 	"the daemon's stats: MUL_MATs on interleaved weights ${il0:-?} -> ${il1:-?}"

@@ -555,6 +555,49 @@ int main(void)
 	       "a last chunk too soon is refused with the size it fell short of: %s", err);
 	up.last = 0;
 
+	/* the K-quants and Q8_0 sent as they are: their block widths, sizes and targets checked */
+	static const struct {
+		Qgraph__Type src, dst;
+		int64_t rows, cols;
+		const char *want;	/* in the refusal */
+	} bad_up[] = {
+		{ QGRAPH__TYPE__TYPE_Q4_K, QGRAPH__TYPE__TYPE_Q4_K, 64, 128, "256" },
+		{ QGRAPH__TYPE__TYPE_Q6_K, QGRAPH__TYPE__TYPE_Q6_K, 64, 300, "256" },
+		{ QGRAPH__TYPE__TYPE_Q8_0, QGRAPH__TYPE__TYPE_Q8_0, 64, 48, "32" },
+		{ QGRAPH__TYPE__TYPE_Q4_K, QGRAPH__TYPE__TYPE_Q4_K, INT64_C(1) << 50, 256, "" },
+		{ QGRAPH__TYPE__TYPE_Q6_K, QGRAPH__TYPE__TYPE_Q6_K, 64, INT64_C(1) << 52, "" },
+		{ QGRAPH__TYPE__TYPE_Q4_K, QGRAPH__TYPE__TYPE_Q4_K, -64, 256, "" },
+		{ QGRAPH__TYPE__TYPE_Q4_K, QGRAPH__TYPE__TYPE_Q6_K, 64, 256, "stored as they are" },
+		{ QGRAPH__TYPE__TYPE_Q8_0, QGRAPH__TYPE__TYPE_Q4_K, 64, 256, "stored as they are" },
+		{ QGRAPH__TYPE__TYPE_Q6_K, QGRAPH__TYPE__TYPE_Q4_0, 64, 256, "stored as they are" },
+	};
+	for (size_t i = 0; i < sizeof bad_up / sizeof *bad_up; i++) {
+		up.src_type = bad_up[i].src;
+		up.target_type = bad_up[i].dst;
+		up.rows = bad_up[i].rows;
+		up.cols = bad_up[i].cols;
+		usp.offset = 0;
+		usp.bytes = 4096;
+		raw_push(&r, buf, qgraph__request__pack(&req, buf));
+		st = raw_answer(&r, err, sizeof err);
+		tap_ok(st > 0 && strstr(err, bad_up[i].want), "an upload of %lld x %lld, type %d as %d, is refused: %s",
+		       (long long)up.rows, (long long)up.cols, (int)up.src_type, (int)up.target_type, err);
+	}
+	/* 3 x 256 q6_K: 630 bytes, of which a "last" chunk brings 420 */
+	up.src_type = up.target_type = QGRAPH__TYPE__TYPE_Q6_K;
+	up.rows = 3;
+	up.cols = 256;
+	usp.bytes = 420;
+	up.last = 1;
+	raw_push(&r, buf, qgraph__request__pack(&req, buf));
+	tap_ok(raw_answer(&r, err, sizeof err) > 0 && strstr(err, "after 420 of 630 bytes"),
+	       "a q6_K last chunk too soon is refused with its size: %s", err);
+	up.last = 0;
+	up.src_type = QGRAPH__TYPE__TYPE_F32;
+	up.target_type = QGRAPH__TYPE__TYPE_Q4_0;
+	up.rows = up.cols = 64;
+	usp.bytes = 4096;
+
 	/* garbage and truncated records */
 	struct tap_rng rng = { 99 };
 	int fine = 1;

@@ -19,6 +19,10 @@
 #     the same base no worse than twice the baseline's: KL <= 2 x KL(-nr),
 #     same top p >= top(-nr) - (100 - top(-nr)); and the graphs a decode
 #     step sends the daemon (QGRAPH_GGML_TRACE), one a token (one round trip).
+#   - the same for the Q4_K_M mix (make-llama-gguf --ftype q4_K_M: Q4_K and
+#     Q6_K matrices): its own base and -nr baseline, and with the plugin
+#     every matrix but the token embedding (the input layer, on the CPU)
+#     uploaded to the daemon, and the KL divergence within the same bound.
 # Every llama tool runs with OMP_WAIT_POLICY=passive, and with -t
 # $QG_LLAMA_THREADS (default 2) --poll 0 where it takes them (llama-simple
 # takes no options but -m and -n).
@@ -86,6 +90,19 @@ has '^tensors: 39$' && has '^  token_embd.weight +q4_0 +256 x 320 ' &&
 	has '^  blk.0.ffn_norm.weight +f32 +256 ' && has '^  output.weight +q4_0 +256 x 320 '
 ok $? "its tensors: Q4_0 matrices in ggml's shapes, F32 norms"
 
+makegguf --preset tiny --seed 7 --ftype q4_K_M -o "$T/km.gguf" 2>"$T/gen-km.log"
+st=$?
+inspect "$T/km.gguf" >"$T/inspect-km.out" 2>&1
+# the matrices llama.cpp's loader puts in a device's buffers: all but the token embedding
+km_mats=$(grep -Ec '^  [a-z0-9_.]+ +q[46]_K +[0-9]+ x ' "$T/inspect-km.out")
+[ $st -eq 0 ] && grep -Eq '^  general.file_type +u32 +15$' "$T/inspect-km.out" &&
+	grep -Eq '^  token_embd.weight +q4_K +256 x 320 ' "$T/inspect-km.out" &&
+	grep -Eq '^  blk.0.attn_v.weight +q4_K +256 x 128 ' "$T/inspect-km.out" &&
+	grep -Eq '^  blk.3.ffn_down.weight +q6_K +768 x 256 ' "$T/inspect-km.out" &&
+	grep -Eq '^  output.weight +q6_K +256 x 320 ' "$T/inspect-km.out" && [ "$km_mats" -eq 30 ]
+ok $? "--ftype q4_K_M: Q4_K matrices, Q6_K output and late attn_v, ffn_down ($km_mats matrices, exit $st)"
+[ $st -eq 0 ] || show "$T/gen-km.log"
+
 makegguf --heads 7 -o "$T/bad.gguf" >"$T/bad.out" 2>&1
 st=$?
 [ $st -eq 2 ] && grep -q 'heads 7 must divide --dim 256' "$T/bad.out" && [ ! -e "$T/bad.gguf" ]
@@ -111,7 +128,9 @@ if [ -n "$reason" ]; then
 	for what in "llama-simple generates" "llama-perplexity: finite" "the base log-probabilities" \
 		"stock -nr against the base" "with the plugin: its device is listed" "with the plugin: generation" \
 		"with the plugin: KL divergence" "with the plugin: the daemon ran the matmuls" \
-		"with the plugin: graphs a decode step" "with the plugin: llama-completion offloads every layer" "with the plugin: the default build runs on QGRAPH0"; do
+		"with the plugin: graphs a decode step" "with the plugin: llama-completion offloads every layer" "with the plugin: the default build runs on QGRAPH0" \
+		"q4_K_M: the base" "q4_K_M: stock -nr against the base" "q4_K_M with the plugin: matrices in the daemon" \
+		"q4_K_M with the plugin: KL divergence"; do
 		skip "$what: $reason"
 	done
 	tap_done
@@ -159,7 +178,8 @@ tool_run() {
 	done
 	return 1
 }
-llama_args="-m $T/tiny.gguf -t $threads --poll 0"
+model=$T/tiny.gguf base=$T/base.kld
+llama_args="-t $threads --poll 0"
 
 # gen LOG [VAR=VALUE...]: greedy generation of 16 tokens; 0 when they came.
 # llama-simple, whose output and summary are written as they happen: the
@@ -180,8 +200,8 @@ echo "# stock: $(head -c 200 "$T/gen-stock.out" | tr -c '[:print:]' '?')"
 # The base: stock llama.cpp (with its repack); its perplexity on the way.
 ppl_args="-f $T/text.txt -c 128"
 # shellcheck disable=SC2086
-tool_run "$T/base" 'Final estimate: PPL' "$bin/llama-perplexity" $llama_args $ppl_args \
-	--kl-divergence-base "$T/base.kld"
+tool_run "$T/base" 'Final estimate: PPL' "$bin/llama-perplexity" -m "$model" $llama_args $ppl_args \
+	--kl-divergence-base "$base"
 st=$?
 ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.eE+-]*\).*/\1/p' "$T/base.out" "$T/base.err" | head -n 1)
 [ $st -eq 0 ] && [ -n "$ppl" ] && awk -v p="$ppl" 'BEGIN { exit !(p + 0 > 1 && p + 0 < 1e30) }'
@@ -191,8 +211,8 @@ ok $r "llama-perplexity: finite perplexity ${ppl:-none} (exit $st)"
 [ $st -eq 0 ] && [ -s "$T/base.kld" ]
 ok $? "the base log-probabilities are saved ($(wc -c <"$T/base.kld" 2>/dev/null || echo 0) bytes)"
 
-# kl LABEL ARGS-AND-ENV...: llama-perplexity --kl-divergence against the
-# base with llama ARGS (VAR=VALUE words go to env); sets kld and same_top (the
+# kl LABEL ARGS-AND-ENV...: llama-perplexity --kl-divergence of $model
+# against $base with llama ARGS (VAR=VALUE words go to env); sets kld and same_top (the
 # mean KL divergence and the same-top-p percentage) or returns 1.
 kl() {
 	label=$1
@@ -205,8 +225,8 @@ kl() {
 		esac
 	done
 	# shellcheck disable=SC2086
-	tool_run "$T/$label" '^Same top p:' env $envs "$bin/llama-perplexity" $llama_args $ppl_args $args \
-		--kl-divergence-base "$T/base.kld" --kl-divergence
+	tool_run "$T/$label" '^Same top p:' env $envs "$bin/llama-perplexity" -m "$model" $llama_args $ppl_args \
+		$args --kl-divergence-base "$base" --kl-divergence
 	st=$?
 	kld=$(awk '/^Mean +KLD:/ { print $3; exit }' "$T/$label.out" "$T/$label.err")
 	same_top=$(awk '/^Same top p:/ { print $4; exit }' "$T/$label.out" "$T/$label.err")
@@ -221,6 +241,25 @@ kld_nr=${kld:-} top_nr=${same_top:-}
 r=$?
 ok $r "stock -nr against the base: mean KLD ${kld_nr:-none}, same top p ${top_nr:-none}%"
 [ $r -eq 0 ] || show "$T/nr.err"
+
+# The Q4_K_M model: its own base (stock, with ggml's Q4_K repack) and -nr baseline
+model=$T/km.gguf base=$T/km-base.kld
+# shellcheck disable=SC2086
+tool_run "$T/km-base" 'Final estimate: PPL' "$bin/llama-perplexity" -m "$model" $llama_args $ppl_args \
+	--kl-divergence-base "$base"
+st=$?
+[ $st -eq 0 ] && [ -s "$base" ]
+r=$?
+ok $r "q4_K_M: the base log-probabilities are saved (exit $st)"
+[ $r -eq 0 ] || show "$T/km-base.err"
+kl km-nr -nr
+r=$?
+km_kld_nr=${kld:-} km_top_nr=${same_top:-}
+[ $r -eq 0 ] && awk -v k="$km_kld_nr" -v t="$km_top_nr" 'BEGIN { exit !(k >= 0 && k < 0.01 && t >= 90 && t <= 100) }'
+r=$?
+ok $r "q4_K_M: stock -nr against the base: mean KLD ${km_kld_nr:-none}, same top p ${km_top_nr:-none}%"
+[ $r -eq 0 ] || show "$T/km-nr.err"
+model=$T/tiny.gguf base=$T/base.kld
 
 plugin=${QG_GGML_PLUGIN:-}
 # a build configured --with-ggml tests its own backend
@@ -242,6 +281,8 @@ if [ -n "$reason" ]; then
 	skip "with the plugin: graphs a decode step: $reason"
 	skip "with the plugin: llama-completion offloads every layer: $reason"
 	skip "with the plugin: the default build runs on QGRAPH0: $reason"
+	skip "q4_K_M with the plugin: matrices in the daemon: $reason"
+	skip "q4_K_M with the plugin: KL divergence: $reason"
 else
 	# a daemon of the test's own unless QG_GGML_ENV names one
 	own_daemon=
@@ -307,7 +348,7 @@ else
 	# daemon and the CPU a graph takes, and grows when a claim is lost
 	# shellcheck disable=SC2086
 	tool_run "$T/layers" 'graph splits = ' env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} \
-		"$bin/llama-completion" $llama_args -p "the city of" -n 8 --temp 0 -no-cnv -lv 4
+		"$bin/llama-completion" -m "$T/tiny.gguf" $llama_args -p "the city of" -n 8 --temp 0 -no-cnv -lv 4
 	st=$?
 	splits=$(sed -n 's/.*graph splits = \([0-9]*\).*/\1/p' "$T/layers.out" "$T/layers.err" | tail -n 1)
 	[ $st -eq 0 ] && grep -q 'offloaded 5/5 layers to GPU' "$T/layers.err" &&
@@ -327,7 +368,7 @@ else
 	if [ -x "$static/llama-completion" ]; then
 		# shellcheck disable=SC2086
 		tool_run "$T/static" 'graph splits = ' env GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-} \
-			LLAMA_ARG_DEVICE=QGRAPH0 QGRAPH_GGML_TRACE=1 "$static/llama-completion" $llama_args \
+			LLAMA_ARG_DEVICE=QGRAPH0 QGRAPH_GGML_TRACE=1 "$static/llama-completion" -m "$T/tiny.gguf" $llama_args \
 			-p "the city of" -n 8 --temp 0 -no-cnv -lv 4
 		st=$?
 		graphs=$(grep -c '^qgraph: graph ' "$T/static.err")
@@ -338,6 +379,30 @@ else
 	else
 		skip "with the plugin: the default build runs on QGRAPH0: no llama-completion in $static"
 	fi
+
+	# Q4_K_M: every matrix but the token embedding goes to the daemon (a
+	# daemon of our own has none of them yet: each is an upload), and the
+	# KL divergence is as bounded as Q4_0's
+	up() { "$top/client/tools/qgraph-submit" --socket "$sock" stats --all 2>/dev/null | awk '$1 == "weights_uploaded" { print $2 }'; }
+	up0=$(up)
+	model=$T/km.gguf base=$T/km-base.kld
+	# shellcheck disable=SC2086
+	kl km-plugin GGML_BACKEND_PATH="$plugin" ${QG_GGML_ENV:-}
+	r=$?
+	up1=$(up)
+	if [ -n "$own_daemon" ]; then
+		[ -n "$up1" ] && [ $((up1 - ${up0:-0})) -eq $((km_mats - 1)) ]
+		ok $? "q4_K_M with the plugin: every matrix but token_embd in the daemon ($((${up1:-0} - ${up0:-0})) of $km_mats uploaded)"
+	else
+		skip "q4_K_M with the plugin: matrices in the daemon: QG_GGML_ENV names a daemon that may hold them"
+	fi
+	limit_k=$(awk -v k="$km_kld_nr" 'BEGIN { printf "%.6f", 2 * k }')
+	limit_t=$(awk -v t="$km_top_nr" 'BEGIN { printf "%.3f", t - (100 - t) }')
+	[ $r -eq 0 ] && [ -n "$km_kld_nr" ] && awk -v k="$kld" -v t="$same_top" -v lk="$limit_k" -v lt="$limit_t" \
+		'BEGIN { exit !(k >= 0 && k <= lk && t >= lt) }'
+	r=$?
+	ok $r "q4_K_M with the plugin: mean KLD ${kld:-none} <= $limit_k, same top p ${same_top:-none}% >= $limit_t%"
+	[ $r -eq 0 ] || show "$T/km-plugin.err" 30
 	[ -n "$own_daemon" ] && daemon_stop s
 fi
 

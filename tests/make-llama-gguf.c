@@ -4,7 +4,7 @@
  *
  *	make-llama-gguf [--preset tiny|1b] [--dim N] [--ffn N] [--layers N]
  *	                [--heads N] [--kv-heads N] [--vocab N] [--ctx N]
- *	                [--tied] [--seed S] [--threads N] -o FILE
+ *	                [--tied] [--ftype q4_0|q4_K_M] [--seed S] [--threads N] -o FILE
  *	make-llama-gguf --version
  *
  * The file holds what llama.cpp (at the pinned commit) needs to load and
@@ -16,7 +16,10 @@
  * "\u2581a..z" - singles, pairs, triples - up to --vocab, scored in that
  * order); Q4_0 matrices (the token embedding, which llama.cpp reads with
  * GET_ROWS on the CPU; attention q, k, v and output; feed-forward gate, up
- * and down; output.weight unless --tied) and F32 norms.
+ * and down; output.weight unless --tied) and F32 norms.  --ftype q4_K_M
+ * writes the mix llama-quantize calls Q4_K_M instead: Q4_K matrices, and
+ * Q6_K for the output and, in the layers that mix gives more bits, for
+ * attn_v and ffn_down (see more_bits).
  *
  * The weights come from the seed alone: each row of each tensor draws from
  * its own generator, keyed by the seed, the tensor's name and the row, so
@@ -37,8 +40,9 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +51,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "kquant.h"
 #include "quant.h"
 
 #define PROG "make-llama-gguf"
@@ -67,6 +72,7 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_BYTE = 6 };
 struct shape {
 	long dim, ffn, layers, heads, kv_heads, vocab, ctx;
 	int tied;
+	int kquants;		/* --ftype q4_K_M */
 };
 
 static const struct preset {
@@ -122,6 +128,8 @@ static void usage(FILE *f)
 		"      --vocab N       tokens, %d to %d\n"
 		"      --ctx N         training context length\n"
 		"      --tied          no output.weight: the output reuses the token embedding\n"
+		"      --ftype NAME    q4_0 (the default) or q4_K_M: Q4_K matrices, some Q6_K\n"
+		"                        (dim and ffn multiples of 256)\n"
 		"  -s, --seed S        the weights' seed (default 1)\n"
 		"  -t, --threads N     threads that make the weights (default: the CPUs online)\n"
 		"  -o, --output FILE   the model file\n"
@@ -150,6 +158,9 @@ static void check_shape(const struct shape *s)
 {
 	if (s->dim % QK || s->ffn % QK)
 		usage_error("--dim %ld and --ffn %ld must be multiples of %d (Q4_0 blocks)", s->dim, s->ffn, QK);
+	if (s->kquants && (s->dim % QG_QK_K || s->ffn % QG_QK_K))
+		usage_error("--dim %ld and --ffn %ld must be multiples of %d for --ftype q4_K_M (K-quant blocks)",
+			    s->dim, s->ffn, QG_QK_K);
 	if (s->dim % s->heads || (s->dim / s->heads) % 2)
 		usage_error("--heads %ld must divide --dim %ld into heads of an even size (rope turns pairs)",
 			    s->heads, s->dim);
@@ -209,7 +220,7 @@ struct job {
 	long rows, cols;
 	float mean, std;
 	uint64_t key;		/* the seed mixed with the name */
-	enum qg_type type;	/* Q4_0 or F32 */
+	enum qg_type type;	/* Q4_0, Q4_K, Q6_K or F32 */
 	unsigned char *dst;
 	size_t row_bytes;
 	atomic_long next;	/* the first row no thread has taken */
@@ -283,7 +294,9 @@ static int add_tensor(struct qg_gguf_writer *w, const char *name, enum qg_type t
 		pthread_join(tid[i], NULL);
 	ret = atomic_load(&j.failed);
 	if (!ret)
-		ret = qg_gguf_writer_tensor(w, name, type == QG_TYPE_F32 ? QG_GGML_F32 : QG_GGML_Q4_0,
+		ret = qg_gguf_writer_tensor(w, name,
+					    type == QG_TYPE_F32 ? QG_GGML_F32 : type == QG_TYPE_Q4_K ? QG_GGML_Q4_K
+					    : type == QG_TYPE_Q6_K ? QG_GGML_Q6_K : QG_GGML_Q4_0,
 					    rows ? 2 : 1, ne, j.dst);
 	free(j.dst);
 	return ret;
@@ -377,7 +390,8 @@ static int add_hparams(struct qg_gguf_writer *w, const struct shape *s, const ch
 	if ((ret = qg_gguf_writer_kv_string(w, "general.architecture", "llama")) ||
 	    (ret = qg_gguf_writer_kv_string(w, "general.name", name)) ||
 	    (ret = qg_gguf_writer_kv_string(w, "qgraph.generator", gen)) ||
-	    (ret = qg_gguf_writer_kv_u64(w, "general.file_type", QG_GGUF_U32, 2)) ||	/* MOSTLY_Q4_0 */
+	    /* llama_ftype: MOSTLY_Q4_0, MOSTLY_Q4_K_M */
+	    (ret = qg_gguf_writer_kv_u64(w, "general.file_type", QG_GGUF_U32, s->kquants ? 15 : 2)) ||
 	    (ret = qg_gguf_writer_kv_u64(w, "general.quantization_version", QG_GGUF_U32, 2)) ||
 	    (ret = qg_gguf_writer_kv_u64(w, "llama.context_length", QG_GGUF_U32, (uint64_t)s->ctx)) ||
 	    (ret = qg_gguf_writer_kv_u64(w, "llama.embedding_length", QG_GGUF_U32, (uint64_t)s->dim)) ||
@@ -395,15 +409,26 @@ static int add_hparams(struct qg_gguf_writer *w, const struct shape *s, const ch
 	return add_vocab(w, s->vocab);
 }
 
+/*
+ * Whether layer L of N gets the larger type in a Q4_K_M mix: the first
+ * and the last eighth of the layers, and every third one between.
+ */
+static bool more_bits(long l, long n)
+{
+	return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
 /* Every tensor llama.cpp's llama model asks for, in the order its converter writes them. */
 static int add_weights(struct qg_gguf_writer *w, const struct shape *s, uint64_t seed, int nth)
 {
 	const long kv_dim = s->dim / s->heads * s->kv_heads;
 	const float sd = 1.0f / sqrtf((float)s->dim), sf = 1.0f / sqrtf((float)s->ffn);
+	const enum qg_type mat = s->kquants ? QG_TYPE_Q4_K : QG_TYPE_Q4_0;
+	const enum qg_type big = s->kquants ? QG_TYPE_Q6_K : QG_TYPE_Q4_0;
 	char name[64];
 	int ret;
 
-	if ((ret = add_tensor(w, "token_embd.weight", QG_TYPE_Q4_0, s->dim, s->vocab, 0.0f, 1.0f, seed, nth)))
+	if ((ret = add_tensor(w, "token_embd.weight", mat, s->dim, s->vocab, 0.0f, 1.0f, seed, nth)))
 		return ret;
 	for (long l = 0; l < s->layers; l++) {
 		static const struct {
@@ -411,16 +436,17 @@ static int add_weights(struct qg_gguf_writer *w, const struct shape *s, uint64_t
 			int norm;	/* F32, 1-D */
 			int out;	/* rows: 0 dim, 1 kv_dim, 2 ffn */
 			int in_ffn;	/* columns: ffn rather than dim */
+			int more;	/* the larger type in a more_bits layer */
 		} t[] = {
-			{ "attn_norm", 1, 0, 0 },
-			{ "attn_q", 0, 0, 0 },
-			{ "attn_k", 0, 1, 0 },
-			{ "attn_v", 0, 1, 0 },
-			{ "attn_output", 0, 0, 0 },
-			{ "ffn_norm", 1, 0, 0 },
-			{ "ffn_gate", 0, 2, 0 },
-			{ "ffn_down", 0, 0, 1 },
-			{ "ffn_up", 0, 2, 0 },
+			{ "attn_norm", 1, 0, 0, 0 },
+			{ "attn_q", 0, 0, 0, 0 },
+			{ "attn_k", 0, 1, 0, 0 },
+			{ "attn_v", 0, 1, 0, 1 },
+			{ "attn_output", 0, 0, 0, 0 },
+			{ "ffn_norm", 1, 0, 0, 0 },
+			{ "ffn_gate", 0, 2, 0, 0 },
+			{ "ffn_down", 0, 0, 1, 1 },
+			{ "ffn_up", 0, 2, 0, 0 },
 		};
 		for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 			long rows = t[i].out == 0 ? s->dim : t[i].out == 1 ? kv_dim : s->ffn;
@@ -428,7 +454,8 @@ static int add_weights(struct qg_gguf_writer *w, const struct shape *s, uint64_t
 
 			snprintf(name, sizeof name, "blk.%ld.%s.weight", l, t[i].suffix);
 			ret = t[i].norm ? add_tensor(w, name, QG_TYPE_F32, s->dim, 0, 1.0f, 0.1f, seed, nth)
-				: add_tensor(w, name, QG_TYPE_Q4_0, cols, rows, 0.0f, t[i].in_ffn ? sf : sd, seed, nth);
+				: add_tensor(w, name, t[i].more && more_bits(l, s->layers) ? big : mat, cols, rows,
+					     0.0f, t[i].in_ffn ? sf : sd, seed, nth);
 			if (ret)
 				return ret;
 		}
@@ -436,7 +463,7 @@ static int add_weights(struct qg_gguf_writer *w, const struct shape *s, uint64_t
 	if ((ret = add_tensor(w, "output_norm.weight", QG_TYPE_F32, s->dim, 0, 1.0f, 0.1f, seed, nth)))
 		return ret;
 	if (!s->tied)
-		ret = add_tensor(w, "output.weight", QG_TYPE_Q4_0, s->dim, s->vocab, 0.0f, 2.0f * sd, seed, nth);
+		ret = add_tensor(w, "output.weight", big, s->dim, s->vocab, 0.0f, 2.0f * sd, seed, nth);
 	return ret;
 }
 
@@ -490,7 +517,7 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	enum { O_DIM = 256, O_FFN, O_LAYERS, O_HEADS, O_KV_HEADS, O_VOCAB, O_CTX, O_TIED };
+	enum { O_DIM = 256, O_FFN, O_LAYERS, O_HEADS, O_KV_HEADS, O_VOCAB, O_CTX, O_TIED, O_FTYPE };
 	static const struct option opts[] = {
 		{ "preset", required_argument, NULL, 'p' },
 		{ "dim", required_argument, NULL, O_DIM },
@@ -501,6 +528,7 @@ int main(int argc, char **argv)
 		{ "vocab", required_argument, NULL, O_VOCAB },
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "tied", no_argument, NULL, O_TIED },
+		{ "ftype", required_argument, NULL, O_FTYPE },
 		{ "seed", required_argument, NULL, 's' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "output", required_argument, NULL, 'o' },
@@ -513,6 +541,7 @@ int main(int argc, char **argv)
 	/* what the options set, applied over the preset at the end */
 	long set[O_TIED - O_DIM + 1] = { 0 };
 	uint64_t seed = 1;
+	int kquants = 0;
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	int nth = online > 0 ? (online < MAX_THREADS ? (int)online : MAX_THREADS) : 1;
 	int c;
@@ -528,6 +557,11 @@ int main(int argc, char **argv)
 			break;
 		case O_TIED:
 			set[c - O_DIM] = 1;
+			break;
+		case O_FTYPE:
+			if (strcmp(optarg, "q4_0") && strcmp(optarg, "q4_K_M"))
+				usage_error("--ftype: '%s' is not q4_0 or q4_K_M", optarg);
+			kquants = strcmp(optarg, "q4_K_M") == 0;
 			break;
 		case 's': {
 			char *end;
@@ -571,6 +605,7 @@ int main(int argc, char **argv)
 		if (set[i])
 			*field[i] = set[i];
 	s.tied = set[O_TIED - O_DIM] != 0;
+	s.kquants = kquants;
 	check_shape(&s);
 
 	double t0 = now();
@@ -595,8 +630,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(file);
-	fprintf(stderr, PROG ": %s: llama dim %ld ffn %ld layers %ld heads %ld/%ld vocab %ld%s seed %" PRIu64
+	fprintf(stderr, PROG ": %s: llama dim %ld ffn %ld layers %ld heads %ld/%ld vocab %ld%s%s seed %" PRIu64
 		": %zu bytes in %.2f s (%d threads)\n", out, s.dim, s.ffn, s.layers, s.heads, s.kv_heads, s.vocab,
-		s.tied ? " tied" : "", seed, len, now() - t0, nth);
+		s.tied ? " tied" : "", s.kquants ? " q4_K_M" : "", seed, len, now() - t0, nth);
 	return 0;
 }

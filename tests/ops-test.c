@@ -314,6 +314,29 @@ static void test_cpy(struct qg_ctx *ctx, int nth)
 	       "cast of a transposed f32 is its contiguous copy (%d threads)", nth);
 }
 
+/* A Q4_K or Q6_K matrix cast to its own type (weights read back): its bytes, and nothing else taken. */
+static void test_kquant_copy(struct qg_ctx *ctx, enum qg_type tt, int nth)
+{
+	const int64_t k = 512, rows = 7;
+	struct qg_tensor *w = qg_tensor_new_2d(ctx, tt, k, rows);
+	struct qg_tensor *c = w ? qg_op_cast(ctx, w, tt) : NULL;
+
+	if (c && gr_own(&mem, w) == 0) {
+		for (size_t i = 0; i < qg_tensor_nbytes(w); i++)
+			((unsigned char *)w->data)[i] = (unsigned char)tap_rand(&rng);
+	}
+	tap_ok(c && run(c, nth) == 0 && memcmp(c->data, w->data, qg_tensor_nbytes(w)) == 0,
+	       "cast %s -> %s copies its bytes (%d threads)", qg_type_name(tt), qg_type_name(tt), nth);
+
+	struct qg_ctx *bad = qg_ctx_new(32);
+	enum qg_type other = tt == QG_TYPE_Q4_K ? QG_TYPE_Q6_K : QG_TYPE_Q4_K;
+	struct qg_tensor *w3 = qg_tensor_new_3d(bad, tt, k, rows, 2), *w2 = qg_tensor_new_2d(bad, tt, k, rows);
+	tap_ok(qg_op_cast(bad, w2, other) == NULL && qg_op_cast(bad, w3, tt) == NULL &&
+	       qg_op_cast(bad, w2, QG_TYPE_Q4_0) == NULL,
+	       "cast %s to another K-quant, of a 3-D stack, to q4_0: refused", qg_type_name(tt));
+	qg_ctx_free(bad);
+}
+
 static void test_get_rows(struct qg_ctx *ctx, enum qg_type tt, int nth)
 {
 	/* a row is one block or more: 256 values for the K-quants */
@@ -411,6 +434,8 @@ int main(void)
 		test_soft_max(ctx, nth, true, false);
 		test_soft_max(ctx, nth, true, true);
 		test_cpy(ctx, nth);
+		test_kquant_copy(ctx, QG_TYPE_Q4_K, nth);
+		test_kquant_copy(ctx, QG_TYPE_Q6_K, nth);
 		test_get_rows(ctx, QG_TYPE_F32, nth);
 		test_get_rows(ctx, QG_TYPE_F16, nth);
 		test_get_rows(ctx, QG_TYPE_Q8_0, nth);

@@ -3,8 +3,8 @@
  * buffers (see ggml-qgraph.c for the roles they play): QGRAPH, host
  * memory that is the session arena mapped under a buffer's addresses (the
  * KV cache, activations and results, the weights the daemon does not
- * hold), and QGRAPH_WEIGHTS, Q4_0 weights uploaded to the daemon, read
- * back through it and let go.
+ * hold), and QGRAPH_WEIGHTS, quantized weights (Q4_0, Q4_K, Q6_K, Q8_0)
+ * uploaded to the daemon, read back through it and let go.
  */
 #include "config.h"
 
@@ -48,6 +48,17 @@ static size_t round_up(size_t v, size_t to)
 
 /* ------------------------------------------------------------ weights */
 
+int qgg_weights_qtype(enum ggml_type t)
+{
+	switch (t) {
+	case GGML_TYPE_Q4_0: return QGRAPH_TYPE_Q4_0;
+	case GGML_TYPE_Q4_K: return QGRAPH_TYPE_Q4_K;
+	case GGML_TYPE_Q6_K: return QGRAPH_TYPE_Q6_K;
+	case GGML_TYPE_Q8_0: return QGRAPH_TYPE_Q8_0;
+	default: return -1;
+	}
+}
+
 struct qgg_weights *qgg_weights_find(struct qgg_buffer *b, const void *data)
 {
 	size_t lo = 0, hi = b->n_w;
@@ -86,7 +97,8 @@ static struct qgg_weights *weights_entry(struct qgg_buffer *b, const struct ggml
 		at++;
 	memmove(&b->w[at + 1], &b->w[at], (b->n_w - at) * sizeof *b->w);
 	w = &b->w[at];
-	*w = (struct qgg_weights){ .data = t->data, .nbytes = ggml_nbytes(t), .handles = handles };
+	*w = (struct qgg_weights){ .data = t->data, .nbytes = ggml_nbytes(t), .handles = handles,
+				   .type = (enum qgraph_type)qgg_weights_qtype(t->type) };
 	memcpy(w->ne, t->ne, sizeof w->ne);
 	memcpy(w->nb, t->nb, sizeof w->nb);
 	b->n_w++;
@@ -111,16 +123,19 @@ static void weights_release(struct qgg_weights *w)
 	}
 }
 
-/* Upload ROWS x ne[0] Q4_0 values at DATA as W's handle I.  0 or -errno (B says why). */
+/*
+ * Upload ROWS x ne[0] values of W's type at DATA as W's handle I, as that
+ * same type (for Q4_0 the daemon picks its layout).  0 or -errno (B says why).
+ */
 static int upload_one(struct qgg_buffer *b, struct qgg_weights *w, size_t i, const unsigned char *data, int64_t rows)
 {
-	struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
+	struct qgraph_upload_opts uo = { .size = sizeof uo, .src_type = w->type, .target = w->type,
 					 .rows = rows, .cols = w->ne[0], .data = data };
 	int err = qgraph_weights_upload(qgg.s, &uo, &w->handles[i], &w->stored);
 	if (err) {
 		w->handles[i] = 0;
-		buffer_fail(b, "uploading a q4_0 tensor of %" PRId64 " x %" PRId64 " to qgraphd: %s", rows, w->ne[0],
-			    qgraph_session_error(qgg.s));
+		buffer_fail(b, "uploading a %s tensor of %" PRId64 " x %" PRId64 " to qgraphd: %s",
+			    qgraph_type_name(w->type), rows, w->ne[0], qgraph_session_error(qgg.s));
 	}
 	return err;
 }
@@ -153,8 +168,9 @@ static int weights_upload(struct qgg_buffer *b, struct qgg_weights *w, const uns
 }
 
 /*
- * Read W's handle I back from the daemon in ggml's Q4_0 layout into OUT:
- * the daemon unpacks its layout into the arena (a cast to Q4_0).
+ * Read W's handle I back from the daemon in ggml's layout of its type into
+ * OUT: the daemon copies it into the arena (a cast to that type, which
+ * unpacks an interleaved Q4_0 layout).
  */
 static int weights_read_slice(struct qgg_buffer *b, struct qgg_weights *w, size_t i, unsigned char *out)
 {
@@ -172,7 +188,7 @@ static int weights_read_slice(struct qgg_buffer *b, struct qgg_weights *w, size_
 		int src = qgraph_graph_weights(g, w->handles[i], w->stored, rows, w->ne[0]);
 		uint64_t id;
 		struct qgraph_result res = QGRAPH_RESULT_INIT;
-		err = qgraph_graph_output(g, qgraph_graph_cast(g, src, QGRAPH_TYPE_Q4_0), off);
+		err = qgraph_graph_output(g, qgraph_graph_cast(g, src, w->type), off);
 		if (err >= 0)
 			err = qgraph_submit(qgg.s, g, QGRAPH_SUBMIT_BLOCK, &id);
 		if (err >= 0)
@@ -185,7 +201,9 @@ static int weights_read_slice(struct qgg_buffer *b, struct qgg_weights *w, size_
 		size_t arena_bytes;
 		memcpy(out, (unsigned char *)qgraph_arena(qgg.s, &arena_bytes) + off, bytes);
 	} else {
-		buffer_fail(b, "reading weights back from qgraphd: %s", qgraph_session_error(qgg.s));
+		const char *why = qgraph_session_error(qgg.s);
+		buffer_fail(b, "reading %s weights back from qgraphd: %s", qgraph_type_name(w->type),
+			    why && why[0] ? why : strerror(-err));
 	}
 	qgraph_arena_free(qgg.s, off);
 	return err < 0 ? err : 0;
@@ -228,12 +246,17 @@ int qgg_buffer_bind(struct qgg_buffer *b)
  * buffer they have no other bytes; in a QGRAPH one (a program that puts
  * its weights in the device's default type, as test-backend-ops does)
  * they are uploaded and their bytes kept in the arena too, where the CPU
- * may read them.
+ * may read them.  Q8_0 only in a buffer of model weights: elsewhere it may
+ * be a KV cache or the source of a GET_ROWS or CPY, which read it in the
+ * arena.
  */
 static bool is_weights(ggml_backend_buffer_t buffer, const struct ggml_tensor *t)
 {
-	return t->type == GGML_TYPE_Q4_0 && t->view_src == NULL &&
-	       ggml_backend_buffer_get_usage(buffer) != GGML_BACKEND_BUFFER_USAGE_COMPUTE;
+	enum ggml_backend_buffer_usage usage = ggml_backend_buffer_get_usage(buffer);
+
+	if (t->view_src != NULL || usage == GGML_BACKEND_BUFFER_USAGE_COMPUTE || qgg_weights_qtype(t->type) < 0)
+		return false;
+	return t->type != GGML_TYPE_Q8_0 || usage == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
 }
 
 /* Whether B is of type QGRAPH: host memory, the arena mapped at its addresses from the start. */

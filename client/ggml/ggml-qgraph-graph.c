@@ -399,31 +399,107 @@ static int stage(struct xlate *x, const struct ggml_tensor *s)
 
 /* ------------------------------------------------------------ the ops */
 
+/* The tensor whose bytes MUL_MAT weights W0 are: W0, or the whole it is a permuted view of. */
+static const struct ggml_tensor *weights_base(const struct ggml_tensor *w0)
+{
+	return w0->view_src ? w0->view_src : w0;
+}
+
+/* Whether MUL_MAT weights W0 are read from the arena: Q8_0 not held by the daemon (is_weights). */
+static bool weights_in_arena(const struct ggml_tensor *w0)
+{
+	const struct ggml_tensor *base = weights_base(w0);
+	struct qgg_buffer *wb = base->buffer ? base->buffer->context : NULL;
+
+	return base->type == GGML_TYPE_Q8_0 && (!wb || !qgg_weights_find(wb, base->data));
+}
+
+/*
+ * Weights W0 that view WHOLE (the qgraph tensor of all ROWS rows of the
+ * tensor W0 views) with whole rows in another order (a permuted stack):
+ * the rows of W0, slice after slice, gathered by GET_ROWS into F32 by
+ * indices written to arena room of X's own, in W0's shape.  The indices
+ * are written anew each time the graph runs (its key names their room,
+ * not their values).  The qgraph tensor, or -errno.
+ */
+static int gathered_weights(struct xlate *x, const struct ggml_tensor *w0, int whole, int64_t rows)
+{
+	const size_t rb = ggml_row_size(w0->type, w0->ne[0]);
+	const int64_t n = w0->ne[1] * w0->ne[2] * w0->ne[3];
+	const size_t off = (size_t)((const char *)w0->data - (const char *)w0->view_src->data);
+	unsigned char *arena = qgraph_arena(qgg.s, NULL);
+
+	if (whole < 0)
+		return whole;
+	void *p = realloc(x->staged, (x->n_staged + 1) * sizeof *x->staged);
+	if (!p || !arena)
+		return xlate_fail(x, -ENOMEM, "out of memory");
+	x->staged = p;
+	int64_t room = qgraph_arena_alloc(qgg.s, (size_t)n * sizeof(int32_t));
+	if (room < 0)
+		return xlate_fail(x, (int)room, "no arena room for the row indices of %s: raise QGRAPH_GGML_ARENA",
+				  w0->name);
+	x->staged[x->n_staged++] = room;
+	int32_t *idx = (int32_t *)(void *)(arena + room);
+	for (int64_t i3 = 0; i3 < w0->ne[3]; i3++)
+		for (int64_t i2 = 0; i2 < w0->ne[2]; i2++)
+			for (int64_t i1 = 0; i1 < w0->ne[1]; i1++) {
+				size_t at = off + (size_t)i1 * w0->nb[1] + (size_t)i2 * w0->nb[2] + (size_t)i3 * w0->nb[3];
+				if (at % rb || at / rb >= (size_t)rows)
+					return xlate_fail(x, -EINVAL, "%s does not view whole rows", w0->name);
+				*idx++ = (int32_t)(at / rb);
+			}
+	const int64_t ine[4] = { n, 1, 1, 1 };
+	int in = g_input(x, QGRAPH_TYPE_I32, ine, room);
+	int got = in < 0 ? in : g_op(x, QGRAPH_OP_GET_ROWS, whole, in, 0);
+	return got < 0 ? got : g_reshape(x, got, w0->ne);
+}
+
 /*
  * MUL_MAT node T: one MUL_MAT over every batch of the activations (the
  * daemon broadcasts stacked weights as ggml does).  Weights held as a
  * matrix per slice: one MUL_MAT per batch, each written to its place in T
- * at once (*FIXED set).
+ * at once (*FIXED set).  Q8_0 weights in the arena are an input.
  */
 static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool *fixed)
 {
-	const struct ggml_tensor *w0 = t->src[0], *act = t->src[1];
-	struct qgg_buffer *wb = w0->buffer ? w0->buffer->context : NULL;
-	struct qgg_weights *w = wb ? qgg_weights_find(wb, w0->data) : NULL;
+	const struct ggml_tensor *w0 = t->src[0], *act = t->src[1], *base = weights_base(w0);
+	struct qgg_buffer *wb = base->buffer ? base->buffer->context : NULL;
+	struct qgg_weights *w = wb ? qgg_weights_find(wb, base->data) : NULL;
+	const int64_t rows = base->ne[1] * base->ne[2] * base->ne[3];
+	int wi, a;
 
 	if (w0->type == GGML_TYPE_F16) {
 		/* attention's F16 keys or values (a view of the cache), no weights: rows made packed first */
-		int a = source(x, w0);
+		a = source(x, w0);
 		if (a >= 0 && w0->ne[1] > 1 && w0->nb[1] != ggml_row_size(w0->type, w0->ne[0]))
 			a = g_cast(x, a, QGRAPH_TYPE_F16);
 		return g_op(x, QGRAPH_OP_MUL_MAT, a, source(x, act), 0);
+	}
+	if (weights_in_arena(w0)) {
+		if (w0->view_src) {	/* the whole as rows, then the view's rows gathered */
+			const int64_t ne[4] = { base->ne[0], rows, 1, 1 };
+			wi = source(x, base);
+			wi = gathered_weights(x, w0, wi < 0 ? wi : g_reshape(x, wi, ne), rows);
+		} else {
+			wi = source(x, w0);
+		}
+		a = wi < 0 ? wi : source(x, act);
+		return a < 0 ? a : g_op(x, QGRAPH_OP_MUL_MAT, wi, a, 0);
 	}
 	if (!w || !w->n_handles)
 		return xlate_fail(x, -ENOENT, "weights %s are not in qgraphd (%s)", w0->name,
 				  wb && wb->error[0] ? wb->error : "never set");
 	if (wb->error[0])
 		return xlate_fail(x, -EIO, "%s", wb->error);
-	int a = source(x, act);
+	if (w0->view_src) {	/* supports_op saw a type held whole, as one matrix */
+		if (w->n_handles != 1)
+			return xlate_fail(x, -EINVAL, "weights %s are held by slice", base->name);
+		wi = gathered_weights(x, w0, g_weights(x, w->handles[0], w->stored, rows, base->ne[0]), rows);
+		a = wi < 0 ? wi : source(x, act);
+		return a < 0 ? a : g_op(x, QGRAPH_OP_MUL_MAT, wi, a, 0);
+	}
+	a = source(x, act);
 	if (a < 0)
 		return a;
 	if (w->n_handles == 1)
@@ -437,9 +513,9 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bo
 			size_t slice = (size_t)(i2 / r2 + i3 / r3 * w->ne[2]);
 			const int64_t ane[4] = { act->ne[0], act->ne[1], 1, 1 };
 			const uint64_t anb[3] = { act->nb[1], act->nb[1] * act->ne[1], act->nb[1] * act->ne[1] };
-			int wi = g_weights(x, w->handles[slice], w->stored, w->ne[1], w->ne[0]);
+			int ws = g_weights(x, w->handles[slice], w->stored, w->ne[1], w->ne[0]);
 			int av = g_view(x, a, ane, anb, (uint64_t)(i2 * act->nb[2] + i3 * act->nb[3]));
-			r = g_output(x, g_op(x, QGRAPH_OP_MUL_MAT, wi, av, 0),
+			r = g_output(x, g_op(x, QGRAPH_OP_MUL_MAT, ws, av, 0),
 				     off + (int64_t)(i2 * t->nb[2] + i3 * t->nb[3]));
 		}
 	}
@@ -609,7 +685,7 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 			return true;
 	for (int k = 0; k < GGML_MAX_SRC && t->src[k]; k++) {
 		int64_t slo, shi;
-		if (t->op == GGML_OP_MUL_MAT && k == 0)
+		if (t->op == GGML_OP_MUL_MAT && k == 0 && !weights_in_arena(t->src[0]))
 			continue;	/* the weights are in the daemon */
 		if (!reads_arena(x, t->src[k]) || !tensor_span(t->src[k], &slo, &shi))
 			continue;

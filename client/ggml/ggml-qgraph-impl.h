@@ -32,7 +32,7 @@
 /* ---------------------------------------------------------------- state */
 
 /*
- * A Q4_0 tensor held by the daemon: one weights handle for the whole, or
+ * A quantized tensor held by the daemon: one weights handle for the whole, or
  * (a stack of matrices whose row count is not a whole number of the
  * layout's row groups) one per 2-D slice.
  */
@@ -43,6 +43,7 @@ struct qgg_weights {
 	size_t nb[4];
 	uint64_t *handles;		/* N_HANDLES of them, 0 until uploaded */
 	size_t n_handles;
+	enum qgraph_type type;		/* the tensor's type (qgg_weights_qtype) */
 	enum qgraph_type stored;	/* the layout the daemon chose (the same for every slice) */
 	unsigned char *staged;		/* a tensor set in pieces: its bytes until all arrived */
 	size_t staged_bytes;
@@ -93,6 +94,8 @@ static inline void say(const char *fmt, ...)
  */
 extern struct ggml_backend_buffer_type qgg_buft, qgg_wbuft;
 extern const struct ggml_backend_buffer_type_i qgg_buft_i;
+/* The qgraph type the daemon holds weights of ggml type T as (Q4_0, Q4_K, Q6_K, Q8_0), or -1. */
+int qgg_weights_qtype(enum ggml_type t);
 /* The weights entry of B for the tensor at DATA, or NULL if B holds none there. */
 struct qgg_weights *qgg_weights_find(struct qgg_buffer *b, const void *data);
 /* Map the arena under B's addresses, once; 0 or -errno (B says why).  Caller holds the lock. */

@@ -1,6 +1,6 @@
 /*
- * ggml-qgraph.c - libggml-qgraph.so, a ggml backend that runs Q4_0 matrix
- * products, and the ops around them that the engine computes as ggml
+ * ggml-qgraph.c - libggml-qgraph.so, a ggml backend that runs quantized
+ * matrix products, and the ops around them that the engine computes as ggml
  * does, in qgraphd, with the weights held there once for every process.
  *
  * ggml's loader picks it up from GGML_BACKEND_PATH (ggml_backend_load_all
@@ -16,16 +16,18 @@
  *     buffer's addresses when the buffer is made, which the daemon reads
  *     and writes in place and the CPU backend too (the scheduler's copy
  *     is the only copy): the KV cache, compute buffers, and the weights
- *     the daemon does not hold.  A Q4_0 tensor set into one that is not
- *     a compute buffer is uploaded as well (test-backend-ops puts its
+ *     the daemon does not hold.  A quantized tensor set into one that is
+ *     not a compute buffer is uploaded as well (Q8_0 only from a buffer
+ *     of model weights) (test-backend-ops puts its
  *     weights there).
- *   - QGRAPH_WEIGHTS, its extra type: a Q4_0 tensor set there is uploaded
- *     to the daemon, which stores it in its best interleaved layout; the
- *     process keeps no copy, and the buffer is address space only
- *     (PROT_NONE): a stray CPU access faults.  Reading it back asks the
- *     daemon to unpack it (a CPY into plain Q4_0), so the bytes come back
- *     exactly.  llama.cpp puts a layer's matrices there because QGRAPH
- *     refuses them for MUL_MAT.
+ *   - QGRAPH_WEIGHTS, its extra type: a Q4_0, Q4_K, Q6_K or Q8_0 tensor
+ *     set there is uploaded to the daemon, which stores Q4_0 in its best
+ *     interleaved layout and the others as they are; the process keeps no
+ *     copy, and the buffer is address space only (PROT_NONE): a stray CPU
+ *     access faults.  Reading it back asks the daemon to unpack it (a CPY
+ *     into the tensor's type), so the bytes come back exactly.  llama.cpp
+ *     puts a layer's matrices there because QGRAPH refuses them for
+ *     MUL_MAT.
  *
  * Each graph_compute is translated to one qgraph graph, registered with
  * the daemon the first time and run by its handle after that: llama.cpp
@@ -256,25 +258,51 @@ static bool cache_src(const struct ggml_tensor *op, int k)
 }
 
 /*
+ * Whether MUL_MAT weights A view whole rows of a contiguous Q8_0 tensor in
+ * another order (a permuted stack): the daemon gathers the rows
+ * (ggml-qgraph-graph.c).  Q4_K and Q6_K stacks permuted so gave wrong
+ * results once their bytes were also in host memory (a QGRAPH buffer):
+ * they stay on the CPU until that is understood.
+ */
+static bool permuted_rows(const struct ggml_tensor *a)
+{
+	const struct ggml_tensor *base = a->view_src;
+	size_t rb = ggml_row_size(a->type, a->ne[0]);
+
+	if (a->type != GGML_TYPE_Q8_0 ||
+	    base->view_src || base->type != a->type || !ggml_is_contiguous(base) || base->ne[0] != a->ne[0] ||
+	    a->nb[0] != ggml_type_size(a->type) || a->view_offs % rb || ggml_nrows(base) > INT32_MAX ||
+	    ggml_nrows(a) > INT32_MAX)
+		return false;
+	for (int d = 1; d < GGML_MAX_DIMS; d++)
+		if (a->nb[d] % rb)
+			return false;
+	return true;
+}
+
+/*
  * What runs here: the ops the engine computes exactly as ggml defines
  * them, and the view ops around them (they compute nothing).  Every
  * result is contiguous (the daemon writes outputs whole).  No source but
- * MUL_MAT's Q4_0 weights may be in QGRAPH_WEIGHTS (they have no bytes
- * anywhere else); the other weights of a layer (norms, and what the
+ * MUL_MAT's quantized weights may be in QGRAPH_WEIGHTS (they have no
+ * bytes anywhere else); the other weights of a layer (norms, and what the
  * daemon does not hold) are in QGRAPH, the arena, like any activation.
  * The rest, op by op:
- *   MUL_MAT   contiguous Q4_0 weights in QGRAPH_WEIGHTS (or not placed
- *             yet: test-backend-ops asks before it allocates) by F32
- *             activations.  Saying no for weights in QGRAPH is what sends
- *             llama.cpp's matrices to QGRAPH_WEIGHTS, the next type of
- *             the device.  The weights' buffer is only compared, never
- *             looked into: llama.cpp asks with a zero-size dummy.
+ *   MUL_MAT   Q4_0, Q4_K, Q6_K or Q8_0 weights in QGRAPH_WEIGHTS (or not
+ *             placed yet: test-backend-ops asks before it allocates) by
+ *             F32 activations: contiguous, or for Q8_0 a permuted view
+ *             of whole rows.  Saying no for weights in
+ *             QGRAPH is what sends llama.cpp's matrices to QGRAPH_WEIGHTS,
+ *             the next type of the device.  The weights' buffer is only
+ *             compared, never looked into: llama.cpp asks with a
+ *             zero-size dummy.  Q8_0 outside a buffer of model weights is
+ *             read from the arena (see is_weights).
  *   ADD, MUL  F32 everywhere (the second broadcast as ggml does)
  *   SCALE     F32, without a bias (the engine multiplies only)
  *   SILU, GELU  F32 (ggml's tanh GELU; not GELU_ERF nor GELU_QUICK)
  *   RMS_NORM  F32
  *   SOFT_MAX  F32, an F32 mask or none, no ALiBi (max_bias 0), no sinks
- *   GET_ROWS  F32, F16 or Q8_0 rows by I32 indices into F32 (Q4_0 lives
+ *   GET_ROWS  F32, F16 or Q8_0 rows by I32 indices into F32 (weights live
  *             in the daemon in its own layout)
  *   CPY, CONT from F32, F16 or Q8_0 into F32 or F16: shapes the same,
  *             or the source contiguous
@@ -323,12 +351,12 @@ static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op
 		if (a->type == GGML_TYPE_F16 && !weights_here(a))
 			return f16_rows(a) && b->type == GGML_TYPE_F32 && b->nb[0] == sizeof(float) &&
 			       op->type == GGML_TYPE_F32 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0;
-		return a->type == GGML_TYPE_Q4_0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
+		return qgg_weights_qtype(a->type) >= 0 && b->type == GGML_TYPE_F32 && op->type == GGML_TYPE_F32 &&
 		       /* weights in QGRAPH_WEIGHTS; not placed yet (test-backend-ops asks before it allocates) */
-		       (!a->buffer || weights_here(a)) && a->view_src == NULL &&
-		       ggml_is_contiguous(a) && b->nb[0] == sizeof(float) &&
-		       /* stacked weights of odd row counts write a result per batch: at offsets the arena takes */
-		       (a->ne[2] * a->ne[3] == 1 || a->ne[1] % 8 == 0 ||
+		       (!a->buffer || weights_here(a)) &&
+		       (a->view_src == NULL ? ggml_is_contiguous(a) : permuted_rows(a)) && b->nb[0] == sizeof(float) &&
+		       /* stacked Q4_0 of odd row counts write a result per batch: at offsets the arena takes */
+		       (a->ne[2] * a->ne[3] == 1 || a->type != GGML_TYPE_Q4_0 || a->ne[1] % 8 == 0 ||
 			(op->nb[2] % QGG_ALIGN == 0 && op->nb[3] % QGG_ALIGN == 0));
 	case GGML_OP_ADD:
 	case GGML_OP_MUL:
@@ -507,7 +535,7 @@ static void connect_daemon(void)
 		qgg.s = NULL;
 		return;
 	}
-	snprintf(qgg.desc, sizeof qgg.desc, "qgraphd: Q4_0 matrix products and the ops around them, weights held once (libqgraph %s)",
+	snprintf(qgg.desc, sizeof qgg.desc, "qgraphd: quantized matrix products and the ops around them, weights held once (libqgraph %s)",
 		 qgraph_version());
 }
 

@@ -336,7 +336,7 @@ static float *thread_tmp(void *scratch, int64_t ne, int ith)
 	return (float *)((char *)scratch + (size_t)ith * align_up((size_t)ne * sizeof(float)));
 }
 
-/* A Q4_0 matrix of any layout into plain Q4_0 (qg_op_cpy_is_unpack): each thread takes whole row groups. */
+/* A weights matrix into ggml's layout (qg_op_cpy_is_unpack): each thread takes whole row groups. */
 static int compute_unpack(const struct qg_tensor *t, int ith, int nth)
 {
 	const struct qg_tensor *a = t->src[0];
@@ -345,7 +345,7 @@ static int compute_unpack(const struct qg_tensor *t, int ith, int nth)
 
 	if (g0 == g1)
 		return 0;
-	ssize_t r = qg_repack(QG_TYPE_Q4_0, (char *)t->data + g0 * group * t->nb[1],
+	ssize_t r = qg_repack(t->type, (char *)t->data + g0 * group * t->nb[1],
 			      (size_t)((g1 - g0) * group * t->nb[1]), a->type,
 			      (const char *)a->data + g0 * group * a->nb[1], (g1 - g0) * group, a->ne[0]);
 	return r < 0 ? (int)r : 0;

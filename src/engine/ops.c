@@ -84,17 +84,22 @@ static bool cpy_type(enum qg_type t)
 
 /*
  * A CPY of a Q4_0 matrix in any of its layouts into plain Q4_0 of the same
- * shape: how a client reads weights back in ggml's layout (every scale and
- * code carried over, see qg_repack).  Both are 2-D and contiguous.
+ * shape, or of a Q4_K or Q6_K matrix into its own type (their one layout):
+ * how a client reads weights back in ggml's layout (every scale and code
+ * carried over, see qg_repack).  Both are 2-D and contiguous.
  */
 bool qg_op_cpy_is_unpack(const struct qg_tensor *t)
 {
 	const struct qg_tensor *a = t->src[0];
 
-	return t->op == QG_OP_CPY && a && t->type == QG_TYPE_Q4_0 &&
+	if (t->op != QG_OP_CPY || !a || a->ne[2] != 1 || a->ne[3] != 1 || !qg_tensor_is_contiguous(a) ||
+	    !qg_tensor_is_contiguous(t))
+		return false;
+	if (t->type == QG_TYPE_Q4_K || t->type == QG_TYPE_Q6_K)
+		return a->type == t->type;
+	return t->type == QG_TYPE_Q4_0 &&
 	       (a->type == QG_TYPE_Q4_0 || a->type == QG_TYPE_Q4_0_4X4 || a->type == QG_TYPE_Q4_0_4X8 ||
-		a->type == QG_TYPE_Q4_0_8X8) &&
-	       a->ne[2] == 1 && a->ne[3] == 1 && qg_tensor_is_contiguous(a) && qg_tensor_is_contiguous(t);
+		a->type == QG_TYPE_Q4_0_8X8);
 }
 
 /* X's elements are packed along its rows (NB[0] its element): ggml's "contiguous rows". */

@@ -149,8 +149,9 @@ int qg_op_check_data(const struct qg_tensor *t);
 bool qg_op_can_inplace(enum qg_op op);
 
 /*
- * Whether T is a CPY that unpacks a 2-D Q4_0 matrix of any layout (weights
- * read back) into plain, contiguous Q4_0: every scale and code carried over.
+ * Whether T is a CPY that unpacks a 2-D Q4_0 matrix of any layout into
+ * plain, contiguous Q4_0, or copies a Q4_K or Q6_K one into its own type
+ * (weights read back): every scale and code carried over.
  */
 bool qg_op_cpy_is_unpack(const struct qg_tensor *t);
 

@@ -4,13 +4,15 @@
 # processes on one model).
 #
 #   bench-llama.sh [--json] [--rounds N] [--threads LIST] [--depth LIST]
-#                  [--preset 1b|tiny] [--seed S] [--model FILE]
+#                  [--preset 1b|tiny] [--ftype q4_0|q4_K_M] [--seed S]
+#                  [--model FILE]
 #                  [--speed | --memory]
 #
 # The model comes from tests/make-llama-gguf (--preset 1b: dim 2048, ffn
-# 8192, 16 layers, 32/8 heads, vocab 4096, Q4_0, about 0.56 GB), made once
-# and cached as $QG_CACHE/models/llama-PRESET-gGENVERSION-sSEED.gguf
-# (QG_CACHE defaults to ~/.cache/qgraph); --model FILE takes another.
+# 8192, 16 layers, 32/8 heads, vocab 4096, Q4_0, about 0.56 GB; --ftype
+# q4_K_M: the Q4_K_M mix of Q4_K and Q6_K), made once and cached as
+# $QG_CACHE/models/llama-PRESET[-q4_K_M]-gGENVERSION-sSEED.gguf (QG_CACHE
+# defaults to ~/.cache/qgraph); --model FILE takes another.
 # llama.cpp is the pinned GGML_BACKEND_DL build (.ci/llama.sh, or the bin
 # directory QG_LLAMA_DL); the backend is QG_GGML_PLUGIN (loaded through
 # GGML_BACKEND_PATH, with the VAR=VALUE words of QG_GGML_ENV): without it,
@@ -50,7 +52,7 @@ export LC_ALL
 here=$(cd "$(dirname "$0")" && pwd)
 top=${QG_TOP_BUILDDIR:-.}
 ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
-json=0 rounds=3 threads=$(seq -s, 1 "$ncpu") depths=0 preset=1b seed=1 model='' modes="speed memory"
+json=0 rounds=3 threads=$(seq -s, 1 "$ncpu") depths=0 preset=1b ftype=q4_0 seed=1 model='' modes="speed memory"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--json) json=1 ;;
@@ -58,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--threads) threads=$2; shift ;;
 	--depth) depths=$2; shift ;;
 	--preset) preset=$2; shift ;;
+	--ftype) ftype=$2; shift ;;
 	--seed) seed=$2; shift ;;
 	--model) model=$2; shift ;;
 	--speed) modes=speed ;;
@@ -115,11 +118,13 @@ if [ -z "$model" ]; then
 	[ -x "$gen" ] || die "$gen is not built (make builds it; run from the build directory or set QG_TOP_BUILDDIR)"
 	ver=$("$gen" --version | awk '{ print $2 }')
 	cache=${QG_CACHE:-$HOME/.cache/qgraph}/models
-	model=$cache/llama-$preset-g$ver-s$seed.gguf
+	suffix=
+	[ "$ftype" = q4_0 ] || suffix=-$ftype
+	model=$cache/llama-$preset$suffix-g$ver-s$seed.gguf
 	if [ ! -f "$model" ]; then
 		mkdir -p "$cache" || die "cannot make $cache"
 		echo "bench-llama.sh: making $model" >&2
-		"$gen" --preset "$preset" --seed "$seed" -o "$model" || die "make-llama-gguf failed"
+		"$gen" --preset "$preset" --ftype "$ftype" --seed "$seed" -o "$model" || die "make-llama-gguf failed"
 	fi
 fi
 [ -f "$model" ] || die "$model: no such file"
