@@ -300,7 +300,7 @@ static void random_blocks(struct qg_block_q4_K *w4, struct qg_block_q6_K *w6, st
 
 static void test_kernels(void)
 {
-	enum { NB = 16 };
+	enum { NB = 40 };	/* four rows of up to ten: every grouping and its tail */
 	static struct qg_block_q4_K w4[NB];
 	static struct qg_block_q6_K w6[NB];
 	static struct qg_block_q8_K a[NB];

@@ -74,60 +74,130 @@ static inline __m256i pick16_2(int j, int j1)
 				_mm_set1_epi16((short)(0x0100 + 0x0202 * j)));
 }
 
-/* Weights a little ahead of the one being read: the rows are one stream. */
-#define PREFETCH_AHEAD 512
+
+/*
+ * Four super-blocks' sums, reduced together: H[j] is hadd(isum, msum) of
+ * super-block j (its partial sums in int32 lanes), and the result holds
+ * isum0, msum0, isum1, msum1, ... isum3, msum3 in order.  One reduction
+ * for four super-blocks instead of one each: the integer sums are the
+ * same whatever the order of their additions.
+ */
+static inline __m256i reduce4(const __m256i *h)
+{
+	const __m256i a = _mm256_hadd_epi32(h[0], h[1]), b = _mm256_hadd_epi32(h[2], h[3]);
+
+	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* Super-blocks met per reduction (see reduce4). */
+#define GROUP 4
+
+/*
+ * The exact integer sums of super-block W against R activation rows (row
+ * r's block at A[r * NBA]): H[r] = hadd(isum, msum), as reduce4 takes it.
+ */
+static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_block_q4_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    __m256i *h)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m128i sc, m16;
+	__m256i isum[4];
+
+	q4k_unpack(w->scales, &sc, &m16);
+	/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
+	const __m256i s16 = _mm256_broadcastsi128_si256(sc);
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		isum[r] = _mm256_setzero_si256();
+	#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
+		const __m256i lo = _mm256_and_si256(q, low4);
+		const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+		const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
+		const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba];
+			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
+			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
+			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+			const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+			isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
+		}
+	}
+	/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
+	const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++) {
+		const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[r * nba].bsums), mins);
+		h[r] = _mm256_hadd_epi32(isum[r], msum);
+	}
+}
 
 /*
  * R activation rows (R = 1 or 4; row r at A + r * NBA super-blocks)
  * against one Q4_K weight row: the weights are decoded once per 32 bytes
- * and met by every row, and each row's sum is formed exactly as the
- * one-row kernel forms it, so OUT[r] is that kernel's result bit for bit.
+ * and met by every row.  Each super-block's float step is qg_kq_accum's,
+ * taken in the same order: the products dw * isum and dm * msum of four
+ * super-blocks are formed in one vector multiply (IEEE products, the same
+ * bits as the scalar ones) and added to the row's sum one by one, so
+ * OUT[r] is the portable kernel's result bit for bit.
  */
 static inline __attribute__((always_inline)) void rows_q4_K(int64_t k, const struct qg_block_q4_K *w,
 							    const struct qg_block_q8_K *a, int64_t nba, int R,
 							    float *out)
 {
-	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	const int64_t nsb = k / QG_QK_K;
 	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
 
-	for (int64_t b = 0; b < k / QG_QK_K; b++) {
-		__m128i sc, m16;
-		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
-		q4k_unpack(w[b].scales, &sc, &m16);
-		/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
-		const __m256i s16 = _mm256_broadcastsi128_si256(sc);
-
-		__m256i isum[4];
-		for (int r = 0; r < R; r++)
-			isum[r] = _mm256_setzero_si256();
-		for (int c = 0; c < 4; c++) {
-			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
-			const __m256i lo = _mm256_and_si256(q, low4);
-			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-			const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
-			const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
-			for (int r = 0; r < R; r++) {
-				const struct qg_block_q8_K *ab = &a[r * nba + b];
-				const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
-				const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
-				const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
-				const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
-				isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
-			}
+	for (; b + GROUP <= nsb; b += GROUP) {
+		__m256i h[4][GROUP];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP; j++) {
+			__m256i hj[4];
+			sums_q4_K(&w[b + j], &a[b + j], nba, R, hj);
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+				h[r][j] = hj[r];
 		}
-		/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
-		const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		/* d and dmin of the four super-blocks, in the order reduce4 leaves the sums */
+		uint32_t dd[GROUP];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP; j++)
+			memcpy(&dd[j], &w[b + j].d, 4);
+		const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const struct qg_block_q8_K *ab = &a[r * nba + b];
-			const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab->bsums), mins);
-			/* both reductions at once: lanes 0 and 1 end up holding isum and msum */
-			__m256i h = _mm256_hadd_epi32(isum[r], msum);
-			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+			const __m256 ad = _mm256_set_ps(ab[3].d, ab[3].d, ab[2].d, ab[2].d, ab[1].d, ab[1].d, ab[0].d,
+							ab[0].d);
+			float p[8];
+			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_mul_ps(wdm, ad), _mm256_cvtepi32_ps(reduce4(h[r]))));
+			float s = acc[r];
+			#pragma GCC unroll 4
+			for (int j = 0; j < GROUP; j++) {
+				s += p[2 * j];
+				s -= p[2 * j + 1];
+			}
+			acc[r] = s;
+		}
+	}
+	for (; b < nsb; b++) {
+		__m256i h[4];
+		sums_q4_K(&w[b], &a[b], nba, R, h);
+		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba + b];
+			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h[r]), _mm256_extracti128_si256(h[r], 1));
 			t = _mm_hadd_epi32(t, t);
 			acc[r] = qg_kq_accum(acc[r], wd * ab->d, wm * ab->d, _mm_cvtsi128_si32(t), _mm_extract_epi32(t, 1));
 		}
 	}
+	#pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
 		out[r] = acc[r];
 }
@@ -145,55 +215,110 @@ static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	rows_q4_K(k, vw, va, nba, 4, out);
 }
 
-/* R activation rows against one Q6_K weight row, as rows_q4_K does for Q4_K. */
+/*
+ * The exact integer sum of super-block W against R activation rows, per
+ * lane: TOT[r]'s lanes add up to sum_j scale_j * sum((u - 32) * a) over
+ * the sixteen sub-blocks, the -32 taken through Q8_K's block sums.
+ */
+static inline __attribute__((always_inline)) void sums_q6_K(const struct qg_block_q6_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    __m256i *tot)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	__m256i isum[4];
+
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		isum[r] = _mm256_setzero_si256();
+	/* the sixteen scales as int16: 0-7 in the low lane, 8-15 in the high */
+	const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+	#pragma GCC unroll 4
+	for (int h = 0; h < 2; h++) {
+		/* scales 8h .. 8h + 7 in both lanes */
+		const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
+		const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+		const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+		/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32) */
+		__m256i u[4];
+		u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+		u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+		u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
+		u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+				       _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
+		#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++) {
+			const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
+			const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++) {
+				const __m256i av = _mm256_loadu_si256((const __m256i *)(a[r * nba].qs + 128 * h + 32 * q));
+				isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
+			}
+		}
+	}
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++) {
+		/* minus 32 * sum_j scale_j * bsum_j, lane by lane */
+		const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[r * nba].bsums), s16);
+		tot[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(off, 5));
+	}
+}
+
+/* Super-blocks per reduction for Q6_K: reduce4 over four pairs. */
+#define GROUP6 8
+
+/*
+ * R activation rows against one Q6_K weight row, as rows_q4_K does for
+ * Q4_K: eight super-blocks' sums reduced at once, their dw * isum formed
+ * in one vector multiply and added to the row's sum in order.  The
+ * reference's second step subtracts 0 * 0, which leaves any sum as it is.
+ */
 static inline __attribute__((always_inline)) void rows_q6_K(int64_t k, const struct qg_block_q6_K *w,
 							    const struct qg_block_q8_K *a, int64_t nba, int R,
 							    float *out)
 {
-	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	const int64_t nsb = k / QG_QK_K;
 	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
 
-	for (int64_t b = 0; b < k / QG_QK_K; b++) {
-		const int8_t *sc = w[b].scales;
-		__m256i isum[4];
-		for (int r = 0; r < R; r++)
-			isum[r] = _mm256_setzero_si256();
-		/* the sixteen scales as int16: 0-7 in the low lane, 8-15 in the high */
-		const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-
-		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
-		for (int h = 0; h < 2; h++) {
-			/* scales 8h .. 8h + 7 in both lanes */
-			const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
-			const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
-			const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
-			const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-			/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32) */
-			__m256i u[4];
-			u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
-			u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
-			u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
-			u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-					       _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
-			for (int q = 0; q < 4; q++) {
-				const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
-				const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
-				for (int r = 0; r < R; r++) {
-					const __m256i av = _mm256_loadu_si256(
-						(const __m256i *)(a[r * nba + b].qs + 128 * h + 32 * q));
-					isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
-				}
-			}
+	for (; b + GROUP6 <= nsb; b += GROUP6) {
+		__m256i h[4][GROUP6 / 2];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP6 / 2; j++) {
+			__m256i t0[4], t1[4];
+			sums_q6_K(&w[b + 2 * j], &a[b + 2 * j], nba, R, t0);
+			sums_q6_K(&w[b + 2 * j + 1], &a[b + 2 * j + 1], nba, R, t1);
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+				h[r][j] = _mm256_hadd_epi32(t0[r], t1[r]);
 		}
-		const float wd = h2f(w[b].d);
+		uint16_t dd[GROUP6];
+		for (int j = 0; j < GROUP6; j++)
+			dd[j] = w[b + j].d;
+		const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const struct qg_block_q8_K *ab = &a[r * nba + b];
-			/* minus 32 * sum_j scale_j * bsum_j */
-			const __m256i bs = _mm256_loadu_si256((const __m256i *)ab->bsums);
-			const int32_t off = hsum_epi32(_mm256_madd_epi16(bs, s16));
-			acc[r] = qg_kq_accum(acc[r], wd * ab->d, 0.0f, hsum_epi32(isum[r]) - 32 * off, 0);
+			const __m256 ad = _mm256_set_ps(ab[7].d, ab[6].d, ab[5].d, ab[4].d, ab[3].d, ab[2].d, ab[1].d,
+							ab[0].d);
+			float p[GROUP6];
+			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_mul_ps(wd, ad), _mm256_cvtepi32_ps(reduce4(h[r]))));
+			float s = acc[r];
+			for (int j = 0; j < GROUP6; j++)
+				s += p[j];
+			acc[r] = s;
 		}
 	}
+	for (; b < nsb; b++) {
+		__m256i t[4];
+		sums_q6_K(&w[b], &a[b], nba, R, t);
+		const float wd = h2f(w[b].d);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			acc[r] = qg_kq_accum(acc[r], wd * a[r * nba + b].d, 0.0f, hsum_epi32(t[r]), 0);
+	}
+	#pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
 		out[r] = acc[r];
 }
