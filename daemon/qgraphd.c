@@ -111,7 +111,7 @@ static void print_info(void)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		printf("%-9s %-22s %s\n", qg_type_name(qg_layout_type((enum qg_layout)l)),
 		       qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
-	printf("%-9s %-22s %s\n", "q4_K q6_K", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+	printf("%-9s %-22s %s\n", "q4_K q6_K q8_0", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
 }
 
@@ -386,7 +386,7 @@ int main(int argc, char **argv)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		qgd_info("kernel for %s: %s (%s)", qg_type_name(qg_layout_type((enum qg_layout)l)),
 			 qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
-	qgd_info("kernel for q4_K and q6_K: %s (%s)", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+	qgd_info("kernel for q4_K, q6_K and q8_0: %s (%s)", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
 
 	/* a preloaded model: read as the daemon's own user, before any client is served */
 	if (cfg->preload[0] && qgd_models_preload(&srv, cfg->preload, NULL))

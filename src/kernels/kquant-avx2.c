@@ -1,5 +1,6 @@
 /*
- * kquant-avx2.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with AVX2.
+ * kquant-avx2.c - Q4_K x Q8_K, Q6_K x Q8_K and Q8_0 x Q8_0 dot products
+ * with AVX2.
  *
  * Per super-block the integer part is exact and so equals the reference's
  * whatever the order of its additions; the float part is qg_kq_accum, the
@@ -336,8 +337,117 @@ static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 	rows_q6_K(k, vw, va, nba, 4, out);
 }
 
+/* --- Q8_0 x Q8_0 ------------------------------------------------------- */
+
+/*
+ * The exact int32 dot product of block W with R activation blocks (row
+ * r's at A[r * NBA]), as eight int32 lanes each.  vpmaddubsw wants one
+ * unsigned side: |w| (a code of -128 gives 128, still right unsigned)
+ * against a with w's sign moved onto it.  An activation of -128 would
+ * not survive the move, which is why the activations must be in
+ * -127..127; a pair is then at most 2 * 128 * 127 in magnitude, inside
+ * int16.
+ */
+static inline __attribute__((always_inline)) void sums_q8_0(const struct qg_block_q8_0 *w,
+							    const struct qg_block_q8_0 *a, int64_t nba, int R,
+							    __m256i *s)
+{
+	const __m256i wq = _mm256_loadu_si256((const __m256i *)w->qs);
+	const __m256i wabs = _mm256_sign_epi8(wq, wq);
+
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++) {
+		const __m256i aq = _mm256_loadu_si256((const __m256i *)a[r * nba].qs);
+		s[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(aq, wq)), _mm256_set1_epi16(1));
+	}
+}
+
+/* Blocks per reduction: eight int32 vectors to one of eight sums. */
+#define GROUP8 8
+
+/* The eight lanes of each of S[0..7], summed: sum j in lane j. */
+static inline __m256i reduce8(const __m256i *s)
+{
+	const __m256i t0 = _mm256_hadd_epi32(s[0], s[1]), t1 = _mm256_hadd_epi32(s[2], s[3]);
+	const __m256i t2 = _mm256_hadd_epi32(s[4], s[5]), t3 = _mm256_hadd_epi32(s[6], s[7]);
+	const __m256i h[4] = { t0, t1, t2, t3 };
+
+	/* hadd of the pairs leaves sums j and j + 4 in halves: reduce4's last step joins them */
+	const __m256i u0 = _mm256_hadd_epi32(h[0], h[1]), u1 = _mm256_hadd_epi32(h[2], h[3]);
+	return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/*
+ * R activation rows against one Q8_0 weight row: eight blocks' integer
+ * sums reduced at once, their products with (dw * da) formed in one
+ * vector multiply, and added to the row's sum one by one in the
+ * reference's order, so OUT[r] is qg_vec_dot_q8_0_q8_0's bit for bit.
+ */
+static inline __attribute__((always_inline)) void rows_q8_0(int64_t k, const struct qg_block_q8_0 *w,
+							    const struct qg_block_q8_0 *a, int64_t nba, int R,
+							    float *out)
+{
+	const int64_t nb = k / QG_QK;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
+
+	for (; b + GROUP8 <= nb; b += GROUP8) {
+		__m256i s[4][GROUP8];
+		#pragma GCC unroll 8
+		for (int j = 0; j < GROUP8; j++) {
+			__m256i sj[4];
+			sums_q8_0(&w[b + j], &a[b + j], nba, R, sj);
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+				s[r][j] = sj[r];
+		}
+		uint16_t wd[GROUP8];
+		for (int j = 0; j < GROUP8; j++)
+			wd[j] = w[b + j].d;
+		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wd));
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			uint16_t ad[GROUP8];
+			for (int j = 0; j < GROUP8; j++)
+				ad[j] = a[r * nba + b + j].d;
+			const __m256 d = _mm256_mul_ps(dw, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ad)));
+			float p[GROUP8];
+			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_cvtepi32_ps(reduce8(s[r])), d));
+			float sum = acc[r];
+			for (int j = 0; j < GROUP8; j++)
+				sum += p[j];
+			acc[r] = sum;
+		}
+	}
+	for (; b < nb; b++) {
+		__m256i sj[4];
+		sums_q8_0(&w[b], &a[b], nba, R, sj);
+		const float dw = h2f(w[b].d);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			acc[r] += (float)hsum_epi32(sj[r]) * (dw * h2f(a[r * nba + b].d));
+	}
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
+}
+
+static float dot_q8_0(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	float out;
+
+	rows_q8_0(k, vw, va, 0, 1, &out);
+	return out;
+}
+
+static void dot4_q8_0(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+{
+	rows_q8_0(k, vw, va, nba, 4, out);
+}
+
 const struct qg_kq_kernel qg_kq_avx2 = {
 	.name = "avx2 k-quants", .family = QG_KF_AVX2,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 };

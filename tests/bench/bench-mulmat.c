@@ -651,8 +651,8 @@ int main(int argc, char **argv)
 		if (o.type >= 0 && (int)wt != o.type)
 			continue;
 		const struct qg_kq_kernel *kq = o.family >= 0 ? qg_kq_kernel_get(o.family) : qg_kq_kernel_for();
-		const char *kname = wt == QG_TYPE_Q8_0 ? "q8_0 dot" : kq ? kq->name : "none";
-		if (wt != QG_TYPE_Q8_0 && !kq)
+		const char *kname = kq ? kq->name : "none";
+		if (!kq)
 			continue;
 		for (int big = 0; big < 2; big++) {
 			const int64_t m = big ? M_BIG : M_SMALL;
@@ -678,7 +678,7 @@ int main(int argc, char **argv)
 					struct qg_mm mm = {
 						.wtype = wt, .w = w, .m = m, .k = K_DIM, .x = x, .ldx = K_DIM,
 						.n = n, .y = y, .ldy = (size_t)m,
-						.kq_kernel = wt == QG_TYPE_Q8_0 ? NULL : kq,
+						.kq_kernel = kq,
 					};
 					if (qg_mul_mat_check(&mm) != 0 || qg_mul_mat_scratch_size(&mm) > scratch_max) {
 						fprintf(stderr, "bench-mulmat: bad product\n");
