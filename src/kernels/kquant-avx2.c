@@ -111,21 +111,34 @@ static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_bloc
 	#pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
 		isum[r] = _mm256_setzero_si256();
+	/*
+	 * One row keeps two sub-blocks' products in flight per 32 bytes; four
+	 * rows take one sub-block at a time, so that the sixteen registers
+	 * hold the four rows' sums without spilling them.
+	 */
 	#pragma GCC unroll 4
-	for (int c = 0; c < 4; c++) {
+	for (int c = 0; c < 4 && R == 1; c++) {
 		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
 		const __m256i lo = _mm256_and_si256(q, low4);
 		const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
 		const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
 		const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
+		const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
+		const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
+		const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+		const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+		isum[0] = _mm256_add_epi32(isum[0], _mm256_add_epi32(p0, p1));
+	}
+	#pragma GCC unroll 8
+	for (int j = 0; j < 8 && R > 1; j++) {
+		/* sub-block j: the low nibbles of bytes 32 (j / 2) .. + 31 for even j, the high for odd */
+		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * (j / 2)));
+		const __m256i u = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(q, 4) : q, low4);
+		const __m256i sj = _mm256_shuffle_epi8(s16, pick16(j));
 		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
-			const struct qg_block_q8_K *ab = &a[r * nba];
-			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
-			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
-			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
-			const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
-			isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
+			const __m256i av = _mm256_loadu_si256((const __m256i *)(a[r * nba].qs + 32 * j));
+			isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), sj));
 		}
 	}
 	/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
@@ -240,21 +253,20 @@ static inline __attribute__((always_inline)) void sums_q6_K(const struct qg_bloc
 		const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
 		const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
 		const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-		/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32) */
-		__m256i u[4];
-		u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
-		u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
-		u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
-		u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-				       _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
 		#pragma GCC unroll 4
 		for (int q = 0; q < 4; q++) {
+			/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32), made where used */
+			const __m256i lq = q & 1 ? ql1 : ql0;
+			const __m256i lo = q < 2 ? _mm256_and_si256(lq, low4) : _mm256_and_si256(_mm256_srli_epi16(lq, 4), low4);
+			const __m256i hq = q == 0 ? _mm256_slli_epi16(qh, 4) : q == 1 ? _mm256_slli_epi16(qh, 2)
+					 : q == 2 ? qh : _mm256_srli_epi16(qh, 2);
+			const __m256i u = _mm256_or_si256(lo, _mm256_and_si256(hq, bits45));
 			const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
 			const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
 			#pragma GCC unroll 4
 			for (int r = 0; r < R; r++) {
 				const __m256i av = _mm256_loadu_si256((const __m256i *)(a[r * nba].qs + 128 * h + 32 * q));
-				isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
+				isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), s));
 			}
 		}
 	}
