@@ -8,9 +8,13 @@
  *
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
  * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
- * and 2 threads; then Q4_K and Q6_K weights (one dot product per output,
- * no GEMM kernel yet) at n in {1, 8, 32} and the same big n = 1 case.  A result is the median over repetitions of one whole
- * mul_mat (activation quantization, barrier, GEMM/GEMV), as
+ * and 2 threads; then Q4_K, Q6_K and Q8_0 weights (one weight row at a
+ * time, met by four activation rows where the kernels can) at n in {1, 8,
+ * 32, 128} and the same big n = 1 case, each against ggml's vec_dot on
+ * the same bytes (libggml-cpu.so named by --ggml, or found in
+ * $QG_GGML_BINDIR) in --rounds interleaved rounds: the medians, and
+ * ggml's time over ours.  A result is the median over repetitions of one
+ * whole mul_mat (activation quantization, barrier, GEMM/GEMV), as
  * 2*m*n*k / time.
  *
  * Limits, per thread count: the read bandwidth over a buffer the size of
