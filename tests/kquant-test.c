@@ -280,15 +280,16 @@ static void random_blocks(struct qg_block_q4_K *w4, struct qg_block_q6_K *w6, st
 			p4[i] = extreme ? 0xff : (uint8_t)rnd();
 		for (size_t i = 0; i < sizeof w6[b]; i++)
 			p6[i] = extreme == 1 ? 0x00 : extreme ? 0xff : (uint8_t)rnd();
+		/* extreme 3: the largest codes against -128, the widest int16 sums the kernels may form */
 		w4[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
 		w4[b].dmin = (qg_fp16)(0x2000 + rnd() % 0x1000);
 		w6[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
 		if (extreme)
 			for (int j = 0; j < 16; j++)
-				w6[b].scales[j] = extreme == 1 ? -128 : 127;
+				w6[b].scales[j] = extreme == 2 ? 127 : -128;
 		a[b].d = 0.01f * (1.0f + frand());
 		for (int i = 0; i < 256; i++)
-			a[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+			a[b].qs[i] = extreme ? (int8_t)(extreme == 2 ? 127 : -128) : (int8_t)rnd();
 		for (int j = 0; j < 16; j++) {
 			int s = 0;
 			for (int i = 0; i < 16; i++)
@@ -316,8 +317,8 @@ static void test_kernels(void)
 		ran++;
 		int bad = 0, cases = 0;
 		for (int iter = 0; iter < 200; iter++) {
-			int extreme = iter < 2 ? iter + 1 : 0;
-			int nb = 1 + (int)(rnd() % NB);
+			int extreme = iter < 3 ? iter + 1 : 0;
+			int nb = iter < 3 ? NB : 1 + (int)(rnd() % NB);
 			random_blocks(w4, w6, a, nb, extreme);
 			float r4 = qg_vec_dot_q4_K_q8_K(256 * nb, w4, a), k4 = kn->q4_K(256 * nb, w4, a);
 			float r6 = qg_vec_dot_q6_K_q8_K(256 * nb, w6, a), k6 = kn->q6_K(256 * nb, w6, a);

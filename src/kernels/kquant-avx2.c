@@ -111,34 +111,21 @@ static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_bloc
 	#pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
 		isum[r] = _mm256_setzero_si256();
-	/*
-	 * One row keeps two sub-blocks' products in flight per 32 bytes; four
-	 * rows take one sub-block at a time, so that the sixteen registers
-	 * hold the four rows' sums without spilling them.
-	 */
 	#pragma GCC unroll 4
-	for (int c = 0; c < 4 && R == 1; c++) {
+	for (int c = 0; c < 4; c++) {
 		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
 		const __m256i lo = _mm256_and_si256(q, low4);
 		const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
 		const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
 		const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
-		const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
-		const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
-		const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
-		const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
-		isum[0] = _mm256_add_epi32(isum[0], _mm256_add_epi32(p0, p1));
-	}
-	#pragma GCC unroll 8
-	for (int j = 0; j < 8 && R > 1; j++) {
-		/* sub-block j: the low nibbles of bytes 32 (j / 2) .. + 31 for even j, the high for odd */
-		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * (j / 2)));
-		const __m256i u = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(q, 4) : q, low4);
-		const __m256i sj = _mm256_shuffle_epi8(s16, pick16(j));
 		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
-			const __m256i av = _mm256_loadu_si256((const __m256i *)(a[r * nba].qs + 32 * j));
-			isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), sj));
+			const struct qg_block_q8_K *ab = &a[r * nba];
+			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
+			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
+			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+			const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+			isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
 		}
 	}
 	/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
@@ -151,9 +138,10 @@ static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_bloc
 }
 
 /*
- * R activation rows (R = 1 or 4; row r at A + r * NBA super-blocks)
- * against one Q4_K weight row: the weights are decoded once per 32 bytes
- * and met by every row.  Each super-block's float step is qg_kq_accum's,
+ * R activation rows (row r at A + r * NBA super-blocks) against one Q4_K
+ * weight row: the weights are decoded once per 32 bytes and met by every
+ * row.  dot_q4_K runs it with one row; four go through dot4_q4_K, which
+ * pairs the rows to spare multiplies.  Each super-block's float step is qg_kq_accum's,
  * taken in the same order: the products dw * isum and dm * msum of four
  * super-blocks are formed in one vector multiply (IEEE products, the same
  * bits as the scalar ones) and added to the row's sum one by one, so
@@ -224,9 +212,111 @@ static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	return out;
 }
 
+/*
+ * Super-block W against four activation rows (row r's block at
+ * A[r * NBA]), rows paired so that one vpmaddwd by the scale serves two:
+ * vphaddw first adds neighbouring int16 products of each row (a lane of
+ * vpmaddubsw is at most 2 * 15 * 128 = 3840 in magnitude, two of them
+ * 7680: no wrap), leaving rows 2p and 2p + 1 side by side.  Y[p] gets
+ * the exact isum(2p), isum(2p + 1), msum(2p), msum(2p + 1).
+ */
+static inline __attribute__((always_inline)) void sums4_q4_K(const struct qg_block_q4_K *w,
+							     const struct qg_block_q8_K *a, int64_t nba, __m128i *y)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m128i sc, m16;
+
+	q4k_unpack(w->scales, &sc, &m16);
+	const __m256i s16 = _mm256_broadcastsi128_si256(sc);
+	__m256i isum[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
+	#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) {
+		/* sub-block j: the low nibbles of bytes 32 (j / 2) .. + 31 for even j, the high for odd */
+		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * (j / 2)));
+		const __m256i u = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(q, 4) : q, low4);
+		const __m256i sj = _mm256_shuffle_epi8(s16, pick16(j));
+		#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++) {
+			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[2 * p * nba].qs + 32 * j));
+			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a[(2 * p + 1) * nba].qs + 32 * j));
+			const __m256i pp = _mm256_hadd_epi16(_mm256_maddubs_epi16(u, a0), _mm256_maddubs_epi16(u, a1));
+			isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(pp, sj));
+		}
+	}
+	/* mins 0-3 twice in the low lane, 4-7 twice in the high: against both rows' pair sums */
+	const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi64(m16, m16), _mm_unpacklo_epi64(m16, m16));
+	#pragma GCC unroll 2
+	for (int p = 0; p < 2; p++) {
+		const __m256i b0 = _mm256_loadu_si256((const __m256i *)a[2 * p * nba].bsums);
+		const __m256i b1 = _mm256_loadu_si256((const __m256i *)a[(2 * p + 1) * nba].bsums);
+		const __m256i msum = _mm256_madd_epi16(_mm256_hadd_epi16(b0, b1), mins);
+		const __m256i h = _mm256_hadd_epi32(isum[p], msum);
+		y[p] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+	}
+}
+
+/*
+ * Four activation rows against one Q4_K weight row with sums4_q4_K, four
+ * super-blocks at a time: their products dw * isum and dm * msum for a
+ * pair of rows in two vector multiplies, then added to each row's sum in
+ * the reference's order, so OUT[r] is the one-row kernel's bit for bit.
+ */
 static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
 {
-	rows_q4_K(k, vw, va, nba, 4, out);
+	const struct qg_block_q4_K *w = vw;
+	const struct qg_block_q8_K *a = va;
+	const int64_t nsb = k / QG_QK_K;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
+
+	for (; b + GROUP <= nsb; b += GROUP) {
+		__m128i y[GROUP][2];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP; j++)
+			sums4_q4_K(&w[b + j], &a[b + j], nba, y[j]);
+		uint32_t dd[GROUP];
+		for (int j = 0; j < GROUP; j++)
+			memcpy(&dd[j], &w[b + j].d, 4);
+		/* d0 dmin0 d1 dmin1 ...; spread to d_j d_j dmin_j dmin_j, as the sums lie */
+		const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		const __m256 f01 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
+		const __m256 f23 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
+		#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++) {
+			const struct qg_block_q8_K *a0 = &a[2 * p * nba + b], *a1 = &a[(2 * p + 1) * nba + b];
+			const __m256 ad01 = _mm256_set_ps(a1[1].d, a0[1].d, a1[1].d, a0[1].d, a1[0].d, a0[0].d, a1[0].d,
+							  a0[0].d);
+			const __m256 ad23 = _mm256_set_ps(a1[3].d, a0[3].d, a1[3].d, a0[3].d, a1[2].d, a0[2].d, a1[2].d,
+							  a0[2].d);
+			float q[16];
+			_mm256_storeu_ps(q, _mm256_mul_ps(_mm256_mul_ps(f01, ad01),
+							  _mm256_cvtepi32_ps(_mm256_set_m128i(y[1][p], y[0][p]))));
+			_mm256_storeu_ps(q + 8, _mm256_mul_ps(_mm256_mul_ps(f23, ad23),
+							      _mm256_cvtepi32_ps(_mm256_set_m128i(y[3][p], y[2][p]))));
+			#pragma GCC unroll 2
+			for (int r = 0; r < 2; r++) {
+				float s = acc[2 * p + r];
+				for (int j = 0; j < GROUP; j++) {
+					s += q[4 * j + r];
+					s -= q[4 * j + 2 + r];
+				}
+				acc[2 * p + r] = s;
+			}
+		}
+	}
+	for (; b < nsb; b++) {
+		__m128i y[2];
+		sums4_q4_K(&w[b], &a[b], nba, y);
+		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		int32_t v[2][4];
+		memcpy(v, y, sizeof v);
+		for (int r = 0; r < 4; r++) {
+			const float ad = a[r * nba + b].d;
+			acc[r] = qg_kq_accum(acc[r], wd * ad, wm * ad, v[r / 2][r % 2], v[r / 2][2 + r % 2]);
+		}
+	}
+	for (int r = 0; r < 4; r++)
+		out[r] = acc[r];
 }
 
 /*
@@ -344,9 +434,109 @@ static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 	return out;
 }
 
+/*
+ * Super-block W against four activation rows, paired as sums4_q4_K pairs
+ * them: a lane of vpmaddubsw is at most 2 * 63 * 128 = 16128 here, two
+ * of them 32256, still inside int16.  Y[p] gets the exact total (the -32
+ * included) of row 2p, of row 2p + 1, each split over two lanes.
+ */
+static inline __attribute__((always_inline)) void sums4_q6_K(const struct qg_block_q6_K *w,
+							     const struct qg_block_q8_K *a, int64_t nba, __m128i *y)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	__m256i isum[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
+	const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+
+	#pragma GCC unroll 2
+	for (int h = 0; h < 2; h++) {
+		const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
+		const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+		const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+		#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++) {
+			const __m256i lq = q & 1 ? ql1 : ql0;
+			const __m256i lo = q < 2 ? _mm256_and_si256(lq, low4) : _mm256_and_si256(_mm256_srli_epi16(lq, 4), low4);
+			const __m256i hq = q == 0 ? _mm256_slli_epi16(qh, 4) : q == 1 ? _mm256_slli_epi16(qh, 2)
+					 : q == 2 ? qh : _mm256_srli_epi16(qh, 2);
+			const __m256i u = _mm256_or_si256(lo, _mm256_and_si256(hq, bits45));
+			const int j = 2 * q;	/* sub-blocks 8h + j (low lane) and 8h + j + 1 (high lane) */
+			const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j, j + 1));
+			#pragma GCC unroll 2
+			for (int p = 0; p < 2; p++) {
+				const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[2 * p * nba].qs + 128 * h + 32 * q));
+				const __m256i a1 =
+					_mm256_loadu_si256((const __m256i *)(a[(2 * p + 1) * nba].qs + 128 * h + 32 * q));
+				const __m256i pp = _mm256_hadd_epi16(_mm256_maddubs_epi16(u, a0), _mm256_maddubs_epi16(u, a1));
+				isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(pp, s));
+			}
+		}
+	}
+	#pragma GCC unroll 2
+	for (int p = 0; p < 2; p++) {
+		/* minus 32 * sum_j scale_j * bsum_j, laid out as the pair's sums are */
+		const __m256i o0 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[2 * p * nba].bsums), s16);
+		const __m256i o1 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[(2 * p + 1) * nba].bsums), s16);
+		const __m256i t = _mm256_sub_epi32(isum[p], _mm256_slli_epi32(_mm256_hadd_epi32(o0, o1), 5));
+		y[p] = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+	}
+}
+
+/* Four activation rows against one Q6_K weight row, as dot4_q4_K does for Q4_K, eight super-blocks at a time. */
 static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
 {
-	rows_q6_K(k, vw, va, nba, 4, out);
+	const struct qg_block_q6_K *w = vw;
+	const struct qg_block_q8_K *a = va;
+	const int64_t nsb = k / QG_QK_K;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
+
+	for (; b + GROUP6 <= nsb; b += GROUP6) {
+		__m128i y[GROUP6][2];
+		#pragma GCC unroll 8
+		for (int j = 0; j < GROUP6; j++)
+			sums4_q6_K(&w[b + j], &a[b + j], nba, y[j]);
+		uint16_t dd[GROUP6];
+		for (int j = 0; j < GROUP6; j++)
+			dd[j] = w[b + j].d;
+		const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		/* d_j twice, as hadd leaves each block's two rows side by side */
+		const __m256 f0 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
+		const __m256 f1 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
+		#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++) {
+			const struct qg_block_q8_K *a0 = &a[2 * p * nba + b], *a1 = &a[(2 * p + 1) * nba + b];
+			/* block j's two rows, blocks 0-3 and 4-7 */
+			const __m256i t0 = _mm256_set_m128i(_mm_hadd_epi32(y[2][p], y[3][p]), _mm_hadd_epi32(y[0][p], y[1][p]));
+			const __m256i t1 = _mm256_set_m128i(_mm_hadd_epi32(y[6][p], y[7][p]), _mm_hadd_epi32(y[4][p], y[5][p]));
+			const __m256 ad0 = _mm256_set_ps(a1[3].d, a0[3].d, a1[2].d, a0[2].d, a1[1].d, a0[1].d, a1[0].d,
+							 a0[0].d);
+			const __m256 ad1 = _mm256_set_ps(a1[7].d, a0[7].d, a1[6].d, a0[6].d, a1[5].d, a0[5].d, a1[4].d,
+							 a0[4].d);
+			float q[16];
+			_mm256_storeu_ps(q, _mm256_mul_ps(_mm256_mul_ps(f0, ad0), _mm256_cvtepi32_ps(t0)));
+			_mm256_storeu_ps(q + 8, _mm256_mul_ps(_mm256_mul_ps(f1, ad1), _mm256_cvtepi32_ps(t1)));
+			#pragma GCC unroll 2
+			for (int r = 0; r < 2; r++) {
+				float s = acc[2 * p + r];
+				for (int j = 0; j < GROUP6; j++)
+					s += q[2 * j + r];
+				acc[2 * p + r] = s;
+			}
+		}
+	}
+	for (; b < nsb; b++) {
+		__m128i y[2];
+		sums4_q6_K(&w[b], &a[b], nba, y);
+		const float wd = h2f(w[b].d);
+		int32_t v[2][4];
+		memcpy(v, y, sizeof v);
+		for (int r = 0; r < 4; r++)
+			acc[r] = qg_kq_accum(acc[r], wd * a[r * nba + b].d, 0.0f,
+					     v[r / 2][2 * (r % 2)] + v[r / 2][2 * (r % 2) + 1], 0);
+	}
+	for (int r = 0; r < 4; r++)
+		out[r] = acc[r];
 }
 
 /* --- Q8_0 x Q8_0 ------------------------------------------------------- */
