@@ -62,6 +62,32 @@ static inline float h2f(qg_fp16 h)
 	return _cvtsh_ss(h);
 }
 
+/*
+ * Scales gathered into a vector from registers: stored one by one and
+ * loaded back whole, they would wait for the stores to retire (no store
+ * forwarding across several stores).
+ */
+static inline __m128i gather4_u32(const void *p, size_t stride)
+{
+	const uint8_t *b = p;
+	uint32_t v[4];
+
+	for (int j = 0; j < 4; j++)
+		memcpy(&v[j], b + stride * (size_t)j, 4);
+	return _mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]);
+}
+
+static inline __m128i gather8_u16(const void *p, size_t stride)
+{
+	const uint8_t *b = p;
+	uint16_t v[8];
+
+	for (int j = 0; j < 8; j++)
+		memcpy(&v[j], b + stride * (size_t)j, 2);
+	return _mm_set_epi16((short)v[7], (short)v[6], (short)v[5], (short)v[4], (short)v[3], (short)v[2],
+			     (short)v[1], (short)v[0]);
+}
+
 /* vpshufb controls: int16 element J of each 128-bit lane, everywhere in it */
 static inline __m256i pick16(int j)
 {
@@ -170,7 +196,7 @@ static inline __attribute__((always_inline)) void rows_q4_K(int64_t k, const str
 		#pragma GCC unroll 4
 		for (int j = 0; j < GROUP; j++)
 			memcpy(&dd[j], &w[b + j].d, 4);
-		const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		const __m256 wdm = _mm256_cvtph_ps(gather4_u32(&w[b].d, sizeof *w));
 		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const struct qg_block_q8_K *ab = &a[r * nba + b];
@@ -274,11 +300,8 @@ static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 		#pragma GCC unroll 4
 		for (int j = 0; j < GROUP; j++)
 			sums4_q4_K(&w[b + j], &a[b + j], nba, y[j]);
-		uint32_t dd[GROUP];
-		for (int j = 0; j < GROUP; j++)
-			memcpy(&dd[j], &w[b + j].d, 4);
 		/* d0 dmin0 d1 dmin1 ...; spread to d_j d_j dmin_j dmin_j, as the sums lie */
-		const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		const __m256 wdm = _mm256_cvtph_ps(gather4_u32(&w[b].d, sizeof *w));
 		const __m256 f01 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
 		const __m256 f23 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
 		#pragma GCC unroll 2
@@ -396,10 +419,7 @@ static inline __attribute__((always_inline)) void rows_q6_K(int64_t k, const str
 			for (int r = 0; r < R; r++)
 				h[r][j] = _mm256_hadd_epi32(t0[r], t1[r]);
 		}
-		uint16_t dd[GROUP6];
-		for (int j = 0; j < GROUP6; j++)
-			dd[j] = w[b + j].d;
-		const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		const __m256 wd = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
 		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const struct qg_block_q8_K *ab = &a[r * nba + b];
@@ -496,10 +516,7 @@ static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 		#pragma GCC unroll 8
 		for (int j = 0; j < GROUP6; j++)
 			sums4_q6_K(&w[b + j], &a[b + j], nba, y[j]);
-		uint16_t dd[GROUP6];
-		for (int j = 0; j < GROUP6; j++)
-			dd[j] = w[b + j].d;
-		const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+		const __m256 wd = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
 		/* d_j twice, as hadd leaves each block's two rows side by side */
 		const __m256 f0 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
 		const __m256 f1 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
@@ -567,18 +584,6 @@ static inline __attribute__((always_inline)) void sums_q8_0(const struct qg_bloc
 /* Blocks per reduction: eight int32 vectors to one of eight sums. */
 #define GROUP8 8
 
-/* The eight lanes of each of S[0..7], summed: sum j in lane j. */
-static inline __m256i reduce8(const __m256i *s)
-{
-	const __m256i t0 = _mm256_hadd_epi32(s[0], s[1]), t1 = _mm256_hadd_epi32(s[2], s[3]);
-	const __m256i t2 = _mm256_hadd_epi32(s[4], s[5]), t3 = _mm256_hadd_epi32(s[6], s[7]);
-	const __m256i h[4] = { t0, t1, t2, t3 };
-
-	/* hadd of the pairs leaves sums j and j + 4 in halves: reduce4's last step joins them */
-	const __m256i u0 = _mm256_hadd_epi32(h[0], h[1]), u1 = _mm256_hadd_epi32(h[2], h[3]);
-	return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
 /*
  * R activation rows against one Q8_0 weight row: eight blocks' integer
  * sums reduced at once, their products with (dw * da) formed in one
@@ -594,27 +599,33 @@ static inline __attribute__((always_inline)) void rows_q8_0(int64_t k, const str
 	int64_t b = 0;
 
 	for (; b + GROUP8 <= nb; b += GROUP8) {
-		__m256i s[4][GROUP8];
-		#pragma GCC unroll 8
-		for (int j = 0; j < GROUP8; j++) {
-			__m256i sj[4];
-			sums_q8_0(&w[b + j], &a[b + j], nba, R, sj);
+		/* the reduction tree built as the blocks come, so that few sums are live at once */
+		__m256i u[2][4];
+		#pragma GCC unroll 2
+		for (int hq = 0; hq < 2; hq++) {
+			__m256i t[2][4];
+			#pragma GCC unroll 2
+			for (int pr = 0; pr < 2; pr++) {
+				const int j = 4 * hq + 2 * pr;
+				__m256i s0[4], s1[4];
+				sums_q8_0(&w[b + j], &a[b + j], nba, R, s0);
+				sums_q8_0(&w[b + j + 1], &a[b + j + 1], nba, R, s1);
+				#pragma GCC unroll 4
+				for (int r = 0; r < R; r++)
+					t[pr][r] = _mm256_hadd_epi32(s0[r], s1[r]);
+			}
 			#pragma GCC unroll 4
 			for (int r = 0; r < R; r++)
-				s[r][j] = sj[r];
+				u[hq][r] = _mm256_hadd_epi32(t[0][r], t[1][r]);
 		}
-		uint16_t wd[GROUP8];
-		for (int j = 0; j < GROUP8; j++)
-			wd[j] = w[b + j].d;
-		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wd));
+		const __m256 dw = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
 		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
-			uint16_t ad[GROUP8];
-			for (int j = 0; j < GROUP8; j++)
-				ad[j] = a[r * nba + b + j].d;
-			const __m256 d = _mm256_mul_ps(dw, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ad)));
+			const __m256 d = _mm256_mul_ps(dw, _mm256_cvtph_ps(gather8_u16(&a[r * nba + b].d, sizeof *a)));
 			float p[GROUP8];
-			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_cvtepi32_ps(reduce8(s[r])), d));
+			const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(u[0][r], u[1][r], 0x20),
+							     _mm256_permute2x128_si256(u[0][r], u[1][r], 0x31));
+			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_cvtepi32_ps(tot), d));
 			float sum = acc[r];
 			for (int j = 0; j < GROUP8; j++)
 				sum += p[j];
