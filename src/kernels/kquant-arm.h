@@ -22,49 +22,71 @@
 /* ACC plus, in some order over its four lanes, the sum of the 16 products X[i] * Y[i]. */
 typedef int32x4_t (*kq_arm_dot16)(int32x4_t acc, int8x16_t x, int8x16_t y);
 
-static inline __attribute__((always_inline)) float kq_arm_q4_K(int64_t k, const void *restrict vw,
-							      const void *restrict va, kq_arm_dot16 dot)
+/*
+ * R activation rows (row r at A + r * NBA super-blocks) against one Q4_K
+ * weight row: the weights are unpacked once per 32 bytes and met by
+ * every row, and each row's sums are formed as with one row, so OUT[r]
+ * is the one-row result bit for bit.
+ */
+static inline __attribute__((always_inline)) void kq_arm_q4_K(int64_t k, const void *restrict vw,
+							     const void *restrict va, int64_t nba, int R,
+							     float *out, kq_arm_dot16 dot)
 {
 	const struct qg_block_q4_K *w = vw;
 	const struct qg_block_q8_K *a = va;
 	const uint8x16_t low4 = vdupq_n_u8(0x0f);
-	float acc = 0.0f;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
-		int32_t isum = 0, msum = 0;
+		int32_t isum[4] = { 0, 0, 0, 0 }, msum[4] = { 0, 0, 0, 0 };
 		for (int c = 0; c < 4; c++) {
 			uint8_t sc0, m0, sc1, m1;
 			qg_q4_K_scale_min(2 * c, w[b].scales, &sc0, &m0);
 			qg_q4_K_scale_min(2 * c + 1, w[b].scales, &sc1, &m1);
 			const uint8x16_t q0 = vld1q_u8(w[b].qs + 32 * c), q1 = vld1q_u8(w[b].qs + 32 * c + 16);
-			const int8_t *ap = a[b].qs + 64 * c;
-			int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
-			lo = dot(lo, vreinterpretq_s8_u8(vandq_u8(q0, low4)), vld1q_s8(ap));
-			lo = dot(lo, vreinterpretq_s8_u8(vandq_u8(q1, low4)), vld1q_s8(ap + 16));
-			hi = dot(hi, vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vld1q_s8(ap + 32));
-			hi = dot(hi, vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), vld1q_s8(ap + 48));
-			isum += sc0 * vaddvq_s32(lo) + sc1 * vaddvq_s32(hi);
-			msum += m0 * (a[b].bsums[4 * c] + a[b].bsums[4 * c + 1]) +
-				m1 * (a[b].bsums[4 * c + 2] + a[b].bsums[4 * c + 3]);
+			const int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(q0, low4));
+			const int8x16_t l1 = vreinterpretq_s8_u8(vandq_u8(q1, low4));
+			const int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
+			const int8x16_t h1 = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++) {
+				const struct qg_block_q8_K *ab = &a[r * nba + b];
+				const int8_t *ap = ab->qs + 64 * c;
+				int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+				lo = dot(lo, l0, vld1q_s8(ap));
+				lo = dot(lo, l1, vld1q_s8(ap + 16));
+				hi = dot(hi, h0, vld1q_s8(ap + 32));
+				hi = dot(hi, h1, vld1q_s8(ap + 48));
+				isum[r] += sc0 * vaddvq_s32(lo) + sc1 * vaddvq_s32(hi);
+				msum[r] += m0 * (ab->bsums[4 * c] + ab->bsums[4 * c + 1]) +
+					   m1 * (ab->bsums[4 * c + 2] + ab->bsums[4 * c + 3]);
+			}
 		}
-		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, qg_fp16_to_fp32(w[b].dmin) * a[b].d,
-				  isum, msum);
+		const float wd = qg_fp16_to_fp32(w[b].d), wm = qg_fp16_to_fp32(w[b].dmin);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const float ad = a[r * nba + b].d;
+			acc[r] = qg_kq_accum(acc[r], wd * ad, wm * ad, isum[r], msum[r]);
+		}
 	}
-	return acc;
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
 }
 
-static inline __attribute__((always_inline)) float kq_arm_q6_K(int64_t k, const void *restrict vw,
-							      const void *restrict va, kq_arm_dot16 dot)
+/* R activation rows against one Q6_K weight row, as kq_arm_q4_K does for Q4_K. */
+static inline __attribute__((always_inline)) void kq_arm_q6_K(int64_t k, const void *restrict vw,
+							     const void *restrict va, int64_t nba, int R,
+							     float *out, kq_arm_dot16 dot)
 {
 	const struct qg_block_q6_K *w = vw;
 	const struct qg_block_q8_K *a = va;
 	const uint8x16_t low4 = vdupq_n_u8(0x0f), bits45 = vdupq_n_u8(0x30);
 	const int8x16_t off = vdupq_n_s8(32);
-	float acc = 0.0f;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
 		const int8_t *sc = w[b].scales;
-		int32_t isum = 0;
+		int32_t isum[4] = { 0, 0, 0, 0 };
 		for (int h = 0; h < 2; h++) {
 			for (int half = 0; half < 2; half++) {
 				/* values l = 16 * half .. 16 * half + 15 of each quarter q */
@@ -79,15 +101,47 @@ static inline __attribute__((always_inline)) float kq_arm_q6_K(int64_t k, const 
 				u[3] = vorrq_u8(vshrq_n_u8(ql1, 4), vandq_u8(vshrq_n_u8(qh, 2), bits45));
 				for (int q = 0; q < 4; q++) {
 					const int8x16_t codes = vsubq_s8(vreinterpretq_s8_u8(u[q]), off);
-					const int8x16_t av = vld1q_s8(a[b].qs + 128 * h + 32 * q + o);
-					const int32x4_t s = dot(vdupq_n_s32(0), codes, av);
-					isum += sc[8 * h + 2 * q + half] * vaddvq_s32(s);
+					const int s = sc[8 * h + 2 * q + half];
+					#pragma GCC unroll 4
+					for (int r = 0; r < R; r++) {
+						const int8x16_t av = vld1q_s8(a[r * nba + b].qs + 128 * h + 32 * q + o);
+						isum[r] += s * vaddvq_s32(dot(vdupq_n_s32(0), codes, av));
+					}
 				}
 			}
 		}
-		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, 0.0f, isum, 0);
+		const float wd = qg_fp16_to_fp32(w[b].d);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			acc[r] = qg_kq_accum(acc[r], wd * a[r * nba + b].d, 0.0f, isum[r], 0);
 	}
-	return acc;
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
 }
+
+/* One family's entries (DOT its 16-byte step): one row, and four rows per weight load. */
+#define KQ_ARM_ENTRIES(dot)                                                                              \
+	static float dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)                 \
+	{                                                                                                 \
+		float out;                                                                                \
+		kq_arm_q4_K(k, w, a, 0, 1, &out, dot);                                                    \
+		return out;                                                                               \
+	}                                                                                                 \
+	static void dot4_q4_K(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,    \
+			      float *restrict out)                                                        \
+	{                                                                                                 \
+		kq_arm_q4_K(k, w, a, nba, 4, out, dot);                                                   \
+	}                                                                                                 \
+	static float dot_q6_K(int64_t k, const void *restrict w, const void *restrict a)                 \
+	{                                                                                                 \
+		float out;                                                                                \
+		kq_arm_q6_K(k, w, a, 0, 1, &out, dot);                                                    \
+		return out;                                                                               \
+	}                                                                                                 \
+	static void dot4_q6_K(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,    \
+			      float *restrict out)                                                        \
+	{                                                                                                 \
+		kq_arm_q6_K(k, w, a, nba, 4, out, dot);                                                   \
+	}
 
 #endif /* QG_KQUANT_ARM_H */
