@@ -338,8 +338,67 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
 	return n;
 }
 
+/*
+ * --kernel-only --type T: T's plain-type kernels alone, the four-row
+ * entry on each group of four activation rows and the one-row entry on
+ * the rest, R times over m = k = 4096.
+ */
+static int kernel_only_plain(const struct opts *o)
+{
+	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1;
+	const struct qg_kq_kernel *kq = o->family >= 0 ? qg_kq_kernel_get(o->family) : qg_kq_kernel_for();
+	const enum qg_type wt = (enum qg_type)o->type;
+
+	if (!kq) {
+		fprintf(stderr, "bench-mulmat: %s has no K-quant kernels that run here\n", qg_kfamily_name(o->family));
+		return 2;
+	}
+	const size_t wbytes = (size_t)qg_matrix_size(wt, m, k);
+	const size_t arow = wt == QG_TYPE_Q8_0 ? (size_t)qg_row_size(QG_TYPE_Q8_0, k)
+				: (size_t)(k / QG_QK_K) * sizeof(struct qg_block_q8_K);
+	const int64_t nba = wt == QG_TYPE_Q8_0 ? k / QG_QK : k / QG_QK_K;
+	float *wf = make_x(m, k), *x = make_x(n, k), *y = bench_alloc((size_t)(n * m) * sizeof *y);
+	uint8_t *w = bench_alloc(wbytes), *a = bench_alloc((size_t)n * arow);
+	qg_quantize(wt, wf, w, wbytes, m, k, NULL);
+	for (int64_t r = 0; r < n; r++) {
+		if (wt == QG_TYPE_Q8_0)
+			qg_quantize_row_q8_0(x + r * k, (struct qg_block_q8_0 *)(a + (size_t)r * arow), k);
+		else
+			qg_quantize_row_q8_K(x + r * k, (struct qg_block_q8_K *)(a + (size_t)r * arow), k);
+	}
+	const qg_kq_dot_fn dot = wt == QG_TYPE_Q4_K ? kq->q4_K : wt == QG_TYPE_Q6_K ? kq->q6_K : kq->q8_0;
+	const qg_kq_dot4_fn dot4 = wt == QG_TYPE_Q4_K ? kq->q4_K_x4 : wt == QG_TYPE_Q6_K ? kq->q6_K_x4 : kq->q8_0_x4;
+	const size_t wrow = wbytes / (size_t)m;
+	for (long it = 0; it < o->repeat; it++) {
+		int64_t i = 0;
+		for (; dot4 && i + 4 <= n; i += 4)
+			for (int64_t r = 0; r < m; r++) {
+				float out[4];
+				dot4(k, w + (size_t)r * wrow, a + (size_t)i * arow, nba, out);
+				for (int j = 0; j < 4; j++)
+					y[(i + j) * m + r] = out[j];
+			}
+		for (; i < n; i++)
+			for (int64_t r = 0; r < m; r++)
+				y[i * m + r] = dot ? dot(k, w + (size_t)r * wrow, a + (size_t)i * arow)
+						   : qg_vec_dot_q8_0_q8_0(k, (const void *)(w + (size_t)r * wrow),
+									  (const void *)(a + (size_t)i * arow));
+	}
+	printf("kernel: %s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
+	       kq->name, qg_type_name(wt), (long long)m, (long long)n, (long long)k, o->repeat,
+	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
+	free(wf);
+	free(x);
+	free(y);
+	free(w);
+	free(a);
+	return 0;
+}
+
 static int kernel_only(const struct opts *o)
 {
+	if (o->type >= 0)
+		return kernel_only_plain(o);
 	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1;
 	const int l = o->layout >= 0 ? o->layout : QG_LAYOUT_8X8;
 	const struct qg_kernel *kn = o->family >= 0 ? qg_kernel_get(o->family, l) : qg_kernel_for(l);
