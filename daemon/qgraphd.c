@@ -112,7 +112,7 @@ static void print_info(void)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		printf("%-9s %-22s %s\n", qg_type_name(qg_layout_type((enum qg_layout)l)),
 		       qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
-	printf("%-9s %-22s %s\n", "q4_K q6_K", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+	printf("%-9s %-22s %s\n", "q4_K q6_K q8_0", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
 	printf("%-9s %-22s %s\n", "row ops", qg_rowops_for()->name, "norms, SiLU, SwiGLU, RoPE: as the K-quant family");
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
 }
@@ -404,7 +404,7 @@ static void note_cpu(struct qgd_server *srv)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		qgd_info("kernel for %s: %s (%s)", qg_type_name(qg_layout_type((enum qg_layout)l)),
 			 qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
-	qgd_info("kernel for q4_K and q6_K: %s (%s)", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+	qgd_info("kernel for q4_K, q6_K and q8_0: %s (%s)", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
 }
 
 /* Say that the daemon serves: on --ready-fd, to the service manager, in the log. */

@@ -280,15 +280,16 @@ static void random_blocks(struct qg_block_q4_K *w4, struct qg_block_q6_K *w6, st
 			p4[i] = extreme ? 0xff : (uint8_t)rnd();
 		for (size_t i = 0; i < sizeof w6[b]; i++)
 			p6[i] = extreme == 1 ? 0x00 : extreme ? 0xff : (uint8_t)rnd();
+		/* extreme 3: the largest codes against -128, the widest int16 sums the kernels may form */
 		w4[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
 		w4[b].dmin = (qg_fp16)(0x2000 + rnd() % 0x1000);
 		w6[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
 		if (extreme)
 			for (int j = 0; j < 16; j++)
-				w6[b].scales[j] = extreme == 1 ? -128 : 127;
+				w6[b].scales[j] = extreme == 2 ? 127 : -128;
 		a[b].d = 0.01f * (1.0f + frand());
 		for (int i = 0; i < 256; i++)
-			a[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+			a[b].qs[i] = extreme ? (int8_t)(extreme == 2 ? 127 : -128) : (int8_t)rnd();
 		for (int j = 0; j < 16; j++) {
 			int s = 0;
 			for (int i = 0; i < 16; i++)
@@ -300,7 +301,7 @@ static void random_blocks(struct qg_block_q4_K *w4, struct qg_block_q6_K *w6, st
 
 static void test_kernels(void)
 {
-	enum { NB = 16 };
+	enum { NB = 40 };	/* four rows of up to ten: every grouping and its tail */
 	static struct qg_block_q4_K w4[NB];
 	static struct qg_block_q6_K w6[NB];
 	static struct qg_block_q8_K a[NB];
@@ -316,8 +317,8 @@ static void test_kernels(void)
 		ran++;
 		int bad = 0, cases = 0;
 		for (int iter = 0; iter < 200; iter++) {
-			int extreme = iter < 2 ? iter + 1 : 0;
-			int nb = 1 + (int)(rnd() % NB);
+			int extreme = iter < 3 ? iter + 1 : 0;
+			int nb = iter < 3 ? NB : 1 + (int)(rnd() % NB);
 			random_blocks(w4, w6, a, nb, extreme);
 			float r4 = qg_vec_dot_q4_K_q8_K(256 * nb, w4, a), k4 = kn->q4_K(256 * nb, w4, a);
 			float r6 = qg_vec_dot_q6_K_q8_K(256 * nb, w6, a), k6 = kn->q6_K(256 * nb, w6, a);
@@ -348,6 +349,43 @@ static void test_kernels(void)
 		       kn->name, cases, bad);
 	}
 	tap_diag("%d K-quant kernel families run on this CPU", ran);
+
+	/* Q8_0 x Q8_0: weights over every byte, -128 included; activations in -127..127 */
+	static struct qg_block_q8_0 w8[NB * 8], a8[NB * 8];
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		const struct qg_kq_kernel *kn = qg_kq_kernel_get(f);
+		if (!kn || !kn->q8_0)
+			continue;
+		int bad = 0, cases = 0;
+		for (int iter = 0; iter < 200; iter++) {
+			const int extreme = iter < 2 ? iter + 1 : 0;
+			const int nb = 1 + (int)(rnd() % (NB * 8));
+			for (int b = 0; b < nb; b++) {
+				w8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				a8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				for (int i = 0; i < QG_QK; i++) {
+					w8[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+					a8[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -127 : 127)
+							      : (int8_t)((int)(rnd() % 255) - 127);
+				}
+			}
+			float want = qg_vec_dot_q8_0_q8_0(QG_QK * nb, w8, a8), got = kn->q8_0(QG_QK * nb, w8, a8);
+			cases++;
+			bad += memcmp(&want, &got, 4) != 0;
+			const int q = nb / 4;
+			if (kn->q8_0_x4 && q > 0) {
+				float out[4];
+				kn->q8_0_x4(QG_QK * q, w8, a8, q, out);
+				for (int r = 0; r < 4; r++) {
+					want = qg_vec_dot_q8_0_q8_0(QG_QK * q, w8, a8 + r * q);
+					cases++;
+					bad += memcmp(&want, &out[r], 4) != 0;
+				}
+			}
+		}
+		tap_ok(bad == 0, "%s: %d q8_0 dot products equal the reference bit for bit (%d differ)", kn->name,
+		       cases, bad);
+	}
 }
 
 /* mul_mat with K-quant weights: the dequantized product, split over any thread count alike. */
@@ -394,6 +432,36 @@ static void test_mulmat(void)
 		mm.kq_kernel = &qg_kq_portable;
 		tap_ok(qg_mul_mat(&mm, scratch) == 0 && memcmp(y, y3, sizeof y) == 0,
 		       "%s mul_mat: the portable kernels, asked for, give the same bits", qg_type_name(types[t]));
+	}
+	/* Q8_0 weights: every output is the reference dot of the quantized rows, bit for bit */
+	{
+		enum { K8 = 32 * 19 };	/* two groups of eight blocks and a tail */
+		static struct qg_block_q8_0 w8[M * K8 / 32], x8[N * K8 / 32];
+		static _Alignas(64) uint8_t scr8[N * K8 / 32 * 34];
+		static float y8[N * M], y83[N * M];
+		struct qg_mm mm = { .wtype = QG_TYPE_Q8_0, .w = w8, .m = M, .k = K8, .x = x, .ldx = K8, .n = N,
+				    .y = y8, .ldy = M };
+		qg_quantize(QG_TYPE_Q8_0, w, w8, sizeof w8, M, K8, NULL);
+		qg_quantize(QG_TYPE_Q8_0, x, x8, sizeof x8, N, K8, NULL);
+		tap_ok(qg_mul_mat_check(&mm) == 0 && qg_mul_mat_scratch_size(&mm) == sizeof scr8 &&
+		       qg_mul_mat(&mm, scr8) == 0, "q8_0 mul_mat: accepted, scratch is N rows of Q8_0");
+		int bad = 0;
+		for (int i = 0; i < N; i++)
+			for (int r = 0; r < M; r++) {
+				float want = qg_vec_dot_q8_0_q8_0(K8, w8 + r * K8 / 32, x8 + i * K8 / 32);
+				bad += memcmp(&want, &y8[i * M + r], 4) != 0;
+			}
+		tap_ok(bad == 0, "q8_0 mul_mat (%s): the reference dot products bit for bit (%d differ)",
+		       qg_kq_kernel_for()->name, bad);
+		mm.y = y83;
+		for (int ith = 0; ith < 3; ith++)
+			qg_mul_mat_quantize(&mm, scr8, ith, 3);
+		for (int ith = 0; ith < 3; ith++)
+			qg_mul_mat_compute(&mm, scr8, ith, 3);
+		tap_ok(memcmp(y8, y83, sizeof y8) == 0, "q8_0 mul_mat: three threads give the same bits as one");
+		mm.kq_kernel = &qg_kq_portable;
+		tap_ok(qg_mul_mat(&mm, scr8) == 0 && memcmp(y8, y83, sizeof y8) == 0,
+		       "q8_0 mul_mat: the portable kernels, asked for, give the same bits");
 	}
 	struct qg_mm bad = { .wtype = QG_TYPE_Q8_K, .w = wq, .m = M, .k = K, .x = x, .ldx = K, .n = N, .y = y, .ldy = M };
 	tap_ok(qg_mul_mat_check(&bad) == -EINVAL, "mul_mat: Q8_K is no weight type");

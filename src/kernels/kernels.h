@@ -164,6 +164,13 @@ typedef float (*qg_kq_dot_fn)(int64_t k, const void *restrict w, const void *res
 typedef void (*qg_kq_dot4_fn)(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,
 			      float *restrict out);
 
+/*
+ * The plain (not interleaved) block types that mul_mat meets one weight
+ * row at a time: the K-quants against Q8_K, and Q8_0 against Q8_0 (K a
+ * multiple of 32, NBA counted in block_q8_0; its one-row kernels equal
+ * qg_vec_dot_q8_0_q8_0 bit for bit, for activations in -127..127 as
+ * qg_quantize_row_q8_0 makes them).
+ */
 struct qg_kq_kernel {
 	const char *name;	/* "avx2 k-quants", shown in --info */
 	enum qg_kfamily family;
@@ -171,6 +178,8 @@ struct qg_kq_kernel {
 	qg_kq_dot_fn q6_K;	/* Q6_K x Q8_K */
 	qg_kq_dot4_fn q4_K_x4;	/* optional (NULL: four calls of q4_K) */
 	qg_kq_dot4_fn q6_K_x4;	/* optional */
+	qg_kq_dot_fn q8_0;	/* optional (NULL: qg_vec_dot_q8_0_q8_0) */
+	qg_kq_dot4_fn q8_0_x4;	/* optional */
 };
 
 /* FAMILY's K-quant kernels if this build has them and this CPU runs them, else NULL. */

@@ -5,9 +5,10 @@
  * it has only the base NEON set (kquant-neon.c).
  *
  * Codes enter the step as signed bytes: Q4_K's 0..15 as they are, Q6_K's
- * code - 32 in -32..31.  Each sub-block's sum is exact in int32 and is
- * multiplied by its scale in integers, so the super-block's integer part
- * equals the reference's; the float part is qg_kq_accum, and the files
+ * code - 32 in -32..31.  Each sub-block's lanes are exact in int32, are
+ * multiplied by its scale in integers (vmla) and summed once per
+ * super-block, so the super-block's integer part equals the reference's;
+ * the float part is qg_kq_accum, and the files
  * that include this are built without contraction, so the result is the
  * portable kernel's bit for bit.
  */
@@ -22,49 +23,88 @@
 /* ACC plus, in some order over its four lanes, the sum of the 16 products X[i] * Y[i]. */
 typedef int32x4_t (*kq_arm_dot16)(int32x4_t acc, int8x16_t x, int8x16_t y);
 
-static inline __attribute__((always_inline)) float kq_arm_q4_K(int64_t k, const void *restrict vw,
-							      const void *restrict va, kq_arm_dot16 dot)
+/*
+ * R activation rows (row r at A + r * NBA super-blocks) against one Q4_K
+ * weight row: the weights are unpacked once per 32 bytes and met by
+ * every row, and each row's sums are formed as with one row, so OUT[r]
+ * is the one-row result bit for bit.
+ */
+static inline __attribute__((always_inline)) void kq_arm_q4_K(int64_t k, const void *restrict vw,
+							     const void *restrict va, int64_t nba, int R,
+							     float *out, kq_arm_dot16 dot)
 {
 	const struct qg_block_q4_K *w = vw;
 	const struct qg_block_q8_K *a = va;
 	const uint8x16_t low4 = vdupq_n_u8(0x0f);
-	float acc = 0.0f;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
-		int32_t isum = 0, msum = 0;
+		uint8_t sc[8], mn[8];
+		for (int j = 0; j < 8; j++)
+			qg_q4_K_scale_min(j, w[b].scales, &sc[j], &mn[j]);
+		/* the mins as int16, against the sums of each sub-block's two block sums */
+		const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+		int32x4_t iv[4];
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			iv[r] = vdupq_n_s32(0);
 		for (int c = 0; c < 4; c++) {
-			uint8_t sc0, m0, sc1, m1;
-			qg_q4_K_scale_min(2 * c, w[b].scales, &sc0, &m0);
-			qg_q4_K_scale_min(2 * c + 1, w[b].scales, &sc1, &m1);
 			const uint8x16_t q0 = vld1q_u8(w[b].qs + 32 * c), q1 = vld1q_u8(w[b].qs + 32 * c + 16);
-			const int8_t *ap = a[b].qs + 64 * c;
-			int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
-			lo = dot(lo, vreinterpretq_s8_u8(vandq_u8(q0, low4)), vld1q_s8(ap));
-			lo = dot(lo, vreinterpretq_s8_u8(vandq_u8(q1, low4)), vld1q_s8(ap + 16));
-			hi = dot(hi, vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vld1q_s8(ap + 32));
-			hi = dot(hi, vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), vld1q_s8(ap + 48));
-			isum += sc0 * vaddvq_s32(lo) + sc1 * vaddvq_s32(hi);
-			msum += m0 * (a[b].bsums[4 * c] + a[b].bsums[4 * c + 1]) +
-				m1 * (a[b].bsums[4 * c + 2] + a[b].bsums[4 * c + 3]);
+			const int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(q0, low4));
+			const int8x16_t l1 = vreinterpretq_s8_u8(vandq_u8(q1, low4));
+			const int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
+			const int8x16_t h1 = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++) {
+				const int8_t *ap = a[r * nba + b].qs + 64 * c;
+				int32x4_t lo = vdupq_n_s32(0), hi = vdupq_n_s32(0);
+				lo = dot(lo, l0, vld1q_s8(ap));
+				lo = dot(lo, l1, vld1q_s8(ap + 16));
+				hi = dot(hi, h0, vld1q_s8(ap + 32));
+				hi = dot(hi, h1, vld1q_s8(ap + 48));
+				/* each sub-block's lanes times its scale: exact in int32, summed once at the end */
+				iv[r] = vmlaq_n_s32(iv[r], lo, sc[2 * c]);
+				iv[r] = vmlaq_n_s32(iv[r], hi, sc[2 * c + 1]);
+			}
 		}
-		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, qg_fp16_to_fp32(w[b].dmin) * a[b].d,
-				  isum, msum);
+		int32_t isum[4], msum[4];
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const int16_t *bs = a[r * nba + b].bsums;
+			const int16x8_t pairs = vpaddq_s16(vld1q_s16(bs), vld1q_s16(bs + 8));
+			const int32x4_t m = vmlal_s16(vmull_s16(vget_low_s16(pairs), vget_low_s16(mins)),
+						      vget_high_s16(pairs), vget_high_s16(mins));
+			isum[r] = vaddvq_s32(iv[r]);
+			msum[r] = vaddvq_s32(m);
+		}
+		const float wd = qg_fp16_to_fp32(w[b].d), wm = qg_fp16_to_fp32(w[b].dmin);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const float ad = a[r * nba + b].d;
+			acc[r] = qg_kq_accum(acc[r], wd * ad, wm * ad, isum[r], msum[r]);
+		}
 	}
-	return acc;
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
 }
 
-static inline __attribute__((always_inline)) float kq_arm_q6_K(int64_t k, const void *restrict vw,
-							      const void *restrict va, kq_arm_dot16 dot)
+/* R activation rows against one Q6_K weight row, as kq_arm_q4_K does for Q4_K. */
+static inline __attribute__((always_inline)) void kq_arm_q6_K(int64_t k, const void *restrict vw,
+							     const void *restrict va, int64_t nba, int R,
+							     float *out, kq_arm_dot16 dot)
 {
 	const struct qg_block_q6_K *w = vw;
 	const struct qg_block_q8_K *a = va;
 	const uint8x16_t low4 = vdupq_n_u8(0x0f), bits45 = vdupq_n_u8(0x30);
 	const int8x16_t off = vdupq_n_s8(32);
-	float acc = 0.0f;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
 	for (int64_t b = 0; b < k / QG_QK_K; b++) {
 		const int8_t *sc = w[b].scales;
-		int32_t isum = 0;
+		int32x4_t iv[4];
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			iv[r] = vdupq_n_s32(0);
 		for (int h = 0; h < 2; h++) {
 			for (int half = 0; half < 2; half++) {
 				/* values l = 16 * half .. 16 * half + 15 of each quarter q */
@@ -79,15 +119,47 @@ static inline __attribute__((always_inline)) float kq_arm_q6_K(int64_t k, const 
 				u[3] = vorrq_u8(vshrq_n_u8(ql1, 4), vandq_u8(vshrq_n_u8(qh, 2), bits45));
 				for (int q = 0; q < 4; q++) {
 					const int8x16_t codes = vsubq_s8(vreinterpretq_s8_u8(u[q]), off);
-					const int8x16_t av = vld1q_s8(a[b].qs + 128 * h + 32 * q + o);
-					const int32x4_t s = dot(vdupq_n_s32(0), codes, av);
-					isum += sc[8 * h + 2 * q + half] * vaddvq_s32(s);
+					const int s = sc[8 * h + 2 * q + half];
+					#pragma GCC unroll 4
+					for (int r = 0; r < R; r++) {
+						const int8x16_t av = vld1q_s8(a[r * nba + b].qs + 128 * h + 32 * q + o);
+						iv[r] = vmlaq_n_s32(iv[r], dot(vdupq_n_s32(0), codes, av), s);
+					}
 				}
 			}
 		}
-		acc = qg_kq_accum(acc, qg_fp16_to_fp32(w[b].d) * a[b].d, 0.0f, isum, 0);
+		const float wd = qg_fp16_to_fp32(w[b].d);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			acc[r] = qg_kq_accum(acc[r], wd * a[r * nba + b].d, 0.0f, vaddvq_s32(iv[r]), 0);
 	}
-	return acc;
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
 }
+
+/* One family's entries (DOT its 16-byte step): one row, and four rows per weight load. */
+#define KQ_ARM_ENTRIES(dot)                                                                              \
+	static float dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)                 \
+	{                                                                                                 \
+		float out;                                                                                \
+		kq_arm_q4_K(k, w, a, 0, 1, &out, dot);                                                    \
+		return out;                                                                               \
+	}                                                                                                 \
+	static void dot4_q4_K(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,    \
+			      float *restrict out)                                                        \
+	{                                                                                                 \
+		kq_arm_q4_K(k, w, a, nba, 4, out, dot);                                                   \
+	}                                                                                                 \
+	static float dot_q6_K(int64_t k, const void *restrict w, const void *restrict a)                 \
+	{                                                                                                 \
+		float out;                                                                                \
+		kq_arm_q6_K(k, w, a, 0, 1, &out, dot);                                                    \
+		return out;                                                                               \
+	}                                                                                                 \
+	static void dot4_q6_K(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,    \
+			      float *restrict out)                                                        \
+	{                                                                                                 \
+		kq_arm_q6_K(k, w, a, nba, 4, out, dot);                                                   \
+	}
 
 #endif /* QG_KQUANT_ARM_H */

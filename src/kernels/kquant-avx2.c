@@ -1,5 +1,6 @@
 /*
- * kquant-avx2.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with AVX2.
+ * kquant-avx2.c - Q4_K x Q8_K, Q6_K x Q8_K and Q8_0 x Q8_0 dot products
+ * with AVX2.
  *
  * Per super-block the integer part is exact and so equals the reference's
  * whatever the order of its additions; the float part is qg_kq_accum, the
@@ -61,6 +62,32 @@ static inline float h2f(qg_fp16 h)
 	return _cvtsh_ss(h);
 }
 
+/*
+ * Scales gathered into a vector from registers: stored one by one and
+ * loaded back whole, they would wait for the stores to retire (no store
+ * forwarding across several stores).
+ */
+static inline __m128i gather4_u32(const void *p, size_t stride)
+{
+	const uint8_t *b = p;
+	uint32_t v[4];
+
+	for (int j = 0; j < 4; j++)
+		memcpy(&v[j], b + stride * (size_t)j, 4);
+	return _mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]);
+}
+
+static inline __m128i gather8_u16(const void *p, size_t stride)
+{
+	const uint8_t *b = p;
+	uint16_t v[8];
+
+	for (int j = 0; j < 8; j++)
+		memcpy(&v[j], b + stride * (size_t)j, 2);
+	return _mm_set_epi16((short)v[7], (short)v[6], (short)v[5], (short)v[4], (short)v[3], (short)v[2],
+			     (short)v[1], (short)v[0]);
+}
+
 /* vpshufb controls: int16 element J of each 128-bit lane, everywhere in it */
 static inline __m256i pick16(int j)
 {
@@ -74,60 +101,131 @@ static inline __m256i pick16_2(int j, int j1)
 				_mm_set1_epi16((short)(0x0100 + 0x0202 * j)));
 }
 
-/* Weights a little ahead of the one being read: the rows are one stream. */
-#define PREFETCH_AHEAD 512
 
 /*
- * R activation rows (R = 1 or 4; row r at A + r * NBA super-blocks)
- * against one Q4_K weight row: the weights are decoded once per 32 bytes
- * and met by every row, and each row's sum is formed exactly as the
- * one-row kernel forms it, so OUT[r] is that kernel's result bit for bit.
+ * Four super-blocks' sums, reduced together: H[j] is hadd(isum, msum) of
+ * super-block j (its partial sums in int32 lanes), and the result holds
+ * isum0, msum0, isum1, msum1, ... isum3, msum3 in order.  One reduction
+ * for four super-blocks instead of one each: the integer sums are the
+ * same whatever the order of their additions.
+ */
+static inline __m256i reduce4(const __m256i *h)
+{
+	const __m256i a = _mm256_hadd_epi32(h[0], h[1]), b = _mm256_hadd_epi32(h[2], h[3]);
+
+	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* Super-blocks met per reduction (see reduce4). */
+#define GROUP 4
+
+/*
+ * The exact integer sums of super-block W against R activation rows (row
+ * r's block at A[r * NBA]): H[r] = hadd(isum, msum), as reduce4 takes it.
+ */
+static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_block_q4_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    __m256i *h)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m128i sc, m16;
+	__m256i isum[4];
+
+	q4k_unpack(w->scales, &sc, &m16);
+	/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
+	const __m256i s16 = _mm256_broadcastsi128_si256(sc);
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		isum[r] = _mm256_setzero_si256();
+	#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
+		const __m256i lo = _mm256_and_si256(q, low4);
+		const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+		const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
+		const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba];
+			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
+			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
+			const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+			const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+			isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
+		}
+	}
+	/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
+	const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++) {
+		const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[r * nba].bsums), mins);
+		h[r] = _mm256_hadd_epi32(isum[r], msum);
+	}
+}
+
+/*
+ * R activation rows (row r at A + r * NBA super-blocks) against one Q4_K
+ * weight row: the weights are decoded once per 32 bytes and met by every
+ * row.  dot_q4_K runs it with one row; four go through dot4_q4_K, which
+ * pairs the rows to spare multiplies.  Each super-block's float step is qg_kq_accum's,
+ * taken in the same order: the products dw * isum and dm * msum of four
+ * super-blocks are formed in one vector multiply (IEEE products, the same
+ * bits as the scalar ones) and added to the row's sum one by one, so
+ * OUT[r] is the portable kernel's result bit for bit.
  */
 static inline __attribute__((always_inline)) void rows_q4_K(int64_t k, const struct qg_block_q4_K *w,
 							    const struct qg_block_q8_K *a, int64_t nba, int R,
 							    float *out)
 {
-	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	const int64_t nsb = k / QG_QK_K;
 	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
 
-	for (int64_t b = 0; b < k / QG_QK_K; b++) {
-		__m128i sc, m16;
-		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
-		q4k_unpack(w[b].scales, &sc, &m16);
-		/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
-		const __m256i s16 = _mm256_broadcastsi128_si256(sc);
-
-		__m256i isum[4];
-		for (int r = 0; r < R; r++)
-			isum[r] = _mm256_setzero_si256();
-		for (int c = 0; c < 4; c++) {
-			const __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
-			const __m256i lo = _mm256_and_si256(q, low4);
-			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-			const __m256i s0 = _mm256_shuffle_epi8(s16, pick16(2 * c));
-			const __m256i s1 = _mm256_shuffle_epi8(s16, pick16(2 * c + 1));
-			for (int r = 0; r < R; r++) {
-				const struct qg_block_q8_K *ab = &a[r * nba + b];
-				const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
-				const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
-				const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
-				const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
-				isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(p0, p1));
-			}
+	for (; b + GROUP <= nsb; b += GROUP) {
+		__m256i h[4][GROUP];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP; j++) {
+			__m256i hj[4];
+			sums_q4_K(&w[b + j], &a[b + j], nba, R, hj);
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+				h[r][j] = hj[r];
 		}
-		/* sum of min_j times the two block sums of sub-block j: each min twice, against 16 sums */
-		const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		/* d and dmin of the four super-blocks, in the order reduce4 leaves the sums */
+		uint32_t dd[GROUP];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP; j++)
+			memcpy(&dd[j], &w[b + j].d, 4);
+		const __m256 wdm = _mm256_cvtph_ps(gather4_u32(&w[b].d, sizeof *w));
+		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const struct qg_block_q8_K *ab = &a[r * nba + b];
-			const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab->bsums), mins);
-			/* both reductions at once: lanes 0 and 1 end up holding isum and msum */
-			__m256i h = _mm256_hadd_epi32(isum[r], msum);
-			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+			const __m256 ad = _mm256_set_ps(ab[3].d, ab[3].d, ab[2].d, ab[2].d, ab[1].d, ab[1].d, ab[0].d,
+							ab[0].d);
+			float p[8];
+			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_mul_ps(wdm, ad), _mm256_cvtepi32_ps(reduce4(h[r]))));
+			float s = acc[r];
+			#pragma GCC unroll 4
+			for (int j = 0; j < GROUP; j++) {
+				s += p[2 * j];
+				s -= p[2 * j + 1];
+			}
+			acc[r] = s;
+		}
+	}
+	for (; b < nsb; b++) {
+		__m256i h[4];
+		sums_q4_K(&w[b], &a[b], nba, R, h);
+		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_K *ab = &a[r * nba + b];
+			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h[r]), _mm256_extracti128_si256(h[r], 1));
 			t = _mm_hadd_epi32(t, t);
 			acc[r] = qg_kq_accum(acc[r], wd * ab->d, wm * ab->d, _mm_cvtsi128_si32(t), _mm_extract_epi32(t, 1));
 		}
 	}
+	#pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
 		out[r] = acc[r];
 }
@@ -140,60 +238,210 @@ static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	return out;
 }
 
-static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+/*
+ * Super-block W against four activation rows (row r's block at
+ * A[r * NBA]), rows paired so that one vpmaddwd by the scale serves two:
+ * vphaddw first adds neighbouring int16 products of each row (a lane of
+ * vpmaddubsw is at most 2 * 15 * 128 = 3840 in magnitude, two of them
+ * 7680: no wrap), leaving rows 2p and 2p + 1 side by side.  Y[p] gets
+ * the exact isum(2p), isum(2p + 1), msum(2p), msum(2p + 1).
+ */
+static inline __attribute__((always_inline)) void sums4_q4_K(const struct qg_block_q4_K *w,
+							     const struct qg_block_q8_K *a, int64_t nba, __m128i *y)
 {
-	rows_q4_K(k, vw, va, nba, 4, out);
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m128i sc, m16;
+
+	q4k_unpack(w->scales, &sc, &m16);
+	const __m256i s16 = _mm256_broadcastsi128_si256(sc);
+	__m256i isum[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
+	#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) {
+		/* sub-block j: the low nibbles of bytes 32 (j / 2) .. + 31 for even j, the high for odd */
+		const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * (j / 2)));
+		const __m256i u = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(q, 4) : q, low4);
+		const __m256i sj = _mm256_shuffle_epi8(s16, pick16(j));
+		#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++) {
+			const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[2 * p * nba].qs + 32 * j));
+			const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a[(2 * p + 1) * nba].qs + 32 * j));
+			const __m256i pp = _mm256_hadd_epi16(_mm256_maddubs_epi16(u, a0), _mm256_maddubs_epi16(u, a1));
+			isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(pp, sj));
+		}
+	}
+	/* mins 0-3 twice in the low lane, 4-7 twice in the high: against both rows' pair sums */
+	const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi64(m16, m16), _mm_unpacklo_epi64(m16, m16));
+	#pragma GCC unroll 2
+	for (int p = 0; p < 2; p++) {
+		const __m256i b0 = _mm256_loadu_si256((const __m256i *)a[2 * p * nba].bsums);
+		const __m256i b1 = _mm256_loadu_si256((const __m256i *)a[(2 * p + 1) * nba].bsums);
+		const __m256i msum = _mm256_madd_epi16(_mm256_hadd_epi16(b0, b1), mins);
+		const __m256i h = _mm256_hadd_epi32(isum[p], msum);
+		y[p] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+	}
 }
 
-/* R activation rows against one Q6_K weight row, as rows_q4_K does for Q4_K. */
+/*
+ * Four activation rows against one Q4_K weight row with sums4_q4_K, four
+ * super-blocks at a time: their products dw * isum and dm * msum for a
+ * pair of rows in two vector multiplies, then added to each row's sum in
+ * the reference's order, so OUT[r] is the one-row kernel's bit for bit.
+ */
+static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+{
+	const struct qg_block_q4_K *w = vw;
+	const struct qg_block_q8_K *a = va;
+	const int64_t nsb = k / QG_QK_K;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
+
+	for (; b + GROUP <= nsb; b += GROUP) {
+		__m128i y[GROUP][2];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP; j++)
+			sums4_q4_K(&w[b + j], &a[b + j], nba, y[j]);
+		/* d0 dmin0 d1 dmin1 ...; spread to d_j d_j dmin_j dmin_j, as the sums lie */
+		const __m256 wdm = _mm256_cvtph_ps(gather4_u32(&w[b].d, sizeof *w));
+		const __m256 f01 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
+		const __m256 f23 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
+		#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++) {
+			const struct qg_block_q8_K *a0 = &a[2 * p * nba + b], *a1 = &a[(2 * p + 1) * nba + b];
+			const __m256 ad01 = _mm256_set_ps(a1[1].d, a0[1].d, a1[1].d, a0[1].d, a1[0].d, a0[0].d, a1[0].d,
+							  a0[0].d);
+			const __m256 ad23 = _mm256_set_ps(a1[3].d, a0[3].d, a1[3].d, a0[3].d, a1[2].d, a0[2].d, a1[2].d,
+							  a0[2].d);
+			float q[16];
+			_mm256_storeu_ps(q, _mm256_mul_ps(_mm256_mul_ps(f01, ad01),
+							  _mm256_cvtepi32_ps(_mm256_set_m128i(y[1][p], y[0][p]))));
+			_mm256_storeu_ps(q + 8, _mm256_mul_ps(_mm256_mul_ps(f23, ad23),
+							      _mm256_cvtepi32_ps(_mm256_set_m128i(y[3][p], y[2][p]))));
+			#pragma GCC unroll 2
+			for (int r = 0; r < 2; r++) {
+				float s = acc[2 * p + r];
+				for (int j = 0; j < GROUP; j++) {
+					s += q[4 * j + r];
+					s -= q[4 * j + 2 + r];
+				}
+				acc[2 * p + r] = s;
+			}
+		}
+	}
+	for (; b < nsb; b++) {
+		__m128i y[2];
+		sums4_q4_K(&w[b], &a[b], nba, y);
+		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		int32_t v[2][4];
+		memcpy(v, y, sizeof v);
+		for (int r = 0; r < 4; r++) {
+			const float ad = a[r * nba + b].d;
+			acc[r] = qg_kq_accum(acc[r], wd * ad, wm * ad, v[r / 2][r % 2], v[r / 2][2 + r % 2]);
+		}
+	}
+	for (int r = 0; r < 4; r++)
+		out[r] = acc[r];
+}
+
+/*
+ * The exact integer sum of super-block W against R activation rows, per
+ * lane: TOT[r]'s lanes add up to sum_j scale_j * sum((u - 32) * a) over
+ * the sixteen sub-blocks, the -32 taken through Q8_K's block sums.
+ */
+static inline __attribute__((always_inline)) void sums_q6_K(const struct qg_block_q6_K *w,
+							    const struct qg_block_q8_K *a, int64_t nba, int R,
+							    __m256i *tot)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	__m256i isum[4];
+
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		isum[r] = _mm256_setzero_si256();
+	/* the sixteen scales as int16: 0-7 in the low lane, 8-15 in the high */
+	const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+	#pragma GCC unroll 4
+	for (int h = 0; h < 2; h++) {
+		/* scales 8h .. 8h + 7 in both lanes */
+		const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
+		const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+		const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+		#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++) {
+			/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32), made where used */
+			const __m256i lq = q & 1 ? ql1 : ql0;
+			const __m256i lo = q < 2 ? _mm256_and_si256(lq, low4) : _mm256_and_si256(_mm256_srli_epi16(lq, 4), low4);
+			const __m256i hq = q == 0 ? _mm256_slli_epi16(qh, 4) : q == 1 ? _mm256_slli_epi16(qh, 2)
+					 : q == 2 ? qh : _mm256_srli_epi16(qh, 2);
+			const __m256i u = _mm256_or_si256(lo, _mm256_and_si256(hq, bits45));
+			const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
+			const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++) {
+				const __m256i av = _mm256_loadu_si256((const __m256i *)(a[r * nba].qs + 128 * h + 32 * q));
+				isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), s));
+			}
+		}
+	}
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++) {
+		/* minus 32 * sum_j scale_j * bsum_j, lane by lane */
+		const __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[r * nba].bsums), s16);
+		tot[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(off, 5));
+	}
+}
+
+/* Super-blocks per reduction for Q6_K: reduce4 over four pairs. */
+#define GROUP6 8
+
+/*
+ * R activation rows against one Q6_K weight row, as rows_q4_K does for
+ * Q4_K: eight super-blocks' sums reduced at once, their dw * isum formed
+ * in one vector multiply and added to the row's sum in order.  The
+ * reference's second step subtracts 0 * 0, which leaves any sum as it is.
+ */
 static inline __attribute__((always_inline)) void rows_q6_K(int64_t k, const struct qg_block_q6_K *w,
 							    const struct qg_block_q8_K *a, int64_t nba, int R,
 							    float *out)
 {
-	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	const int64_t nsb = k / QG_QK_K;
 	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
 
-	for (int64_t b = 0; b < k / QG_QK_K; b++) {
-		const int8_t *sc = w[b].scales;
-		__m256i isum[4];
-		for (int r = 0; r < R; r++)
-			isum[r] = _mm256_setzero_si256();
-		/* the sixteen scales as int16: 0-7 in the low lane, 8-15 in the high */
-		const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-
-		_mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
-		for (int h = 0; h < 2; h++) {
-			/* scales 8h .. 8h + 7 in both lanes */
-			const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
-			const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
-			const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
-			const __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-			/* codes of values 32q .. 32q + 31 of this half, unsigned (code + 32) */
-			__m256i u[4];
-			u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
-			u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
-			u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
-			u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-					       _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
-			for (int q = 0; q < 4; q++) {
-				const int j = 8 * h + 2 * q;	/* sub-blocks j (low lane) and j + 1 (high lane) */
-				const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j - 8 * h, j + 1 - 8 * h));
-				for (int r = 0; r < R; r++) {
-					const __m256i av = _mm256_loadu_si256(
-						(const __m256i *)(a[r * nba + b].qs + 128 * h + 32 * q));
-					isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], av), s));
-				}
-			}
+	for (; b + GROUP6 <= nsb; b += GROUP6) {
+		__m256i h[4][GROUP6 / 2];
+		#pragma GCC unroll 4
+		for (int j = 0; j < GROUP6 / 2; j++) {
+			__m256i t0[4], t1[4];
+			sums_q6_K(&w[b + 2 * j], &a[b + 2 * j], nba, R, t0);
+			sums_q6_K(&w[b + 2 * j + 1], &a[b + 2 * j + 1], nba, R, t1);
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+				h[r][j] = _mm256_hadd_epi32(t0[r], t1[r]);
 		}
-		const float wd = h2f(w[b].d);
+		const __m256 wd = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
+		#pragma GCC unroll 4
 		for (int r = 0; r < R; r++) {
 			const struct qg_block_q8_K *ab = &a[r * nba + b];
-			/* minus 32 * sum_j scale_j * bsum_j */
-			const __m256i bs = _mm256_loadu_si256((const __m256i *)ab->bsums);
-			const int32_t off = hsum_epi32(_mm256_madd_epi16(bs, s16));
-			acc[r] = qg_kq_accum(acc[r], wd * ab->d, 0.0f, hsum_epi32(isum[r]) - 32 * off, 0);
+			const __m256 ad = _mm256_set_ps(ab[7].d, ab[6].d, ab[5].d, ab[4].d, ab[3].d, ab[2].d, ab[1].d,
+							ab[0].d);
+			float p[GROUP6];
+			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_mul_ps(wd, ad), _mm256_cvtepi32_ps(reduce4(h[r]))));
+			float s = acc[r];
+			for (int j = 0; j < GROUP6; j++)
+				s += p[j];
+			acc[r] = s;
 		}
 	}
+	for (; b < nsb; b++) {
+		__m256i t[4];
+		sums_q6_K(&w[b], &a[b], nba, R, t);
+		const float wd = h2f(w[b].d);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			acc[r] = qg_kq_accum(acc[r], wd * a[r * nba + b].d, 0.0f, hsum_epi32(t[r]), 0);
+	}
+	#pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
 		out[r] = acc[r];
 }
@@ -206,13 +454,213 @@ static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 	return out;
 }
 
+/*
+ * Super-block W against four activation rows, paired as sums4_q4_K pairs
+ * them: a lane of vpmaddubsw is at most 2 * 63 * 128 = 16128 here, two
+ * of them 32256, still inside int16.  Y[p] gets the exact total (the -32
+ * included) of row 2p, of row 2p + 1, each split over two lanes.
+ */
+static inline __attribute__((always_inline)) void sums4_q6_K(const struct qg_block_q6_K *w,
+							     const struct qg_block_q8_K *a, int64_t nba, __m128i *y)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+	__m256i isum[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
+	const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+
+	#pragma GCC unroll 2
+	for (int h = 0; h < 2; h++) {
+		const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xee) : _mm256_permute4x64_epi64(s16, 0x44);
+		const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+		const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+		#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++) {
+			const __m256i lq = q & 1 ? ql1 : ql0;
+			const __m256i lo = q < 2 ? _mm256_and_si256(lq, low4) : _mm256_and_si256(_mm256_srli_epi16(lq, 4), low4);
+			const __m256i hq = q == 0 ? _mm256_slli_epi16(qh, 4) : q == 1 ? _mm256_slli_epi16(qh, 2)
+					 : q == 2 ? qh : _mm256_srli_epi16(qh, 2);
+			const __m256i u = _mm256_or_si256(lo, _mm256_and_si256(hq, bits45));
+			const int j = 2 * q;	/* sub-blocks 8h + j (low lane) and 8h + j + 1 (high lane) */
+			const __m256i s = _mm256_shuffle_epi8(sh, pick16_2(j, j + 1));
+			#pragma GCC unroll 2
+			for (int p = 0; p < 2; p++) {
+				const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[2 * p * nba].qs + 128 * h + 32 * q));
+				const __m256i a1 =
+					_mm256_loadu_si256((const __m256i *)(a[(2 * p + 1) * nba].qs + 128 * h + 32 * q));
+				const __m256i pp = _mm256_hadd_epi16(_mm256_maddubs_epi16(u, a0), _mm256_maddubs_epi16(u, a1));
+				isum[p] = _mm256_add_epi32(isum[p], _mm256_madd_epi16(pp, s));
+			}
+		}
+	}
+	#pragma GCC unroll 2
+	for (int p = 0; p < 2; p++) {
+		/* minus 32 * sum_j scale_j * bsum_j, laid out as the pair's sums are */
+		const __m256i o0 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[2 * p * nba].bsums), s16);
+		const __m256i o1 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[(2 * p + 1) * nba].bsums), s16);
+		const __m256i t = _mm256_sub_epi32(isum[p], _mm256_slli_epi32(_mm256_hadd_epi32(o0, o1), 5));
+		y[p] = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+	}
+}
+
+/* Four activation rows against one Q6_K weight row, as dot4_q4_K does for Q4_K, eight super-blocks at a time. */
 static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
 {
-	rows_q6_K(k, vw, va, nba, 4, out);
+	const struct qg_block_q6_K *w = vw;
+	const struct qg_block_q8_K *a = va;
+	const int64_t nsb = k / QG_QK_K;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
+
+	for (; b + GROUP6 <= nsb; b += GROUP6) {
+		__m128i y[GROUP6][2];
+		#pragma GCC unroll 8
+		for (int j = 0; j < GROUP6; j++)
+			sums4_q6_K(&w[b + j], &a[b + j], nba, y[j]);
+		const __m256 wd = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
+		/* d_j twice, as hadd leaves each block's two rows side by side */
+		const __m256 f0 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
+		const __m256 f1 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
+		#pragma GCC unroll 2
+		for (int p = 0; p < 2; p++) {
+			const struct qg_block_q8_K *a0 = &a[2 * p * nba + b], *a1 = &a[(2 * p + 1) * nba + b];
+			/* block j's two rows, blocks 0-3 and 4-7 */
+			const __m256i t0 = _mm256_set_m128i(_mm_hadd_epi32(y[2][p], y[3][p]), _mm_hadd_epi32(y[0][p], y[1][p]));
+			const __m256i t1 = _mm256_set_m128i(_mm_hadd_epi32(y[6][p], y[7][p]), _mm_hadd_epi32(y[4][p], y[5][p]));
+			const __m256 ad0 = _mm256_set_ps(a1[3].d, a0[3].d, a1[2].d, a0[2].d, a1[1].d, a0[1].d, a1[0].d,
+							 a0[0].d);
+			const __m256 ad1 = _mm256_set_ps(a1[7].d, a0[7].d, a1[6].d, a0[6].d, a1[5].d, a0[5].d, a1[4].d,
+							 a0[4].d);
+			float q[16];
+			_mm256_storeu_ps(q, _mm256_mul_ps(_mm256_mul_ps(f0, ad0), _mm256_cvtepi32_ps(t0)));
+			_mm256_storeu_ps(q + 8, _mm256_mul_ps(_mm256_mul_ps(f1, ad1), _mm256_cvtepi32_ps(t1)));
+			#pragma GCC unroll 2
+			for (int r = 0; r < 2; r++) {
+				float s = acc[2 * p + r];
+				for (int j = 0; j < GROUP6; j++)
+					s += q[2 * j + r];
+				acc[2 * p + r] = s;
+			}
+		}
+	}
+	for (; b < nsb; b++) {
+		__m128i y[2];
+		sums4_q6_K(&w[b], &a[b], nba, y);
+		const float wd = h2f(w[b].d);
+		int32_t v[2][4];
+		memcpy(v, y, sizeof v);
+		for (int r = 0; r < 4; r++)
+			acc[r] = qg_kq_accum(acc[r], wd * a[r * nba + b].d, 0.0f,
+					     v[r / 2][2 * (r % 2)] + v[r / 2][2 * (r % 2) + 1], 0);
+	}
+	for (int r = 0; r < 4; r++)
+		out[r] = acc[r];
+}
+
+/* --- Q8_0 x Q8_0 ------------------------------------------------------- */
+
+/*
+ * The exact int32 dot product of block W with R activation blocks (row
+ * r's at A[r * NBA]), as eight int32 lanes each.  vpmaddubsw wants one
+ * unsigned side: |w| (a code of -128 gives 128, still right unsigned)
+ * against a with w's sign moved onto it.  An activation of -128 would
+ * not survive the move, which is why the activations must be in
+ * -127..127; a pair is then at most 2 * 128 * 127 in magnitude, inside
+ * int16.
+ */
+static inline __attribute__((always_inline)) void sums_q8_0(const struct qg_block_q8_0 *w,
+							    const struct qg_block_q8_0 *a, int64_t nba, int R,
+							    __m256i *s)
+{
+	const __m256i wq = _mm256_loadu_si256((const __m256i *)w->qs);
+	const __m256i wabs = _mm256_sign_epi8(wq, wq);
+
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++) {
+		const __m256i aq = _mm256_loadu_si256((const __m256i *)a[r * nba].qs);
+		s[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(aq, wq)), _mm256_set1_epi16(1));
+	}
+}
+
+/* Blocks per reduction: eight int32 vectors to one of eight sums. */
+#define GROUP8 8
+
+/*
+ * R activation rows against one Q8_0 weight row: eight blocks' integer
+ * sums reduced at once, their products with (dw * da) formed in one
+ * vector multiply, and added to the row's sum one by one in the
+ * reference's order, so OUT[r] is qg_vec_dot_q8_0_q8_0's bit for bit.
+ */
+static inline __attribute__((always_inline)) void rows_q8_0(int64_t k, const struct qg_block_q8_0 *w,
+							    const struct qg_block_q8_0 *a, int64_t nba, int R,
+							    float *out)
+{
+	const int64_t nb = k / QG_QK;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	int64_t b = 0;
+
+	for (; b + GROUP8 <= nb; b += GROUP8) {
+		/* the reduction tree built as the blocks come, so that few sums are live at once */
+		__m256i u[2][4];
+		#pragma GCC unroll 2
+		for (int hq = 0; hq < 2; hq++) {
+			__m256i t[2][4];
+			#pragma GCC unroll 2
+			for (int pr = 0; pr < 2; pr++) {
+				const int j = 4 * hq + 2 * pr;
+				__m256i s0[4], s1[4];
+				sums_q8_0(&w[b + j], &a[b + j], nba, R, s0);
+				sums_q8_0(&w[b + j + 1], &a[b + j + 1], nba, R, s1);
+				#pragma GCC unroll 4
+				for (int r = 0; r < R; r++)
+					t[pr][r] = _mm256_hadd_epi32(s0[r], s1[r]);
+			}
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+				u[hq][r] = _mm256_hadd_epi32(t[0][r], t[1][r]);
+		}
+		const __m256 dw = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const __m256 d = _mm256_mul_ps(dw, _mm256_cvtph_ps(gather8_u16(&a[r * nba + b].d, sizeof *a)));
+			float p[GROUP8];
+			const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(u[0][r], u[1][r], 0x20),
+							     _mm256_permute2x128_si256(u[0][r], u[1][r], 0x31));
+			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_cvtepi32_ps(tot), d));
+			float sum = acc[r];
+			for (int j = 0; j < GROUP8; j++)
+				sum += p[j];
+			acc[r] = sum;
+		}
+	}
+	for (; b < nb; b++) {
+		__m256i sj[4];
+		sums_q8_0(&w[b], &a[b], nba, R, sj);
+		const float dw = h2f(w[b].d);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			acc[r] += (float)hsum_epi32(sj[r]) * (dw * h2f(a[r * nba + b].d));
+	}
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
+}
+
+static float dot_q8_0(int64_t k, const void *restrict vw, const void *restrict va)
+{
+	float out;
+
+	rows_q8_0(k, vw, va, 0, 1, &out);
+	return out;
+}
+
+static void dot4_q8_0(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
+{
+	rows_q8_0(k, vw, va, nba, 4, out);
 }
 
 const struct qg_kq_kernel qg_kq_avx2 = {
 	.name = "avx2 k-quants", .family = QG_KF_AVX2,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 };

@@ -11,17 +11,10 @@ static inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t y)
 	return vdotq_s32(acc, x, y);
 }
 
-static float dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)
-{
-	return kq_arm_q4_K(k, w, a, dot16);
-}
-
-static float dot_q6_K(int64_t k, const void *restrict w, const void *restrict a)
-{
-	return kq_arm_q6_K(k, w, a, dot16);
-}
+KQ_ARM_ENTRIES(dot16)
 
 const struct qg_kq_kernel qg_kq_dotprod = {
 	.name = "dotprod k-quants", .family = QG_KF_DOTPROD,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
+	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
 };

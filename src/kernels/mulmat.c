@@ -125,7 +125,7 @@ int qg_mul_mat_check(const struct qg_mm *mm)
 	if (ovf)
 		return -EOVERFLOW;
 
-	if (mm->kq_kernel && (!is_kquant(mm->wtype) || (unsigned)mm->kq_kernel->family >= QG_KF_COUNT ||
+	if (mm->kq_kernel && ((!is_kquant(mm->wtype) && mm->wtype != QG_TYPE_Q8_0) || (unsigned)mm->kq_kernel->family >= QG_KF_COUNT ||
 			      qg_kq_kernel_get(mm->kq_kernel->family) != mm->kq_kernel))
 		return -EINVAL;
 
@@ -280,16 +280,39 @@ static float dot_float(enum qg_type t, const void *wrow, const float *x, int64_t
 	return (s0 + s1) + (s2 + s3);
 }
 
-/* Q4_K, Q6_K W: rows [ROW0, ROW1) of Y, every activation row, in tiles as below. */
+/* qg_vec_dot_q8_0_q8_0 as a qg_kq_dot_fn. */
+static float dot_q8_0_ref(int64_t k, const void *restrict w, const void *restrict a)
+{
+	return qg_vec_dot_q8_0_q8_0(k, w, a);
+}
+
+/*
+ * Q4_K, Q6_K, Q8_0 W: rows [ROW0, ROW1) of Y, every activation row, in
+ * tiles as below, four activation rows at a time where the kernels can.
+ */
 static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
 	const struct qg_kq_kernel *kn = mm->kq_kernel ? mm->kq_kernel : qg_kq_kernel_for();
-	const qg_kq_dot_fn dot = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K : kn->q6_K;
-	const qg_kq_dot4_fn dot4 = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_x4 : kn->q6_K_x4;
+	qg_kq_dot_fn dot;
+	qg_kq_dot4_fn dot4;
+	size_t ab;	/* bytes of one activation block */
+	int qk;		/* values per activation block */
+	if (mm->wtype == QG_TYPE_Q8_0) {
+		dot = kn->q8_0 ? kn->q8_0 : dot_q8_0_ref;
+		dot4 = kn->q8_0_x4;
+		ab = sizeof(struct qg_block_q8_0);
+		qk = QG_QK;
+	} else {
+		dot = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K : kn->q6_K;
+		dot4 = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_x4 : kn->q6_K_x4;
+		ab = sizeof(struct qg_block_q8_K);
+		qk = QG_QK_K;
+	}
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
 	const int64_t tile = tile_rows(row_bytes, 1);
-	const int64_t nbk = mm->k / QG_QK_K;
-	const struct qg_block_q8_K *xa = scratch;
+	const int64_t nbk = mm->k / qk;
+	const size_t arow = (size_t)nbk * ab;
+	const uint8_t *xa = scratch;
 
 	for (int64_t t0 = row0; t0 < row1; t0 += tile) {
 		const int64_t t1 = row1 - t0 < tile ? row1 : t0 + tile;
@@ -297,7 +320,7 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 		for (; dot4 && i + 4 <= mm->n; i += 4) {
 			for (int64_t r = t0; r < t1; r++) {
 				float out[4];
-				dot4(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + i * nbk, nbk, out);
+				dot4(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + (size_t)i * arow, nbk, out);
 				for (int j = 0; j < 4; j++)
 					mm->y[(size_t)(i + j) * mm->ldy + (size_t)r] = out[j];
 			}
@@ -305,12 +328,12 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 		for (; i < mm->n; i++) {
 			float *y = mm->y + (size_t)i * mm->ldy;
 			for (int64_t r = t0; r < t1; r++)
-				y[r] = dot(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + i * nbk);
+				y[r] = dot(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + (size_t)i * arow);
 		}
 	}
 }
 
-/* F32, F16, Q8_0, Q4_0 W: rows [ROW0, ROW1) of Y, every activation row. */
+/* F32, F16, Q4_0 W: rows [ROW0, ROW1) of Y, every activation row. */
 static void compute_rows(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
@@ -327,9 +350,6 @@ static void compute_rows(const struct qg_mm *mm, const void *scratch, int64_t ro
 				switch (mm->wtype) {
 				case QG_TYPE_Q4_0:
 					y[r] = qg_vec_dot_q4_0_q8_0(mm->k, w, xa + i * nb);
-					break;
-				case QG_TYPE_Q8_0:
-					y[r] = qg_vec_dot_q8_0_q8_0(mm->k, w, xa + i * nb);
 					break;
 				default:
 					y[r] = dot_float(mm->wtype, w, mm->x + (size_t)i * mm->ldx, mm->k);
@@ -355,7 +375,7 @@ void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, in
 		return;
 	if (layout >= 0)
 		compute_interleaved(mm, scratch, layout, row0, row1);
-	else if (is_kquant(mm->wtype))
+	else if (is_kquant(mm->wtype) || mm->wtype == QG_TYPE_Q8_0)
 		compute_kquant(mm, scratch, row0, row1);
 	else
 		compute_rows(mm, scratch, row0, row1);

@@ -39,7 +39,7 @@ struct qg_mm {
 	size_t ldy;		/* floats between rows of Y (>= M) */
 	/* The kernel to use for an interleaved WTYPE; NULL: qg_kernel_for(). */
 	const struct qg_kernel *kernel;
-	/* The kernels to use for Q4_K or Q6_K (NULL for any other WTYPE); NULL: qg_kq_kernel_for(). */
+	/* The kernels to use for Q4_K, Q6_K or Q8_0 (NULL for any other WTYPE); NULL: qg_kq_kernel_for(). */
 	const struct qg_kq_kernel *kq_kernel;
 };
 

@@ -8,9 +8,13 @@
  *
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
  * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
- * and 2 threads; then Q4_K and Q6_K weights (one dot product per output,
- * no GEMM kernel yet) at n in {1, 8, 32} and the same big n = 1 case.  A result is the median over repetitions of one whole
- * mul_mat (activation quantization, barrier, GEMM/GEMV), as
+ * and 2 threads; then Q4_K, Q6_K and Q8_0 weights (one weight row at a
+ * time, met by four activation rows where the kernels can) at n in {1, 8,
+ * 32, 128} and the same big n = 1 case, each against ggml's vec_dot on
+ * the same bytes (libggml-cpu.so named by --ggml, or found in
+ * $QG_GGML_BINDIR) in --rounds interleaved rounds: the medians, and
+ * ggml's time over ours.  A result is the median over repetitions of one
+ * whole mul_mat (activation quantization, barrier, GEMM/GEMV), as
  * 2*m*n*k / time.
  *
  * Limits, per thread count: the read bandwidth over a buffer the size of
@@ -32,6 +36,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
@@ -42,6 +47,7 @@
 #include "bench.h"
 #include "fp16.h"
 #include "kernels.h"
+#include "kquant.h"
 #include "mulmat.h"
 #include "quant.h"
 
@@ -59,6 +65,9 @@ struct opts {
 	int n;			/* 0: all */
 	long repeat;
 	int threads[8], nthreads;
+	int type;		/* the plain type to run alone, or -1 */
+	int rounds;		/* interleaved rounds against ggml */
+	const char *ggml_lib;	/* libggml-cpu.so to compare with, or NULL */
 };
 
 static void usage(FILE *f)
@@ -66,6 +75,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: bench-mulmat [--json] [--quick] [--kernel FAMILY | --all-kernels]\n"
 		"                    [--threads 1,2] [--layout 4x4|4x8|8x8] [--n N]\n"
+		"                    [--type q4_K|q6_K|q8_0] [--rounds R] [--ggml LIBGGML_CPU]\n"
 		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n"
 		"       bench-mulmat --limits [--json] [--quick] [--threads 1,2]\n");
 }
@@ -116,17 +126,16 @@ static void mm_job(struct bench_pool *p, void *arg, int ith, int nth)
 	qg_mul_mat_compute(mm, a[1], ith, nth);
 }
 
-static double time_mm(struct bench_pool *pool, const struct qg_mm *mm, void *scratch,
-		      const struct timing *t)
+/* The median seconds of FN(ARG) on the pool, repeated as T says. */
+static double time_fn(struct bench_pool *pool, bench_fn fn, void *arg, const struct timing *t)
 {
-	void *arg[2] = { (void *)mm, scratch };
 	double v[256], total = 0;
 	int reps = 0;
 
-	bench_pool_run(pool, mm_job, arg);	/* warm up */
+	bench_pool_run(pool, fn, arg);	/* warm up */
 	while (reps < t->max_reps && reps < 256) {
 		double t0 = bench_now();
-		bench_pool_run(pool, mm_job, arg);
+		bench_pool_run(pool, fn, arg);
 		v[reps++] = bench_now() - t0;
 		total += v[reps - 1];
 		if (reps >= t->min_reps && total >= t->min_time)
@@ -135,6 +144,91 @@ static double time_mm(struct bench_pool *pool, const struct qg_mm *mm, void *scr
 			break;
 	}
 	return bench_median(v, reps);
+}
+
+static double time_mm(struct bench_pool *pool, const struct qg_mm *mm, void *scratch,
+		      const struct timing *t)
+{
+	void *arg[2] = { (void *)mm, scratch };
+
+	return time_fn(pool, mm_job, arg, t);
+}
+
+/* ------------------------------------------------------ ggml's vec_dot */
+
+/*
+ * ggml's CPU kernels for the plain types, loaded from libggml-cpu.so: the
+ * same bytes (our Q4_K, Q6_K, Q8_0 and Q8_K blocks are ggml's), its
+ * activation quantizer and its vec_dot, walked as its mul_mat walks a
+ * weight that is not repacked (16 x 16 tiles of outputs, one dot each).
+ */
+enum { GG_Q8_0 = 8, GG_Q4_K = 12, GG_Q6_K = 14 };
+
+struct gg_traits {
+	void (*from_float)(const float *x, void *y, int64_t k);
+	void (*vec_dot)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by, int nrc);
+	int vec_dot_type;
+	int64_t nrows;
+};
+
+struct gg {
+	void *dl;
+	const struct gg_traits *(*traits)(int type);
+};
+
+static int gg_open(struct gg *g, const char *path)
+{
+	memset(g, 0, sizeof *g);
+	g->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!g->dl)
+		return -ENOENT;
+	void (*init)(void) = (void (*)(void))dlsym(g->dl, "ggml_cpu_init");
+	g->traits = (const struct gg_traits *(*)(int))dlsym(g->dl, "ggml_get_type_traits_cpu");
+	if (!init || !g->traits) {
+		dlclose(g->dl);
+		return -ENOENT;
+	}
+	init();
+	return 0;
+}
+
+static void gg_close(struct gg *g)
+{
+	dlclose(g->dl);
+}
+
+struct gg_job {
+	const struct gg *gg;
+	enum qg_type wtype;
+	const void *w;
+	size_t row_bytes;
+	int64_t m, k, n;
+	const float *x;
+	float *y;
+	void *scratch;
+};
+
+static void gg_job(struct bench_pool *p, void *arg, int ith, int nth)
+{
+	const struct gg_job *j = arg;
+	const struct gg_traits *wt = j->gg->traits(j->wtype == QG_TYPE_Q4_K ? GG_Q4_K
+						    : j->wtype == QG_TYPE_Q6_K ? GG_Q6_K : GG_Q8_0);
+	const struct gg_traits *at = j->gg->traits(wt->vec_dot_type);
+	const size_t abytes = j->wtype == QG_TYPE_Q8_0 ? (size_t)j->k / QG_QK * sizeof(struct qg_block_q8_0)
+				: (size_t)j->k / QG_QK_K * sizeof(struct qg_block_q8_K);
+	uint8_t *act = j->scratch;
+
+	for (int64_t r = j->n * ith / nth; r < j->n * (ith + 1) / nth; r++)
+		at->from_float(j->x + r * j->k, act + (size_t)r * abytes, j->k);
+	bench_barrier(p);
+	const int64_t r0 = j->m * ith / nth, r1 = j->m * (ith + 1) / nth;
+	for (int64_t c0 = 0; c0 < j->n; c0 += 16)
+		for (int64_t i0 = r0; i0 < r1; i0 += 16)
+			for (int64_t c = c0; c < c0 + 16 && c < j->n; c++)
+				for (int64_t i = i0; i < i0 + 16 && i < r1; i++)
+					wt->vec_dot((int)j->k, j->y + c * j->m + i, 0,
+						    (const uint8_t *)j->w + (size_t)i * j->row_bytes, 0,
+						    act + (size_t)c * abytes, 0, 1);
 }
 
 /* --------------------------------------------------------------- limits */
@@ -248,8 +342,67 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
 	return n;
 }
 
+/*
+ * --kernel-only --type T: T's plain-type kernels alone, the four-row
+ * entry on each group of four activation rows and the one-row entry on
+ * the rest, R times over m = k = 4096.
+ */
+static int kernel_only_plain(const struct opts *o)
+{
+	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1;
+	const struct qg_kq_kernel *kq = o->family >= 0 ? qg_kq_kernel_get(o->family) : qg_kq_kernel_for();
+	const enum qg_type wt = (enum qg_type)o->type;
+
+	if (!kq) {
+		fprintf(stderr, "bench-mulmat: %s has no K-quant kernels that run here\n", qg_kfamily_name(o->family));
+		return 2;
+	}
+	const size_t wbytes = (size_t)qg_matrix_size(wt, m, k);
+	const size_t arow = wt == QG_TYPE_Q8_0 ? (size_t)qg_row_size(QG_TYPE_Q8_0, k)
+				: (size_t)(k / QG_QK_K) * sizeof(struct qg_block_q8_K);
+	const int64_t nba = wt == QG_TYPE_Q8_0 ? k / QG_QK : k / QG_QK_K;
+	float *wf = make_x(m, k), *x = make_x(n, k), *y = bench_alloc((size_t)(n * m) * sizeof *y);
+	uint8_t *w = bench_alloc(wbytes), *a = bench_alloc((size_t)n * arow);
+	qg_quantize(wt, wf, w, wbytes, m, k, NULL);
+	for (int64_t r = 0; r < n; r++) {
+		if (wt == QG_TYPE_Q8_0)
+			qg_quantize_row_q8_0(x + r * k, (struct qg_block_q8_0 *)(a + (size_t)r * arow), k);
+		else
+			qg_quantize_row_q8_K(x + r * k, (struct qg_block_q8_K *)(a + (size_t)r * arow), k);
+	}
+	const qg_kq_dot_fn dot = wt == QG_TYPE_Q4_K ? kq->q4_K : wt == QG_TYPE_Q6_K ? kq->q6_K : kq->q8_0;
+	const qg_kq_dot4_fn dot4 = wt == QG_TYPE_Q4_K ? kq->q4_K_x4 : wt == QG_TYPE_Q6_K ? kq->q6_K_x4 : kq->q8_0_x4;
+	const size_t wrow = wbytes / (size_t)m;
+	for (long it = 0; it < o->repeat; it++) {
+		int64_t i = 0;
+		for (; dot4 && i + 4 <= n; i += 4)
+			for (int64_t r = 0; r < m; r++) {
+				float out[4];
+				dot4(k, w + (size_t)r * wrow, a + (size_t)i * arow, nba, out);
+				for (int j = 0; j < 4; j++)
+					y[(i + j) * m + r] = out[j];
+			}
+		for (; i < n; i++)
+			for (int64_t r = 0; r < m; r++)
+				y[i * m + r] = dot ? dot(k, w + (size_t)r * wrow, a + (size_t)i * arow)
+						   : qg_vec_dot_q8_0_q8_0(k, (const void *)(w + (size_t)r * wrow),
+									  (const void *)(a + (size_t)i * arow));
+	}
+	printf("kernel: %s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
+	       kq->name, qg_type_name(wt), (long long)m, (long long)n, (long long)k, o->repeat,
+	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
+	free(wf);
+	free(x);
+	free(y);
+	free(w);
+	free(a);
+	return 0;
+}
+
 static int kernel_only(const struct opts *o)
 {
+	if (o->type >= 0)
+		return kernel_only_plain(o);
 	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1;
 	const int l = o->layout >= 0 ? o->layout : QG_LAYOUT_8X8;
 	const struct qg_kernel *kn = o->family >= 0 ? qg_kernel_get(o->family, l) : qg_kernel_for(l);
@@ -316,7 +469,7 @@ static void report(const struct opts *o, const struct bench_result *r, double ms
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .family = -1, .layout = -1, .repeat = 1, .threads = { 1, 2 }, .nthreads = 2 };
+	struct opts o = { .family = -1, .layout = -1, .type = -1, .repeat = 1, .threads = { 1, 2 }, .nthreads = 2 };
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "quick", no_argument, NULL, 'q' },
@@ -328,6 +481,9 @@ int main(int argc, char **argv)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "kernel-only", no_argument, NULL, 'o' },
 		{ "limits", no_argument, NULL, 'L' },
+		{ "type", required_argument, NULL, 'T' },
+		{ "rounds", required_argument, NULL, 'R' },
+		{ "ggml", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -384,6 +540,22 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'T':
+			o.type = qg_type_from_name(optarg);
+			if (o.type != QG_TYPE_Q4_K && o.type != QG_TYPE_Q6_K && o.type != QG_TYPE_Q8_0) {
+				fprintf(stderr, "bench-mulmat: --type wants q4_K, q6_K or q8_0\n");
+				return 2;
+			}
+			o.layout = -1;
+			break;
+		case 'R':
+			o.rounds = atoi(optarg);
+			if (o.rounds < 1 || o.rounds > 16) {
+				fprintf(stderr, "bench-mulmat: --rounds wants 1..16\n");
+				return 2;
+			}
+			break;
+		case 'g': o.ggml_lib = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -401,6 +573,15 @@ int main(int argc, char **argv)
 		.max_reps = o.quick ? 9 : 51,
 		.max_total = o.quick ? 2.0 : 20.0,
 	};
+	const struct timing tm_round = {
+		.min_time = o.quick ? 0.02 : 0.1, .min_reps = 3, .max_reps = 15, .max_total = 2.0,
+	};
+	const int rounds = o.rounds ? o.rounds : o.quick ? 1 : 5;
+	if (!o.ggml_lib && getenv("QG_GGML_BINDIR") && *getenv("QG_GGML_BINDIR")) {
+		static char lib[4096];
+		snprintf(lib, sizeof lib, "%s/libggml-cpu.so", getenv("QG_GGML_BINDIR"));
+		o.ggml_lib = lib;
+	}
 	const double bw_bytes = (double)M_BIG * K_DIM / QG_QK * sizeof(struct qg_block_q4_0);
 	double bw[8] = { 0 }, peak[8] = { 0 };
 	char bw_name[64], peak_name[64];
@@ -454,9 +635,12 @@ int main(int argc, char **argv)
 	float *y = bench_alloc((size_t)N_MAX * M_SMALL * sizeof *y);
 	size_t scratch_max = (size_t)N_MAX / 4 * (K_DIM / QG_QK) * sizeof(struct qg_block_q8_0x4) +
 			     (size_t)(K_DIM / QG_QK) * sizeof(struct qg_block_q8_0) * 4;
+	/* the Q8_K rows of the plain types' largest n fit too */
+	if (scratch_max < (size_t)128 * (K_DIM / QG_QK_K) * sizeof(struct qg_block_q8_K))
+		scratch_max = (size_t)128 * (K_DIM / QG_QK_K) * sizeof(struct qg_block_q8_K);
 	void *scratch = bench_alloc(scratch_max);
 
-	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
+	for (int l = 0; l < QG_LAYOUT_COUNT && o.type < 0; l++) {
 		if (o.layout >= 0 && l != o.layout)
 			continue;
 		const struct qg_kernel *ks[QG_KF_COUNT];
@@ -522,70 +706,107 @@ int main(int argc, char **argv)
 			free(w);
 		}
 	}
-	/* the K-quants (plain layout, one dot product per output), at n <= 32 */
-	static const enum qg_type kq_types[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K };
-	for (size_t ti = 0; ti < 2 && o.layout < 0; ti++) {
-		const struct qg_kq_kernel *kk[2] = { qg_kq_kernel_get(QG_KF_PORTABLE),
-						     o.family >= 0 ? qg_kq_kernel_get(o.family) : qg_kq_kernel_for() };
-		int nkk = o.all_kernels ? 2 : 1;
-		if (!o.all_kernels)
-			kk[0] = kk[1];
+	/*
+	 * The plain block types (one weight row per output; the K-quants and
+	 * Q8_0 meet activation rows four at a time where the kernels can),
+	 * against ggml's vec_dot on the same bytes in interleaved rounds.
+	 */
+	static const enum qg_type plain_types[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K, QG_TYPE_Q8_0 };
+	static const int plain_ns[] = { 1, 8, 32, 128 };
+	struct gg gg;
+	const int have_gg = o.ggml_lib && gg_open(&gg, o.ggml_lib) == 0;
+	if (!o.json && o.ggml_lib && !have_gg)
+		printf("\nggml: %s does not load (no comparison)\n", o.ggml_lib);
+	for (size_t ti = 0; ti < sizeof plain_types / sizeof plain_types[0] && o.layout < 0; ti++) {
+		const enum qg_type wt = plain_types[ti];
+		if (o.type >= 0 && (int)wt != o.type)
+			continue;
+		const struct qg_kq_kernel *kq = o.family >= 0 ? qg_kq_kernel_get(o.family) : qg_kq_kernel_for();
+		const char *kname = kq ? kq->name : "none";
+		if (!kq)
+			continue;
 		for (int big = 0; big < 2; big++) {
 			const int64_t m = big ? M_BIG : M_SMALL;
 			if (big && o.n > 1)
 				continue;
-			size_t wbytes = (size_t)qg_matrix_size(kq_types[ti], m, K_DIM);
+			size_t wbytes = (size_t)qg_matrix_size(wt, m, K_DIM);
 			float *wf = make_x(m, K_DIM);
 			void *w = bench_alloc(wbytes);
-			qg_quantize(kq_types[ti], wf, w, wbytes, m, K_DIM, NULL);
+			qg_quantize(wt, wf, w, wbytes, m, K_DIM, NULL);
 			free(wf);
-			char title[128];
-			snprintf(title, sizeof title, "%s weights, %lld x %d (%.1f MB)", qg_type_name(kq_types[ti]),
-				 (long long)m, K_DIM, (double)wbytes / 1e6);
+			char title[160];
+			snprintf(title, sizeof title, "%s weights, %lld x %d (%.1f MB); %d round%s, medians%s",
+				 qg_type_name(wt), (long long)m, K_DIM, (double)wbytes / 1e6, rounds,
+				 rounds > 1 ? "s" : "", have_gg ? "; ratio vs ggml: its time over ours" : "");
 			print_header(&o, title);
-			for (int i = 0; i < nkk; i++) {
-				if (!kk[i])
-					continue;
-				for (int t = 0; t < o.nthreads; t++) {
-					struct bench_pool pool;
-					bench_pool_start(&pool, o.threads[t]);
-					for (size_t ni = 0; ni < 3; ni++) {
-						const int64_t n = ns_all[ni];
-						if ((big && n != 1) || (o.n && n != o.n))
-							continue;
-						struct qg_mm mm = {
-							.wtype = kq_types[ti], .w = w, .m = m, .k = K_DIM, .x = x,
-							.ldx = K_DIM, .n = n, .y = y, .ldy = (size_t)m, .kq_kernel = kk[i],
-						};
-						if (qg_mul_mat_check(&mm) != 0 || qg_mul_mat_scratch_size(&mm) > scratch_max) {
-							fprintf(stderr, "bench-mulmat: bad product\n");
-							return 1;
-						}
-						double sec = time_mm(&pool, &mm, scratch, &tm);
-						double macs = (double)m * (double)n * K_DIM;
-						struct bench_result r = {
-							.bench = "mulmat", .m = m, .n = n, .k = K_DIM,
-							.threads = o.threads[t], .layout = qg_type_name(kq_types[ti]),
-							.kernel = kk[i]->name, .value = 2 * macs / sec / 1e9,
-							.unit = "GFLOP/s",
-						};
-						if (big) {
-							r.limit_name = bw_name;
-							r.limit_value = bw[t] / 1e9;
-							r.ratio = (double)wbytes / sec / bw[t];
-						} else if (n >= 8 && peak[t] > 0) {
-							r.limit_name = peak_name;
-							r.limit_value = peak[t] / 1e9;
-							r.ratio = macs / sec / peak[t];
-						}
-						report(&o, &r, sec * 1e3);
+			for (int t = 0; t < o.nthreads; t++) {
+				struct bench_pool pool;
+				bench_pool_start(&pool, o.threads[t]);
+				for (size_t ni = 0; ni < sizeof plain_ns / sizeof plain_ns[0]; ni++) {
+					const int64_t n = plain_ns[ni];
+					if ((big && n != 1) || (o.n && n != o.n))
+						continue;
+					struct qg_mm mm = {
+						.wtype = wt, .w = w, .m = m, .k = K_DIM, .x = x, .ldx = K_DIM,
+						.n = n, .y = y, .ldy = (size_t)m,
+						.kq_kernel = kq,
+					};
+					if (qg_mul_mat_check(&mm) != 0 || qg_mul_mat_scratch_size(&mm) > scratch_max) {
+						fprintf(stderr, "bench-mulmat: bad product\n");
+						return 1;
 					}
-					bench_pool_stop(&pool);
+					struct gg_job gj = {
+						.gg = &gg, .wtype = wt, .w = w, .row_bytes = wbytes / (size_t)m,
+						.m = m, .k = K_DIM, .n = n, .x = x, .y = y, .scratch = scratch,
+					};
+					double ours[16], theirs[16];
+					for (int r = 0; r < rounds; r++) {
+						ours[r] = time_mm(&pool, &mm, scratch, &tm_round);
+						if (have_gg)
+							theirs[r] = time_fn(&pool, gg_job, &gj, &tm_round);
+					}
+					const double sec = bench_median(ours, rounds);
+					const double macs = (double)m * (double)n * K_DIM;
+					struct bench_result r = {
+						.bench = "mulmat", .m = m, .n = n, .k = K_DIM, .threads = o.threads[t],
+						.layout = qg_type_name(wt), .kernel = kname, .value = 2 * macs / sec / 1e9,
+						.unit = "GFLOP/s",
+					};
+					if (big) {
+						r.limit_name = bw_name;
+						r.limit_value = bw[t] / 1e9;
+						r.ratio = (double)wbytes / sec / bw[t];
+					} else if (n >= 8 && peak[t] > 0) {
+						r.limit_name = peak_name;
+						r.limit_value = peak[t] / 1e9;
+						r.ratio = macs / sec / peak[t];
+					}
+					report(&o, &r, sec * 1e3);
+					if (have_gg) {
+						const double gsec = bench_median(theirs, rounds);
+						struct bench_result g = r;
+						g.kernel = "ggml vec_dot";
+						g.value = 2 * macs / gsec / 1e9;
+						g.ratio = big ? (double)wbytes / gsec / bw[t] : n >= 8 ? macs / gsec / peak[t] : 0;
+						report(&o, &g, gsec * 1e3);
+						struct bench_result v = {
+							.bench = "mulmat-vs-ggml", .m = m, .n = n, .k = K_DIM,
+							.threads = o.threads[t], .layout = qg_type_name(wt), .kernel = kname,
+							.value = gsec / sec, .unit = "x",
+						};
+						if (o.json)
+							bench_json(stdout, &v);
+						else
+							printf("%*s%.2fx ggml\n", 40, "", gsec / sec);
+					}
 				}
+				bench_pool_stop(&pool);
 			}
 			free(w);
 		}
 	}
+	if (have_gg)
+		gg_close(&gg);
 	if (!o.json)
 		printf("\nratios: n = 1 at m = %d against read bandwidth (weight bytes/s); n >= 8 against the int8 MAC peak\n",
 		       M_BIG);
