@@ -438,11 +438,15 @@ static void test_mulmat(void)
 		enum { K8 = 32 * 19 };	/* two groups of eight blocks and a tail */
 		static struct qg_block_q8_0 w8[M * K8 / 32], x8[N * K8 / 32];
 		static _Alignas(64) uint8_t scr8[N * K8 / 32 * 34];
-		static float y8[N * M], y83[N * M];
-		struct qg_mm mm = { .wtype = QG_TYPE_Q8_0, .w = w8, .m = M, .k = K8, .x = x, .ldx = K8, .n = N,
+		static float wf8[M * K8], xf8[N * K8], y8[N * M], y83[N * M];
+		struct qg_mm mm = { .wtype = QG_TYPE_Q8_0, .w = w8, .m = M, .k = K8, .x = xf8, .ldx = K8, .n = N,
 				    .y = y8, .ldy = M };
-		qg_quantize(QG_TYPE_Q8_0, w, w8, sizeof w8, M, K8, NULL);
-		qg_quantize(QG_TYPE_Q8_0, x, x8, sizeof x8, N, K8, NULL);
+		for (int i = 0; i < M * K8; i++)
+			wf8[i] = frand();
+		for (int i = 0; i < N * K8; i++)
+			xf8[i] = frand();
+		qg_quantize(QG_TYPE_Q8_0, wf8, w8, sizeof w8, M, K8, NULL);
+		qg_quantize(QG_TYPE_Q8_0, xf8, x8, sizeof x8, N, K8, NULL);
 		tap_ok(qg_mul_mat_check(&mm) == 0 && qg_mul_mat_scratch_size(&mm) == sizeof scr8 &&
 		       qg_mul_mat(&mm, scr8) == 0, "q8_0 mul_mat: accepted, scratch is N rows of Q8_0");
 		int bad = 0;
