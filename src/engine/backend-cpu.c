@@ -95,7 +95,10 @@ struct cpu_plan {
 	size_t scratch_size;
 	uint64_t work;		/* multiply-accumulates (or elements) over the graph */
 	bool data_ok;		/* every node passed qg_op_check_data */
+	uint64_t key;		/* its batch key (plan_key), set with the steps */
 };
+
+struct cpu_batch;
 
 struct cpu_backend {
 	struct qg_backend base;
@@ -115,6 +118,9 @@ struct cpu_backend {
 	/* the job: written by the caller before JOB is bumped (release), read by workers after (acquire) */
 	struct cpu_plan *job_plan;
 	struct qg_run *job_run;
+	struct cpu_batch *job_batch;	/* a batch, run instead of JOB_PLAN; else NULL */
+	void *bscratch;			/* the groups' scratch of a batch (under LOCK), 64-byte aligned */
+	size_t bscratch_size;
 	_Alignas(64) _Atomic uint32_t job;
 	_Atomic uint32_t job_sleepers;
 	_Atomic int quit;
@@ -131,7 +137,7 @@ struct cpu_backend {
 	_Atomic size_t nodes_done;
 
 	/* counters (written under LOCK, except SLEEPING) */
-	uint64_t runs_caller, runs_pool, wakes, plans_made;
+	uint64_t runs_caller, runs_pool, wakes, plans_made, runs_batched, batched_plans, groups_run;
 	size_t plan_nodes, plan_steps, plan_shared, plan_barriers;
 	_Atomic int sleeping;
 };
@@ -393,6 +399,38 @@ static bool same_activation(const struct qg_tensor *a, uintptr_t fa, const struc
 }
 
 /*
+ * P's batch key: its shape of steps, each node's op and threads, and the
+ * type and shape of the matrix each MUL_MAT reads (FNV-1a over them), not
+ * where it lies: a graph's own operands (a KV cache) differ from session
+ * to session, and the batch finds the products it can join.  Plans that
+ * may run as one batch (plans_align) have equal keys.
+ */
+static uint64_t plan_key(const struct cpu_plan *p)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+	const uint64_t prime = UINT64_C(1099511628211);
+
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * prime)
+	MIX(p->n_graph_nodes);
+	MIX(p->n);
+	MIX(p->n_steps);
+	for (size_t j = 0; j < p->n; j++) {
+		const struct cpu_node *nd = &p->nodes[j];
+		MIX(nd->index);
+		MIX(nd->t->op);
+		MIX(nd->nth);
+		MIX(nd->step);
+		if (nd->t->op == QG_OP_MUL_MAT) {
+			MIX(nd->t->src[0]->type);
+			MIX(nd->t->src[0]->ne[0]);
+			MIX(nd->t->src[0]->ne[1]);
+		}
+	}
+#undef MIX
+	return h ? h : 1;
+}
+
+/*
  * Put P's nodes in steps (its data in place: the steps follow from which
  * bytes each node reads and writes).  A node goes into the earliest step
  * after every step holding a node of its window that it touches
@@ -502,6 +540,7 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 		p->scratch_size = need;
 	}
 	p->n_steps = n_steps;
+	p->key = plan_key(p);
 	r = 0;
 out:
 	free(level);
@@ -538,6 +577,92 @@ static void cpu_plan_free(struct qg_backend *b, struct qg_plan *base)
 {
 	(void)b;
 	plan_free((struct cpu_plan *)base);
+}
+
+/* --- batches ------------------------------------------------------------- */
+
+/*
+ * A batch: plans of one structure (plans_align) run in lockstep, step by
+ * step, as one run on the pool.  Their nodes touch disjoint bytes except
+ * weights that none of them writes (batch_make checks), so a step of the
+ * batch holds the step's nodes of every member.  A MUL_MAT that every
+ * member has as a solo one on the same weights is a group: one product
+ * over all the members' activation rows (qg_op_mul_mat_group), which
+ * reads the weights once.  Each member keeps its own outcome: an error,
+ * a cancel or a deadline stops that member at the end of a step (the
+ * last thread at the barrier takes it out of LIVE), and the others go on.
+ */
+
+/* A group's activations hold at most this many values in all: each of its threads gathers and quantizes them. */
+#define GROUP_QUANT_MAX 65536
+
+struct cpu_group {
+	bool on;
+	long share;		/* the group (a node index of the plans) whose quantized rows it reads, or -1 */
+	size_t slot;		/* a thread's gathered and quantized rows: at SLOT_OFF + ITH * SLOT of the scratch */
+	size_t slot_off;
+	size_t y_off;		/* the product, shared by the threads */
+};
+
+struct cpu_batch {
+	size_t n;
+	struct cpu_plan *p[QG_CPU_BATCH_MAX];
+	struct qg_run *run[QG_CPU_BATCH_MAX];
+	struct cpu_group *group;	/* per node (the members number theirs alike) */
+	char *scratch;			/* the groups' (cpu_backend.bscratch) */
+	/*
+	 * The members still running, a bit each: written only by the last
+	 * thread at a barrier, before it releases the others (bar_gen's
+	 * release and acquire order it), read by every thread after.
+	 */
+	uint32_t live;
+	_Atomic int err[QG_CPU_BATCH_MAX];	/* each member's first node error */
+	_Atomic long err_node[QG_CPU_BATCH_MAX];
+	size_t done_after;		/* the graph nodes done at the end of this step (thread 0, before its barrier) */
+};
+
+/* Keep member B's first node error. */
+static void note_member_error(struct cpu_batch *bt, size_t b, int e, size_t node)
+{
+	int zero = 0;
+
+	if (atomic_compare_exchange_strong_explicit(&bt->err[b], &zero, e, memory_order_relaxed,
+						    memory_order_relaxed))
+		atomic_store_explicit(&bt->err_node[b], (long)node, memory_order_relaxed);
+}
+
+/*
+ * decide() for a batch, member by member: one with a node error stops
+ * with it at the end of its step, and after a step that another follows,
+ * one cancelled or past its deadline stops too.  A member that stops gets
+ * its outcome now.  Nonzero once no member runs on.
+ */
+static int decide_batch(struct cpu_batch *bt, bool end, bool more)
+{
+	if (!end)
+		return 0;
+	for (size_t b = 0; b < bt->n; b++) {
+		if (!(bt->live >> b & 1))
+			continue;
+		struct qg_run *run = bt->run[b];
+		int st = atomic_load_explicit(&bt->err[b], memory_order_relaxed);
+		if (!st && more && atomic_load_explicit(&run->cancel, memory_order_acquire))
+			st = -ECANCELED;
+		if (!st && more && run->deadline_ns && qg_stamp_ns() > run->deadline_ns)
+			st = -ETIMEDOUT;
+		if (!st)
+			continue;
+		bt->live &= ~(UINT32_C(1) << b);
+		run->status = st;
+		run->nodes_done = bt->done_after;
+		long bad = atomic_load_explicit(&bt->err_node[b], memory_order_relaxed);
+		if (atomic_load_explicit(&bt->err[b], memory_order_relaxed)) {
+			run->failed_node = bad;
+			if ((size_t)bad < run->nodes_done)
+				run->nodes_done = (size_t)bad;
+		}
+	}
+	return bt->live == 0;
 }
 
 /* --- the barrier --------------------------------------------------------- */
@@ -602,7 +727,8 @@ static int barrier(struct cpu_backend *cb, const struct qg_run *run, bool end, b
 
 	if (atomic_fetch_add_explicit(&cb->bar_count, 1, memory_order_acq_rel) == (uint32_t)cb->nth - 1) {
 		atomic_store_explicit(&cb->bar_count, 0, memory_order_relaxed);
-		atomic_store_explicit(&cb->stop, decide(cb, run, end, more), memory_order_relaxed);
+		int stop = cb->job_batch ? decide_batch(cb->job_batch, end, more) : decide(cb, run, end, more);
+		atomic_store_explicit(&cb->stop, stop, memory_order_relaxed);
 		atomic_store_explicit(&cb->bar_gen, gen + 1, memory_order_release);
 		atomic_thread_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&cb->bar_sleepers, memory_order_relaxed))
@@ -649,6 +775,34 @@ static void note_error(struct cpu_backend *cb, int e, size_t node)
 }
 
 /*
+ * Thread ITH's part of phase PH of node ND of P: its error, or 0.  A node
+ * with fewer phases sits out the last ones; one that shares another's
+ * activation sits out phase 0 and reads the other's scratch in phase 1; a
+ * solo one does all its work in phase 0.
+ */
+static int node_phase(const struct cpu_plan *p, const struct cpu_node *nd, int ph, int ith)
+{
+	const struct cpu_node *q = nd->share >= 0 ? &p->nodes[nd->share] : nd;
+	char *scratch = p->scratch;
+
+	if (ith >= nd->nth)
+		return 0;
+	if (nd->solo) {
+		/* this thread's own activation, then its share of the product */
+		char *mine = scratch + q->scratch_off + (size_t)ith * q->slot;
+		int e = 0;
+		if (ph > 0)
+			return 0;
+		if (nd->share < 0)
+			e = qg_op_compute(nd->t, 0, 0, 1, mine);
+		return e ? e : qg_op_compute(nd->t, 1, ith, nd->nth, mine);
+	}
+	if (ph >= nd->phases || (ph == 0 && nd->share >= 0))
+		return 0;
+	return qg_op_compute(nd->t, ph, ith, nd->nth, scratch + q->scratch_off);
+}
+
+/*
  * Thread ITH's part of a pooled run of P: each step's phases, every node
  * of the step in each (a node with fewer phases sits out the last ones;
  * a node that shares another's activation sits out phase 0 and reads the
@@ -659,31 +813,13 @@ static void note_error(struct cpu_backend *cb, int e, size_t node)
 static void run_share(struct cpu_backend *cb, struct cpu_plan *p, const struct qg_run *run, int ith)
 {
 	const size_t n_steps = p->n_steps;
-	char *scratch = p->scratch;
 
 	for (size_t l = 0; l < n_steps; l++) {
 		const struct cpu_step st = p->steps[l];
 		for (int ph = 0; ph < st.phases; ph++) {
 			for (size_t k = st.first; k < st.first + st.n; k++) {
 				const struct cpu_node *nd = &p->nodes[p->order[k]];
-				const struct cpu_node *q = nd->share >= 0 ? &p->nodes[nd->share] : nd;
-				int e = 0;
-				if (ith >= nd->nth)
-					continue;
-				if (nd->solo) {
-					/* this thread's own activation, then its share of the product */
-					char *mine = scratch + q->scratch_off + (size_t)ith * q->slot;
-					if (ph > 0)
-						continue;
-					if (nd->share < 0)
-						e = qg_op_compute(nd->t, 0, 0, 1, mine);
-					if (!e)
-						e = qg_op_compute(nd->t, 1, ith, nd->nth, mine);
-				} else {
-					if (ph >= nd->phases || (ph == 0 && nd->share >= 0))
-						continue;
-					e = qg_op_compute(nd->t, ph, ith, nd->nth, scratch + q->scratch_off);
-				}
+				int e = node_phase(p, nd, ph, ith);
 				if (e)
 					note_error(cb, e, nd->index);
 			}
@@ -691,6 +827,67 @@ static void run_share(struct cpu_backend *cb, struct cpu_plan *p, const struct q
 			if (last && ith == 0)
 				atomic_store_explicit(&cb->nodes_done, st.done_after, memory_order_relaxed);
 			if (barrier(cb, run, last, l + 1 < n_steps))
+				return;
+		}
+	}
+}
+
+/* Thread ITH's rows of group J of batch BT over its LIVE members. */
+static void group_phase(struct cpu_batch *bt, size_t j, uint32_t live, int ith)
+{
+	const struct cpu_group *g = &bt->group[j];
+	const struct qg_tensor *t[QG_CPU_BATCH_MAX];
+	const char *quant = NULL;
+	size_t n = 0;
+
+	for (size_t b = 0; b < bt->n; b++)
+		if (live >> b & 1)
+			t[n++] = bt->p[b]->nodes[j].t;
+	if (g->share >= 0) {
+		const struct cpu_group *q = &bt->group[g->share];
+		quant = bt->scratch + q->slot_off + (size_t)ith * q->slot;
+	}
+	int e = qg_op_mul_mat_group(t, n, ith, bt->p[0]->nodes[j].nth, bt->scratch + g->slot_off + (size_t)ith * g->slot,
+				    quant, (float *)(bt->scratch + g->y_off));
+	for (size_t b = 0; e && b < bt->n; b++)
+		if (live >> b & 1)
+			note_member_error(bt, b, e, bt->p[b]->nodes[j].index);
+}
+
+/*
+ * Thread ITH's part of a batch: run_share over every live member at once,
+ * a group's product once for all.  The members' plans are alike, so
+ * P[0]'s steps and order are every member's.
+ */
+static void run_batch_share(struct cpu_backend *cb, struct cpu_batch *bt, int ith)
+{
+	const struct cpu_plan *p0 = bt->p[0];
+	const size_t n_steps = p0->n_steps;
+
+	for (size_t l = 0; l < n_steps; l++) {
+		const struct cpu_step st = p0->steps[l];
+		for (int ph = 0; ph < st.phases; ph++) {
+			const uint32_t live = bt->live;
+			for (size_t k = st.first; k < st.first + st.n; k++) {
+				const size_t j = p0->order[k];
+				if (bt->group[j].on) {
+					if (ph == 0 && ith < p0->nodes[j].nth)
+						group_phase(bt, j, live, ith);
+					continue;
+				}
+				for (size_t b = 0; b < bt->n; b++) {
+					if (!(live >> b & 1))
+						continue;
+					const struct cpu_node *nd = &bt->p[b]->nodes[j];
+					int e = node_phase(bt->p[b], nd, ph, ith);
+					if (e)
+						note_member_error(bt, b, e, nd->index);
+				}
+			}
+			bool last = ph == st.phases - 1;
+			if (last && ith == 0)
+				bt->done_after = st.done_after;
+			if (barrier(cb, NULL, last, l + 1 < n_steps))
 				return;
 		}
 	}
@@ -740,7 +937,10 @@ static void *worker_main(void *v)
 		seen = wait_job(cb, seen);
 		if (atomic_load_explicit(&cb->quit, memory_order_acquire))
 			break;
-		run_share(cb, cb->job_plan, cb->job_run, a.ith);
+		if (cb->job_batch)
+			run_batch_share(cb, cb->job_batch, a.ith);
+		else
+			run_share(cb, cb->job_plan, cb->job_run, a.ith);
 		/* release: the caller's acquire of DONE orders our last reads of the job before its next writes */
 		atomic_fetch_add_explicit(&cb->done, 1, memory_order_release);
 	}
@@ -784,11 +984,23 @@ static int run_caller(struct cpu_plan *p, struct qg_run *run)
 	return 0;
 }
 
+/* Wait until every worker is done with the job (acquire: what they wrote is seen). */
+static void wait_done(struct cpu_backend *cb)
+{
+	for (unsigned spins = 0; atomic_load_explicit(&cb->done, memory_order_acquire) != cb->n_started; spins++) {
+		if (spins < 4096)
+			qg_cpu_relax();
+		else
+			sched_yield();	/* a worker between the last barrier and DONE lost its core */
+	}
+}
+
 /* P on the pool, the caller being thread 0.  The run's status. */
 static int run_pool(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *run)
 {
 	cb->job_plan = p;
 	cb->job_run = run;
+	cb->job_batch = NULL;
 	atomic_store_explicit(&cb->stop, 0, memory_order_relaxed);
 	atomic_store_explicit(&cb->err, 0, memory_order_relaxed);
 	atomic_store_explicit(&cb->err_node, -1, memory_order_relaxed);
@@ -796,12 +1008,7 @@ static int run_pool(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 	atomic_store_explicit(&cb->done, 0, memory_order_relaxed);
 	post_job(cb);
 	run_share(cb, p, run, 0);
-	for (unsigned spins = 0; atomic_load_explicit(&cb->done, memory_order_acquire) != cb->n_started; spins++) {
-		if (spins < 4096)
-			qg_cpu_relax();
-		else
-			sched_yield();	/* a worker between the last barrier and DONE lost its core */
-	}
+	wait_done(cb);
 	int st = atomic_load_explicit(&cb->stop, memory_order_relaxed);
 	long bad = atomic_load_explicit(&cb->err_node, memory_order_relaxed);
 	if (!st) {
@@ -817,8 +1024,12 @@ static int run_pool(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 	return st;
 }
 
-/* Run P (LOCK held). */
-static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *run)
+/*
+ * Make P ready to run (LOCK held): its data checked and its steps made
+ * when the data is new, and the run not cancelled or late already.  0 or
+ * the run's status.
+ */
+static int plan_ready(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *run)
 {
 	if (!p->data_ok) {
 		for (size_t i = 0; i < p->n_graph_nodes; i++) {
@@ -845,6 +1056,16 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 		return -ECANCELED;
 	if (run->deadline_ns && (run->start_ns ? run->start_ns : qg_stamp_ns()) > run->deadline_ns)
 		return -ETIMEDOUT;
+	return 0;
+}
+
+/* Run P (LOCK held). */
+static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *run)
+{
+	int e = plan_ready(cb, p, run);
+
+	if (e)
+		return e;
 	if (cb->n_started == 0 || p->n == 0 || p->work < cb->small_work) {
 		cb->runs_caller++;
 		return run_caller(p, run);
@@ -852,6 +1073,272 @@ static int run_plan(struct cpu_backend *cb, struct cpu_plan *p, struct qg_run *r
 	cb->runs_pool++;
 	run->pooled = true;
 	return run_pool(cb, p, run);
+}
+
+/* --- batch runs ---------------------------------------------------------- */
+
+/* True if plans A and B run in lockstep: the same nodes, steps and order, each node split and shared alike. */
+static bool plans_align(const struct cpu_plan *a, const struct cpu_plan *b)
+{
+	if (a->n != b->n || a->n_steps != b->n_steps || a->n_graph_nodes != b->n_graph_nodes ||
+	    memcmp(a->order, b->order, a->n * sizeof *a->order) != 0)
+		return false;
+	for (size_t l = 0; l < a->n_steps; l++) {
+		const struct cpu_step *x = &a->steps[l], *y = &b->steps[l];
+		if (x->first != y->first || x->n != y->n || x->phases != y->phases || x->done_after != y->done_after)
+			return false;
+	}
+	for (size_t j = 0; j < a->n; j++) {
+		const struct cpu_node *x = &a->nodes[j], *y = &b->nodes[j];
+		if (x->index != y->index || x->t->op != y->t->op || x->nth != y->nth || x->phases != y->phases ||
+		    x->solo != y->solo || x->share != y->share)
+			return false;
+	}
+	return true;
+}
+
+/* True if aligned plans A and B have a matrix product that may be computed as one (the same weights). */
+static bool shares_weights(const struct cpu_plan *a, const struct cpu_plan *b)
+{
+	for (size_t j = 0; j < a->n; j++)
+		if (a->nodes[j].t->op == QG_OP_MUL_MAT && a->nodes[j].phases == 2 &&
+		    qg_op_mul_mat_joins(a->nodes[j].t, b->nodes[j].t))
+			return true;
+	return false;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The bytes P's nodes write, sorted and merged into disjoint spans, in *OUT (freed by the caller).  Their count, or -ENOMEM. */
+static long plan_writes(const struct cpu_plan *p, struct span **out)
+{
+	struct span *w = malloc((p->n ? p->n : 1) * sizeof *w);
+	size_t m = 0;
+
+	*out = w;
+	if (!w)
+		return -ENOMEM;
+	for (size_t j = 0; j < p->n; j++)
+		w[j] = span_of(p->nodes[j].t);
+	qsort(w, p->n, sizeof *w, span_cmp);
+	for (size_t j = 0; j < p->n; j++) {
+		if (m && w[j].lo <= w[m - 1].hi)
+			w[m - 1].hi = w[j].hi > w[m - 1].hi ? w[j].hi : w[m - 1].hi;
+		else
+			w[m++] = w[j];
+	}
+	return (long)m;
+}
+
+/* True if S meets one of the N sorted disjoint spans W: only the last that starts before S ends can. */
+static bool meets_any(const struct span *w, size_t n, struct span s)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (w[mid].lo < s.hi)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && w[lo - 1].hi > s.lo;
+}
+
+/* True if no node of P reads or writes bytes among the N spans W (another plan's writes). */
+static bool clear_of(const struct cpu_plan *p, const struct span *w, size_t n)
+{
+	struct touch tc;
+
+	for (size_t j = 0; j < p->n; j++) {
+		touch_of(p->nodes[j].t, &tc);
+		if (meets_any(w, n, tc.w))
+			return false;
+		for (int i = 0; i < tc.n; i++)
+			if (meets_any(w, n, tc.r[i]))
+				return false;
+	}
+	return true;
+}
+
+/*
+ * Which nodes of BT's members are groups, and where each group's scratch
+ * lies (in each step, a slot per thread and the product's rows).  A
+ * MUL_MAT is a group when every member's reads the same weights with a
+ * small activation; one that reads another's quantized activation is a
+ * group exactly when that one is (if that one is a group and this one
+ * cannot be, neither is: the member's own scratch must then hold it).
+ * The bytes of scratch in all, or 0 when there is no group.
+ */
+static size_t batch_groups(struct cpu_batch *bt)
+{
+	const struct cpu_plan *p0 = bt->p[0];
+	size_t need = 0;
+
+	for (size_t j = 0; j < p0->n; j++) {
+		const struct cpu_node *nd = &p0->nodes[j];
+		struct cpu_group *g = &bt->group[j];
+		int64_t rows = 0;
+		bool ok = nd->t->op == QG_OP_MUL_MAT && nd->phases == 2;
+		for (size_t b = 0; ok && b < bt->n; b++) {
+			const struct qg_tensor *t = bt->p[b]->nodes[j].t;
+			ok = qg_op_mul_mat_joins(nd->t, t);
+			rows += ok ? t->src[1]->ne[1] : 0;
+		}
+		ok = ok && rows * nd->t->src[0]->ne[0] <= GROUP_QUANT_MAX;
+		*g = (struct cpu_group){ .on = ok, .share = nd->share };
+		/* a group reads the slot its own thread filled in the other: that one must have the thread */
+		if (g->share >= 0 && p0->nodes[g->share].nth < nd->nth)
+			g->share = -1;
+		if (ok)
+			g->slot = qg_op_mul_mat_group_slot(nd->t, rows);
+		g->on = ok && g->slot > 0;
+	}
+	/* a node that runs alone and reads another's activation needs that one alone too */
+	for (size_t j = 0; j < p0->n; j++)
+		if (p0->nodes[j].share >= 0 && !bt->group[j].on)
+			bt->group[p0->nodes[j].share].on = false;
+	for (size_t j = 0; j < p0->n; j++)
+		if (bt->group[j].share >= 0 && !bt->group[bt->group[j].share].on)
+			bt->group[j].on = false;
+	for (size_t l = 0; l < p0->n_steps; l++) {
+		const struct cpu_step *st = &p0->steps[l];
+		size_t used = 0;
+		for (size_t k = st->first; k < st->first + st->n; k++) {
+			const size_t j = p0->order[k];
+			struct cpu_group *g = &bt->group[j];
+			if (!g->on)
+				continue;
+			const struct qg_tensor *t = p0->nodes[j].t;
+			int64_t rows = 0;
+			for (size_t b = 0; b < bt->n; b++)
+				rows += bt->p[b]->nodes[j].t->src[1]->ne[1];
+			if (g->share >= 0)
+				g->slot = 0;	/* it reads the other's */
+			g->slot_off = used;
+			used += g->slot * (size_t)p0->nodes[j].nth;
+			g->y_off = used;
+			used += ((size_t)(rows * t->src[0]->ne[1]) * sizeof(float) + 63) & ~(size_t)63;
+		}
+		if (used > need)
+			need = used;
+	}
+	return need;
+}
+
+/*
+ * Run BT on the pool (LOCK held), the caller being thread 0: each member's
+ * outcome in its run.
+ */
+static void run_batch(struct cpu_backend *cb, struct cpu_batch *bt)
+{
+	bt->live = bt->n >= 32 ? UINT32_MAX : (UINT32_C(1) << bt->n) - 1;
+	for (size_t b = 0; b < bt->n; b++) {
+		atomic_store_explicit(&bt->err[b], 0, memory_order_relaxed);
+		atomic_store_explicit(&bt->err_node[b], -1, memory_order_relaxed);
+		bt->run[b]->pooled = true;
+	}
+	bt->done_after = 0;
+	cb->job_plan = bt->p[0];
+	cb->job_run = NULL;
+	cb->job_batch = bt;
+	atomic_store_explicit(&cb->stop, 0, memory_order_relaxed);
+	atomic_store_explicit(&cb->done, 0, memory_order_relaxed);
+	post_job(cb);
+	run_batch_share(cb, bt, 0);
+	wait_done(cb);
+	for (size_t b = 0; b < bt->n; b++) {
+		if (!(bt->live >> b & 1))
+			continue;	/* stopped, its outcome set then */
+		bt->run[b]->status = 0;
+		bt->run[b]->nodes_done = bt->p[b]->n_graph_nodes;
+	}
+	cb->job_batch = NULL;
+	cb->runs_pool++;
+	cb->runs_batched++;
+	cb->batched_plans += bt->n;
+}
+
+static size_t cpu_plan_compute_batch(struct qg_backend *b, struct qg_plan *const *plans, struct qg_run *const *runs,
+				     size_t n)
+{
+	struct cpu_backend *cb = cpu_of(b);
+	struct cpu_batch bt = { 0 };
+	struct span *w[QG_CPU_BATCH_MAX] = { 0 };
+	long nw[QG_CPU_BATCH_MAX];
+	size_t pick[QG_CPU_BATCH_MAX];
+	bool *joined = calloc(n, sizeof *joined);
+
+	pthread_mutex_lock(&cb->lock);
+	/* the batch: the first ready plan and those like it, clear of each other's bytes */
+	for (size_t i = 0; i < n && joined && bt.n < QG_CPU_BATCH_MAX; i++) {
+		struct cpu_plan *p = (struct cpu_plan *)plans[i];
+		int e = plan_ready(cb, p, runs[i]);
+		if (e) {
+			runs[i]->status = e;
+			joined[i] = true;	/* done with */
+			continue;
+		}
+		if (cb->n_started == 0 || p->n == 0 ||
+		    (bt.n && (p->key != bt.p[0]->key || !plans_align(bt.p[0], p) || !shares_weights(bt.p[0], p))))
+			continue;
+		if ((nw[bt.n] = plan_writes(p, &w[bt.n])) < 0) {
+			free(w[bt.n]);
+			w[bt.n] = NULL;
+			continue;
+		}
+		bool clear = true;
+		for (size_t m = 0; m < bt.n && clear; m++)
+			clear = clear_of(p, w[m], (size_t)nw[m]) && clear_of(bt.p[m], w[bt.n], (size_t)nw[bt.n]);
+		if (!clear) {
+			free(w[bt.n]);
+			w[bt.n] = NULL;
+			continue;
+		}
+		pick[bt.n] = i;
+		bt.run[bt.n] = runs[i];
+		bt.p[bt.n++] = p;
+	}
+	size_t together = 1;
+	if (bt.n >= 2 && (bt.group = calloc(bt.p[0]->n, sizeof *bt.group))) {
+		size_t need = batch_groups(&bt);
+		if (need > cb->bscratch_size) {
+			free(cb->bscratch);
+			cb->bscratch_size = 0;
+			if ((cb->bscratch = aligned_alloc(64, (need + 63) & ~(size_t)63)))
+				cb->bscratch_size = need;
+		}
+		if (need && need <= cb->bscratch_size) {
+			bt.scratch = cb->bscratch;
+			run_batch(cb, &bt);
+			for (size_t m = 0; m < bt.n; m++)
+				joined[pick[m]] = true;
+			together = bt.n;
+		}
+	}
+	/* the rest alone, in order */
+	for (size_t i = 0; i < n; i++)
+		if (!joined || !joined[i])
+			runs[i]->status = run_plan(cb, (struct cpu_plan *)plans[i], runs[i]);
+	pthread_mutex_unlock(&cb->lock);
+	for (size_t m = 0; m < bt.n; m++)
+		free(w[m]);
+	free(bt.group);
+	free(joined);
+	return together;
+}
+
+static uint64_t cpu_plan_batch_key(const struct qg_backend *b, const struct qg_plan *base)
+{
+	const struct cpu_plan *p = (const struct cpu_plan *)base;
+
+	(void)b;
+	return p->data_ok && cpu_of(b)->n_started > 0 ? p->key : 0;
 }
 
 static int cpu_plan_compute(struct qg_backend *b, struct qg_plan *base, struct qg_run *run)
@@ -915,6 +1402,7 @@ static void cpu_free(struct qg_backend *b)
 	for (int i = 0; i < cb->n_started; i++)
 		pthread_join(cb->tid[i], NULL);
 	plan_free(cb->cached);
+	free(cb->bscratch);
 	pthread_mutex_destroy(&cb->lock);
 	free(cb->tid);
 	free(cb->cpus);
@@ -928,6 +1416,8 @@ static const struct qg_backend_i cpu_backend_i = {
 	.graph_plan_update = cpu_plan_update,
 	.graph_plan_compute = cpu_plan_compute,
 	.graph_plan_free = cpu_plan_free,
+	.graph_plan_compute_batch = cpu_plan_compute_batch,
+	.graph_plan_batch_key = cpu_plan_batch_key,
 	.graph_compute = cpu_graph_compute,
 	.supports_op = cpu_supports_op,
 	.supports_buft = cpu_supports_buft,
@@ -1079,6 +1569,8 @@ int qg_backend_cpu_stats(const struct qg_backend *b, struct qg_cpu_stats *st)
 		.plan_steps = cb->plan_steps,
 		.plan_shared = cb->plan_shared,
 		.plan_barriers = cb->plan_barriers,
+		.runs_batched = cb->runs_batched,
+		.batched_plans = cb->batched_plans,
 	};
 	pthread_mutex_unlock(&cb->lock);
 	return 0;

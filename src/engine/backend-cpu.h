@@ -29,6 +29,8 @@
 #define QG_CPU_SMALL_WORK (1u << 18)
 #define QG_CPU_SPIN_US 100u
 #define QG_CPU_MAX_THREADS 256
+/* Plans that qg_backend_graph_plan_compute_batch runs as one batch at most. */
+#define QG_CPU_BATCH_MAX 16
 
 struct qg_cpu_opts {
 	/* CPU list (cpulist.h) to pin the workers to; NULL: every CPU this process may use, unpinned */
@@ -61,6 +63,8 @@ struct qg_cpu_stats {
 	 * step).
 	 */
 	size_t plan_nodes, plan_steps, plan_shared, plan_barriers;
+	/* batches run (qg_backend_graph_plan_compute_batch), and the plans they held in all */
+	uint64_t runs_batched, batched_plans;
 };
 
 /*

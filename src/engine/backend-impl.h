@@ -23,6 +23,16 @@ struct qg_backend_i {
 	/* fills RUN's outcome fields except STATUS; records no events */
 	int (*graph_plan_compute)(struct qg_backend *b, struct qg_plan *p, struct qg_run *run);
 	void (*graph_plan_free)(struct qg_backend *b, struct qg_plan *p);
+	/*
+	 * optional: plans PLANS[0..N) with their runs, N >= 2, computed
+	 * together where they may be (see qg_backend_graph_plan_compute_batch);
+	 * sets each run's outcome fields, STATUS included; records no events.
+	 * Returns how many ran as one batch.
+	 */
+	size_t (*graph_plan_compute_batch)(struct qg_backend *b, struct qg_plan *const *plans,
+					   struct qg_run *const *runs, size_t n);
+	/* optional (default 0): a plan's batch key (qg_backend_graph_plan_batch_key) */
+	uint64_t (*graph_plan_batch_key)(const struct qg_backend *b, const struct qg_plan *p);
 	/* as graph_plan_compute */
 	int (*graph_compute)(struct qg_backend *b, struct qg_graph *g, struct qg_run *run);
 

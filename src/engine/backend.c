@@ -95,6 +95,40 @@ int qg_backend_graph_plan_compute(struct qg_backend *b, struct qg_plan *p, struc
 	return finish(b, run, b->iface->graph_plan_compute(b, p, run));
 }
 
+size_t qg_backend_graph_plan_compute_batch(struct qg_backend *b, struct qg_plan *const *plans,
+					   struct qg_run *const *runs, size_t n)
+{
+	bool ok = b && plans && runs && n > 0;
+	size_t joined = 0;
+
+	for (size_t i = 0; ok && i < n; i++)
+		ok = plans[i] && runs[i] && plans[i]->backend == b;
+	if (!ok) {
+		for (size_t i = 0; runs && i < n; i++)
+			if (runs[i])
+				finish(b, run_start(runs[i], NULL), -EINVAL);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		run_start(runs[i], NULL);
+	if (n >= 2 && b->iface->graph_plan_compute_batch) {
+		joined = b->iface->graph_plan_compute_batch(b, plans, runs, n);
+		for (size_t i = 0; i < n; i++)
+			finish(b, runs[i], runs[i]->status);
+		return joined;
+	}
+	for (size_t i = 0; i < n; i++)
+		finish(b, runs[i], b->iface->graph_plan_compute(b, plans[i], runs[i]));
+	return 1;
+}
+
+uint64_t qg_backend_graph_plan_batch_key(const struct qg_backend *b, const struct qg_plan *p)
+{
+	if (!b || !p || p->backend != b || !b->iface->graph_plan_batch_key)
+		return 0;
+	return b->iface->graph_plan_batch_key(b, p);
+}
+
 size_t qg_backend_graph_plan_bytes(const struct qg_plan *p)
 {
 	return p ? p->bytes : 0;

@@ -90,6 +90,27 @@ int qg_backend_graph_plan_update(struct qg_backend *b, struct qg_plan *p, struct
  * status in every case.
  */
 int qg_backend_graph_plan_compute(struct qg_backend *b, struct qg_plan *p, struct qg_run *run);
+/*
+ * Run plans PLANS[0..N) of B, each with its run RUNS[i] (none NULL), as
+ * qg_backend_graph_plan_compute would one after another, except that
+ * plans of one structure whose matrix products read the same weights may
+ * run as one batch: each such product then reads the weights once for
+ * every plan.  Each plan's results are the bits it computes alone, each
+ * run keeps its own controls (a cancel or a deadline stops that plan
+ * only, at a step's end) and gets its own outcome and events.  Plans that
+ * cannot join the first one run alone, in order, after the batch.
+ * Returns the number that ran as one batch (1 when none joined, 0 when N
+ * is 0 or an argument is bad, every run then failed with -EINVAL).
+ */
+size_t qg_backend_graph_plan_compute_batch(struct qg_backend *b, struct qg_plan *const *plans,
+					   struct qg_run *const *runs, size_t n);
+/*
+ * A key for batching plan P: plans that may run as one batch have equal
+ * nonzero keys (the converse need not hold: the batch checks).  0 when B
+ * does not batch or P has not run since it was made or updated.  Call it
+ * from the thread that computes P.
+ */
+uint64_t qg_backend_graph_plan_batch_key(const struct qg_backend *b, const struct qg_plan *p);
 /* Bytes of memory plan P holds (its tables and scratch; not the graph's), or 0 for NULL. */
 size_t qg_backend_graph_plan_bytes(const struct qg_plan *p);
 /* Free plan P of B.  NULL is fine. */

@@ -126,6 +126,81 @@ static int compute_mul_mat(const struct qg_tensor *t, int phase, int ith, int nt
 	return 0;
 }
 
+bool qg_op_mul_mat_joins(const struct qg_tensor *a, const struct qg_tensor *b)
+{
+	const struct qg_tensor *t[2] = { a, b };
+
+	for (int i = 0; i < 2; i++) {
+		const struct qg_tensor *w = t[i]->src[0], *x = t[i]->src[1];
+		if (t[i]->op != QG_OP_MUL_MAT || !w || !x || !w->data || !x->data || !t[i]->data)
+			return false;
+		if (w->ne[2] != 1 || w->ne[3] != 1 || x->type != QG_TYPE_F32 || x->nb[0] != sizeof(float) ||
+		    x->ne[2] != 1 || x->ne[3] != 1 || !qg_tensor_is_contiguous(t[i]))
+			return false;
+	}
+	return a->src[0]->data == b->src[0]->data && a->src[0]->type == b->src[0]->type &&
+	       memcmp(a->src[0]->ne, b->src[0]->ne, sizeof a->src[0]->ne) == 0 &&
+	       memcmp(a->src[0]->nb, b->src[0]->nb, sizeof a->src[0]->nb) == 0;
+}
+
+/* The product of T's weights over the N rows gathered in SLOT, into Y. */
+static void group_mm(const struct qg_tensor *t, int64_t n, void *slot, float *y, struct qg_mm *mm)
+{
+	const struct qg_tensor *w = t->src[0];
+
+	*mm = (struct qg_mm){ .wtype = w->type, .w = w->data, .m = w->ne[1], .k = w->ne[0], .x = slot,
+			      .ldx = (size_t)w->ne[0], .n = n, .y = y, .ldy = (size_t)w->ne[1] };
+}
+
+size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n)
+{
+	static float dummy[1];
+	struct qg_mm mm;
+
+	group_mm(t, n, dummy, dummy, &mm);
+	if (qg_mul_mat_check(&mm) != 0)
+		return 0;
+	return align_up((size_t)(n * mm.k) * sizeof(float)) + align_up(qg_mul_mat_scratch_size(&mm));
+}
+
+int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int nth, void *slot,
+			const void *quant, float *y)
+{
+	int64_t rows = 0, r0, r1;
+	struct qg_mm mm;
+
+	for (size_t i = 0; i < n; i++)
+		rows += t[i]->src[1]->ne[1];
+	const int64_t k = t[0]->src[0]->ne[0], m = t[0]->src[0]->ne[1];
+	const size_t xbytes = align_up((size_t)(rows * k) * sizeof(float));
+	/* the gathered rows (float weights read them), then their quantized form */
+	group_mm(t[0], rows, quant ? (void *)quant : slot, y, &mm);
+	if (n == 0 || qg_mul_mat_check(&mm) != 0)
+		return -EINVAL;
+	if (!quant) {
+		float *xs = slot;
+		for (size_t i = 0; i < n; i++) {
+			const struct qg_tensor *x = t[i]->src[1];
+			for (int64_t r = 0; r < x->ne[1]; r++, xs += k)
+				memcpy(xs, (const char *)x->data + r * x->nb[1], (size_t)k * sizeof(float));
+		}
+		qg_mul_mat_quantize(&mm, (char *)slot + xbytes, 0, 1);
+		quant = slot;
+	}
+	qg_mul_mat_compute(&mm, (const char *)quant + xbytes, ith, nth);
+	qg_mul_mat_rows(&mm, ith, nth, &r0, &r1);
+	if (r0 >= r1)
+		return 0;
+	const float *col = y;
+	for (size_t i = 0; i < n; i++) {
+		const struct qg_tensor *d = t[i];
+		for (int64_t r = 0; r < d->ne[1]; r++, col += m)
+			memcpy((char *)d->data + r * d->nb[1] + r0 * (int64_t)sizeof(float), col + r0,
+			       (size_t)(r1 - r0) * sizeof(float));
+	}
+	return 0;
+}
+
 uintptr_t qg_op_act_form(const struct qg_tensor *t)
 {
 	struct qg_mm mm;

@@ -166,6 +166,36 @@ uint64_t qg_op_work(const struct qg_tensor *t);
  */
 uintptr_t qg_op_act_form(const struct qg_tensor *t);
 
+/*
+ * A group: MUL_MAT nodes of different graphs that read the same weight
+ * bytes, each with an activation of its own, computed as one product (the
+ * weights read once for all).  In ops-cpu.c.
+ *
+ * True if MUL_MAT nodes A and B may be in one group: the same weights (the
+ * same bytes, type and shape, one matrix), each activation F32 with
+ * contiguous rows in one batch, each result contiguous.
+ */
+bool qg_op_mul_mat_joins(const struct qg_tensor *a, const struct qg_tensor *b);
+/*
+ * Bytes of scratch one thread of a group of products of T's weights over
+ * N activation rows in all needs (64-byte aligned): the rows gathered and
+ * their quantized form.  0 if the product cannot be computed.
+ */
+size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n);
+/*
+ * Thread ITH of NTH computes its rows of the group T[0..N) (joined by
+ * qg_op_mul_mat_joins, checked, data in place): into SLOT (its own
+ * qg_op_mul_mat_group_slot bytes, 64-byte aligned) it gathers every
+ * activation row and quantizes them, unless QUANT is a slot another group
+ * of the same activations filled (same rows, same qg_op_act_form); then
+ * it computes its rows of the product over every activation row into Y
+ * (rows-by-activations floats, shared by the threads) and copies them to
+ * each node's result.  Each result's bits are those of the node computed
+ * alone.  0 or -EINVAL.
+ */
+int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int nth, void *slot,
+			const void *quant, float *y);
+
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
 int qg_op_n_phases(const struct qg_tensor *t);
 /* The most threads T's work can be split over (its rows, or row groups), at least 1. */

@@ -360,15 +360,26 @@ static void compute_rows(const struct qg_mm *mm, const void *scratch, int64_t ro
 	}
 }
 
+void qg_mul_mat_rows(const struct qg_mm *mm, int ith, int nth, int64_t *row0, int64_t *row1)
+{
+	const int R = qg_type_row_group(mm->wtype);
+
+	*row0 = *row1 = 0;
+	if (nth <= 0 || ith < 0 || ith >= nth || R <= 0)
+		return;
+	const int64_t groups = mm->m / R;
+	*row0 = share_start(groups, ith, nth) * R;
+	*row1 = share_start(groups, ith + 1, nth) * R;
+}
+
 void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, int nth)
 {
+	int64_t row0, row1;
+
 	if (nth <= 0 || ith < 0 || ith >= nth || qg_mul_mat_check(mm) != 0)
 		return;
+	qg_mul_mat_rows(mm, ith, nth, &row0, &row1);
 
-	const int R = qg_type_row_group(mm->wtype);
-	const int64_t groups = mm->m / R;
-	const int64_t row0 = share_start(groups, ith, nth) * R;
-	const int64_t row1 = share_start(groups, ith + 1, nth) * R;
 	const int layout = qg_layout_of(mm->wtype);
 
 	if (row0 >= row1)

@@ -58,6 +58,13 @@ void qg_mul_mat_quantize(const struct qg_mm *mm, void *scratch, int ith, int nth
 /* Phase 2: compute thread ITH's share of Y from SCRATCH. */
 void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, int nth);
 
+/*
+ * The rows of Y (the weights' rows, [*ROW0, *ROW1)) that thread ITH of NTH
+ * computes in qg_mul_mat_compute: every column of those rows is its own.
+ * An empty range for a thread with no share or a bad ITH/NTH.
+ */
+void qg_mul_mat_rows(const struct qg_mm *mm, int ith, int nth, int64_t *row0, int64_t *row1);
+
 /* Both phases on the calling thread.  Returns 0 or -errno from qg_mul_mat_check(). */
 int qg_mul_mat(const struct qg_mm *mm, void *scratch);
 
