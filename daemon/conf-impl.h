@@ -38,7 +38,7 @@ struct setting {
 };
 
 /* How many settings there are (conf.c checks it against its table). */
-#define QGD_CONF_N_SETTINGS 37
+#define QGD_CONF_N_SETTINGS 39
 /* Every setting, in the order --help and --dump-config show them. */
 extern const struct setting qgd_conf_settings[QGD_CONF_N_SETTINGS];
 

@@ -27,6 +27,9 @@
 
 #define QGD_MAX_SHARE_GROUPS 64
 
+/* batch-max's largest value: the graphs the executor hands the backend at once */
+#define QGD_BATCH_MAX 16
+
 /* Every setting: what the command line and the file set, and what the daemon derived from them. */
 struct qgd_config {
 	const char *socket_path;
@@ -44,6 +47,8 @@ struct qgd_config {
 	uint32_t handshake_ms;
 	uint32_t graph_timeout_ms;
 	uint32_t poll_us;		/* how long to poll rings after activity before sleeping */
+	uint32_t batch_max;		/* graphs of sessions on shared weights run as one batch, at most */
+	uint32_t batch_window_us;	/* how long a graph may wait for company; 0: never */
 	const char *cpus;		/* CPU list the compute threads are pinned to; NULL: every usable CPU */
 	char cpus_store[256];
 	int threads;			/* compute threads, the executor's included; 0: one per CPU */

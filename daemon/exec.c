@@ -12,6 +12,15 @@
  * graph is cancelled, or stopped past its time limit, at the next node
  * boundary.  Only the loop thread touches sessions and rings: the executor
  * hands a finished job back and rings an eventfd, and the loop answers it.
+ *
+ * Batches: when the executor takes a job, it takes with it the queued
+ * jobs of other sessions whose plans have the same batch key (a session
+ * has one job at a time, so each is another session's), and the backend
+ * runs their matrix products on shared weights as one, each job keeping
+ * its own results, cancel and time limit.  Jobs are taken from the queue's
+ * head first: one that does not match waits behind as many batches as
+ * there were jobs ahead of it, no more.  With batch-window-us, the
+ * executor may wait that long for the company recent batches had.
  */
 #include "config.h"
 
@@ -37,6 +46,10 @@
 #include "reply.h"
 #include "server.h"
 #include "session.h"
+#include "stats.h"
+
+static_assert(QGD_BATCH_SIZES >= QGD_BATCH_MAX && QGD_BATCH_MAX <= QG_CPU_BATCH_MAX,
+	      "the backend takes, and the stats tell apart, every batch batch-max allows");
 
 /*
  * A graph on its way through the executor thread.  The loop thread makes
@@ -60,6 +73,9 @@ struct qgd_job {
 	int err;
 	size_t bad;
 	uint64_t t_done;
+	/* a batch is counted on its first job: the graphs that ran as one, and those that then ran alone */
+	unsigned batch_n, batch_alone;
+	uint64_t wait_ns;		/* waited for company (batch-window-us) */
 	int on_stack;			/* an inline job: nothing of it to free */
 	struct qgd_job *next;
 };
@@ -71,6 +87,9 @@ struct qgd_exec {
 	pthread_cond_t cond;
 	struct qgd_job *queue, **queue_tail;	/* to run, in order (under LOCK) */
 	int stop;
+	/* batch-max and batch-window-us as the loop last queued a job (under LOCK: a reload changes them) */
+	uint32_t batch_max, window_us;
+	unsigned company;			/* executor only: the size a batch is waited for to reach */
 	/*
 	 * Run, to be answered (any order): a stack the executor pushes each job
 	 * on (a release CAS) and the loop takes whole (an acquire exchange),
@@ -102,13 +121,62 @@ struct qgd_exec {
 };
 
 static int compute(struct qgd_job *j);
+static void compute_batch(struct qgd_job *const *jobs, size_t n);
 static void job_free(struct qgd_job *j);
+
+/*
+ * Move the queued jobs whose plans have batch key KEY on backend BE from
+ * X's queue to JOBS[N..MAX) (LOCK held), in queue order.  The new N.
+ */
+static size_t take_company(struct qgd_exec *x, uint64_t key, const struct qg_backend *be, struct qgd_job **jobs,
+			   size_t n, size_t max)
+{
+	struct qgd_job **link = &x->queue;
+
+	x->queue_tail = &x->queue;
+	while (*link) {
+		struct qgd_job *j = *link;
+		if (n < max && j->g->be == be && qg_backend_graph_plan_batch_key(be, j->g->plan) == key) {
+			*link = j->next;
+			jobs[n++] = j;
+			continue;
+		}
+		link = &j->next;
+		x->queue_tail = link;
+	}
+	return n;
+}
+
+/*
+ * Wait (LOCK held) until batch-window-us after START for company of the
+ * JOBS[0..N) taken, up to the size the last batches had: the new N.
+ */
+static size_t wait_company(struct qgd_exec *x, uint64_t key, struct qgd_job **jobs, size_t n, size_t max,
+			   uint64_t start)
+{
+	const uint64_t end = start + (uint64_t)x->window_us * 1000u;
+	const size_t want = x->company < max ? x->company : max;
+
+	while (n < want && !x->stop) {
+		struct timespec ts = { .tv_sec = (time_t)(end / 1000000000u), .tv_nsec = (long)(end % 1000000000u) };
+		if (pthread_cond_timedwait(&x->cond, &x->lock, &ts) == ETIMEDOUT) {
+			n = take_company(x, key, jobs[0]->g->be, jobs, n, max);
+			x->company = (unsigned)n;	/* the company did not come: wait for what did, next time */
+			break;
+		}
+		n = take_company(x, key, jobs[0]->g->be, jobs, n, max);
+	}
+	return n;
+}
 
 static void *executor(void *arg)
 {
 	struct qgd_exec *x = arg;
+	struct qgd_job *jobs[QG_CPU_BATCH_MAX];
 
 	for (;;) {
+		size_t n = 0;
+		uint64_t t_wait = 0;
 		pthread_mutex_lock(&x->lock);
 		while (!x->queue && !x->stop)
 			pthread_cond_wait(&x->cond, &x->lock);
@@ -117,20 +185,39 @@ static void *executor(void *arg)
 			x->queue = j->next;
 			if (!x->queue)
 				x->queue_tail = &x->queue;
+			jobs[n++] = j;
+			const size_t max = x->batch_max < QG_CPU_BATCH_MAX ? x->batch_max : QG_CPU_BATCH_MAX;
+			uint64_t key = max > 1 ? qg_backend_graph_plan_batch_key(j->g->be, j->g->plan) : 0;
+			if (key) {
+				n = take_company(x, key, j->g->be, jobs, n, max);
+				if (x->window_us && n < x->company && n < max) {
+					t_wait = qg_stamp_ns();
+					n = wait_company(x, key, jobs, n, max, t_wait);
+				}
+				if (n > x->company)
+					x->company = (unsigned)n;
+			}
 		}
 		pthread_mutex_unlock(&x->lock);
 		if (!j)
 			break;	/* stopping, and nothing left to run */
 
-		j->err = compute(j);
-		j->t_done = qg_stamp_ns();
+		uint64_t t_run = qg_stamp_ns();
+		for (size_t i = 0; t_wait && i < n; i++)
+			jobs[i]->wait_ns = t_run - (jobs[i]->t_placed > t_wait ? jobs[i]->t_placed : t_wait);
+		compute_batch(jobs, n);
+		uint64_t t_done = qg_stamp_ns();
 
-		/* release: the job's outcome is seen by the loop's acquire that takes it */
-		struct qgd_job *top = atomic_load_explicit(&x->done, memory_order_relaxed);
-		do
-			j->next = top;
-		while (!atomic_compare_exchange_weak_explicit(&x->done, &top, j, memory_order_release,
-							      memory_order_relaxed));
+		for (size_t i = 0; i < n; i++) {
+			j = jobs[i];
+			j->t_done = t_done;
+			/* release: the job's outcome is seen by the loop's acquire that takes it */
+			struct qgd_job *top = atomic_load_explicit(&x->done, memory_order_relaxed);
+			do
+				j->next = top;
+			while (!atomic_compare_exchange_weak_explicit(&x->done, &top, j, memory_order_release,
+								      memory_order_relaxed));
+		}
 		atomic_thread_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&x->loop_asleep, memory_order_relaxed)) {
 			uint64_t one = 1;
@@ -203,7 +290,14 @@ int qgd_exec_init(struct qgd_server *srv)
 		return r;
 	}
 	pthread_mutex_init(&x->lock, NULL);
-	pthread_cond_init(&x->cond, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* the window is timed on qg_stamp_ns's clock */
+	pthread_cond_init(&x->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	x->batch_max = srv->cfg.batch_max;
+	x->window_us = srv->cfg.batch_window_us;
+	x->company = QG_CPU_BATCH_MAX;	/* until a window shows otherwise, wait for a full batch */
 	srv->exec = x;
 	if ((r = qg_loop_watch(srv->loop, x->done_fd, POLLIN, on_done_bell, srv, &x->done_watch)) ||
 	    (r = -pthread_create(&x->thread, NULL, executor, x))) {
@@ -284,6 +378,32 @@ static int compute(struct qgd_job *j)
 	return r;
 }
 
+/* compute() for JOBS[0..N), of one backend, as one batch where the backend can. */
+static void compute_batch(struct qgd_job *const *jobs, size_t n)
+{
+	struct qg_plan *plans[QG_CPU_BATCH_MAX];
+	struct qg_run *runs[QG_CPU_BATCH_MAX];
+
+	if (n == 1) {
+		jobs[0]->err = compute(jobs[0]);
+		jobs[0]->batch_n = 1;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		jobs[i]->run.deadline_ns = jobs[i]->deadline_ns;
+		plans[i] = jobs[i]->g->plan;
+		runs[i] = &jobs[i]->run;
+	}
+	size_t together = qg_backend_graph_plan_compute_batch(jobs[0]->g->be, plans, runs, n);
+	for (size_t i = 0; i < n; i++) {
+		struct qgd_job *j = jobs[i];
+		j->err = j->run.status;
+		j->bad = j->run.failed_node >= 0 ? (size_t)j->run.failed_node : SIZE_MAX;
+	}
+	jobs[0]->batch_n = (unsigned)(together ? together : 1);
+	jobs[0]->batch_alone = (unsigned)(n - jobs[0]->batch_n);
+}
+
 static void job_free(struct qgd_job *j)
 {
 	if (!j)
@@ -305,9 +425,15 @@ static void job_answer(struct qgd_job *j)
 	char msg[160];
 	int err = j->err;
 
-	s->srv->stats.graphs_run++;
+	struct qgd_stats *st = &s->srv->stats;
+	st->graphs_run++;
 	if (!err)
-		s->srv->stats.mul_mat_interleaved += g->mm_interleaved;
+		st->mul_mat_interleaved += g->mm_interleaved;
+	if (j->batch_n) {
+		st->batch_size[(j->batch_n < QGD_BATCH_SIZES ? j->batch_n : QGD_BATCH_SIZES) - 1]++;
+		st->batch_size[0] += j->batch_alone;
+	}
+	st->batch_wait_ns += j->wait_ns;
 	g->runs++;
 	if (!j->on_stack && !err)
 		g->last_compute_ns = j->t_done - j->t_placed;
@@ -397,6 +523,8 @@ void qgd_exec_run(struct qgd_session *s, uint64_t rid, struct qgd_graph *g, bool
 	x->expect_end_ns = x->expect_ns ? t_placed + x->expect_ns : 0;
 	x->in_flight++;
 	pthread_mutex_lock(&x->lock);
+	x->batch_max = s->srv->cfg.batch_max;	/* as a reload left them */
+	x->window_us = s->srv->cfg.batch_window_us;
 	*x->queue_tail = j;
 	x->queue_tail = &j->next;
 	pthread_cond_signal(&x->cond);

@@ -97,6 +97,9 @@ static void stats_counters(const struct qgd_server *srv, Qgraph__Stats *st, Qgra
 	}
 	st->quota_refusals = qcp;
 	st->sessions_dropped = n->sessions_dropped;
+	st->n_batch_size_count = QGD_BATCH_SIZES;
+	st->batch_size_count = (uint64_t *)n->batch_size;
+	st->batch_wait_ns = n->batch_wait_ns;
 	st->n_latency_le_ns = QGD_LATENCY_BOUNDS;
 	st->latency_le_ns = (uint64_t *)qgd_latency_le_ns;
 	memcpy(latency, n->latency, sizeof n->latency);

@@ -12,6 +12,8 @@
 
 /* The quotas and limits a refusal may name (reply.c's qgd_quota_names), and "other". */
 #define QGD_QUOTA_COUNT 16
+/* Sizes of batch the histogram tells apart (1 to this); the last counts larger ones too. */
+#define QGD_BATCH_SIZES 16
 /* The bounds of the latency histogram (reply.c's qgd_latency_le_ns); one more bucket counts what passes them. */
 #define QGD_LATENCY_BOUNDS 19
 
@@ -25,6 +27,8 @@ struct qgd_stats {
 	uint64_t graphs_run;
 	uint64_t mul_mat_interleaved;	/* MUL_MAT nodes run on interleaved weights */
 	uint64_t weights_uploaded;	/* uploads completed (shared ones too) */
+	uint64_t batch_size[QGD_BATCH_SIZES];	/* runs on the pool by the graphs run as one (1: alone) */
+	uint64_t batch_wait_ns;		/* time graphs waited for company (batch-window-us) */
 };
 
 #endif /* QGD_STATS_H */

@@ -182,7 +182,7 @@ static const char *const status_names[] = {
 static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 {
 	size_t len = 2048 + 256 * (st->n_kernels + st->n_session + st->n_model + st->n_completions +
-				   st->n_quota_refusals + st->n_latency_count),
+				   st->n_quota_refusals + st->n_latency_count + st->n_batch_size_count),
 	       at = 0;
 	char *buf = malloc(len);
 
@@ -233,6 +233,17 @@ static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 	}
 	PUT("latency_count %llu\nlatency_sum_ns %llu\n", (unsigned long long)sum,
 	    (unsigned long long)st->latency_sum_ns);
+	/* batches: runs of two graphs or more as one, the graphs in them, and each size that occurred */
+	uint64_t batches = 0, batched = 0;
+	for (size_t k = 1; k < st->n_batch_size_count; k++) {
+		batches += st->batch_size_count[k];
+		batched += (k + 1) * st->batch_size_count[k];
+	}
+	PUT("batches %llu\nbatched_graphs %llu\nbatch_wait_ns %llu\n", (unsigned long long)batches,
+	    (unsigned long long)batched, (unsigned long long)st->batch_wait_ns);
+	for (size_t k = 0; k < st->n_batch_size_count; k++)
+		if (st->batch_size_count[k])
+			PUT("batch_size %zu %llu\n", k + 1, (unsigned long long)st->batch_size_count[k]);
 	for (size_t k = 0; k < st->n_kernels; k++)
 		PUT("kernel %s %s\n", st->kernels[k]->layout, st->kernels[k]->kernel);
 	*lists = at < len ? at : len - 1;

@@ -68,6 +68,9 @@ static const struct stat_metric {
 	{ "cancels", "qgraph_cancels_total", "counter", "Graphs cancelled (by request, or by their session's end)." },
 	{ "sessions_dropped", "qgraph_sessions_dropped_total", "counter",
 	  "Sessions the daemon ended while serving them (not their client's own close)." },
+	{ "batches", "qgraph_batches_total", "counter",
+	  "Runs of graphs of several sessions as one batch on shared weights since start." },
+	{ "batched_graphs", "qgraph_batched_graphs_total", "counter", "Graphs run in those batches." },
 };
 #define N_STAT_METRICS (sizeof stat_metrics / sizeof stat_metrics[0])
 
@@ -146,7 +149,7 @@ struct stats {
 	int have[N_STAT_METRICS];
 	const char *version, *pool, *loop;
 	size_t version_len, pool_len, loop_len;
-	unsigned long long uptime_ms, latency_count, latency_sum_ns;
+	unsigned long long uptime_ms, latency_count, latency_sum_ns, batch_wait_ns;
 	struct stat_pair status[STATS_MAX_PAIRS], quota[STATS_MAX_PAIRS];
 	size_t n_status, n_quota;
 	unsigned long long le_ns[STATS_MAX_PAIRS], le_count[STATS_MAX_PAIRS];
@@ -184,7 +187,8 @@ static int parse_stats(const char *buf, struct stats *st)
 		} else if (strcmp(key, "loop") == 0) {
 			st->loop = val;
 			st->loop_len = vlen;
-		} else if (strcmp(key, "kernel") == 0 || strcmp(key, "session") == 0 || strcmp(key, "model") == 0) {
+		} else if (strcmp(key, "kernel") == 0 || strcmp(key, "session") == 0 || strcmp(key, "model") == 0 ||
+			   strcmp(key, "batch_size") == 0) {
 			/* read where they are printed */
 		} else if (strcmp(key, "status") == 0 || strcmp(key, "quota") == 0) {
 			int is_status = key[0] == 's';
@@ -211,6 +215,8 @@ static int parse_stats(const char *buf, struct stats *st)
 				st->latency_count = v;
 			} else if (strcmp(key, "latency_sum_ns") == 0) {
 				st->latency_sum_ns = v;
+			} else if (strcmp(key, "batch_wait_ns") == 0) {
+				st->batch_wait_ns = v;	/* in seconds for Prometheus */
 			} else {
 				for (size_t k = 0; k < N_STAT_METRICS; k++)
 					if (strcmp(key, stat_metrics[k].key) == 0) {
@@ -397,7 +403,8 @@ static int print_stats(const char *buf, int format)
 	if (format == STATS_JSON) {
 		printf("{\"version\": ");
 		json_string(stdout, st.version, st.version_len);
-		printf(", \"tool_version\": \"%s\", \"uptime_ms\": %llu", PACKAGE_VERSION, st.uptime_ms);
+		printf(", \"tool_version\": \"%s\", \"uptime_ms\": %llu, \"batch_wait_ns\": %llu", PACKAGE_VERSION,
+		       st.uptime_ms, st.batch_wait_ns);
 	} else {
 		printf("# HELP qgraph_info The daemon's version, memory pool and event loop.\n"
 		       "# TYPE qgraph_info gauge\nqgraph_info{version=\"");
@@ -409,6 +416,9 @@ static int print_stats(const char *buf, int format)
 		printf("\"} 1\n# HELP qgraph_uptime_seconds Seconds since the daemon began to serve.\n"
 		       "# TYPE qgraph_uptime_seconds gauge\nqgraph_uptime_seconds %llu.%03llu\n", st.uptime_ms / 1000,
 		       st.uptime_ms % 1000);
+		printf("# HELP qgraph_batch_wait_seconds_total Time graphs waited for company (batch-window-us).\n"
+		       "# TYPE qgraph_batch_wait_seconds_total counter\nqgraph_batch_wait_seconds_total %llu.%09llu\n",
+		       st.batch_wait_ns / 1000000000u, st.batch_wait_ns % 1000000000u);
 	}
 	for (size_t k = 0; k < N_STAT_METRICS; k++) {
 		if (!st.have[k])

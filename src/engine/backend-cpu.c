@@ -190,6 +190,38 @@ static void plan_free(struct cpu_plan *p)
 	free(p);
 }
 
+/*
+ * P's batch key, made with P: each node's op, shape and threads, and the
+ * type and shape of the matrix each MUL_MAT reads (FNV-1a over them), not
+ * where it lies: a graph's own operands (a KV cache) differ from session
+ * to session, and the batch finds the products it can join.  Plans that
+ * may run as one batch (plans_align) have equal keys.
+ */
+static uint64_t plan_key(const struct cpu_plan *p)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+	const uint64_t prime = UINT64_C(1099511628211);
+
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * prime)
+	MIX(p->n_graph_nodes);
+	MIX(p->n);
+	for (size_t j = 0; j < p->n; j++) {
+		const struct cpu_node *nd = &p->nodes[j];
+		MIX(nd->index);
+		MIX(nd->t->op);
+		MIX(nd->nth);
+		for (int d = 0; d < 4; d++)
+			MIX(nd->t->ne[d]);
+		if (nd->t->op == QG_OP_MUL_MAT) {
+			MIX(nd->t->src[0]->type);
+			MIX(nd->t->src[0]->ne[0]);
+			MIX(nd->t->src[0]->ne[1]);
+		}
+	}
+#undef MIX
+	return h ? h : 1;
+}
+
 /* Check, split and size G's nodes into a new plan in *OUT.  0, -EINVAL, -ENOMEM. */
 static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan **out)
 {
@@ -229,6 +261,7 @@ static int plan_make(struct cpu_backend *cb, struct qg_graph *g, struct cpu_plan
 		p->nodes[p->n++] = (struct cpu_node){ .t = t, .index = i, .nth = nth, .phases = phases, .share = -1 };
 		p->work = add_sat(p->work, qg_op_work(t));
 	}
+	p->key = plan_key(p);
 	r = -ENOMEM;
 	if (scratch > SIZE_MAX - 63)
 		goto fail;
@@ -398,37 +431,6 @@ static bool same_activation(const struct qg_tensor *a, uintptr_t fa, const struc
 	       memcmp(x->ne, y->ne, sizeof x->ne) == 0 && memcmp(x->nb, y->nb, sizeof x->nb) == 0;
 }
 
-/*
- * P's batch key: its shape of steps, each node's op and threads, and the
- * type and shape of the matrix each MUL_MAT reads (FNV-1a over them), not
- * where it lies: a graph's own operands (a KV cache) differ from session
- * to session, and the batch finds the products it can join.  Plans that
- * may run as one batch (plans_align) have equal keys.
- */
-static uint64_t plan_key(const struct cpu_plan *p)
-{
-	uint64_t h = UINT64_C(14695981039346656037);
-	const uint64_t prime = UINT64_C(1099511628211);
-
-#define MIX(v) (h = (h ^ (uint64_t)(v)) * prime)
-	MIX(p->n_graph_nodes);
-	MIX(p->n);
-	MIX(p->n_steps);
-	for (size_t j = 0; j < p->n; j++) {
-		const struct cpu_node *nd = &p->nodes[j];
-		MIX(nd->index);
-		MIX(nd->t->op);
-		MIX(nd->nth);
-		MIX(nd->step);
-		if (nd->t->op == QG_OP_MUL_MAT) {
-			MIX(nd->t->src[0]->type);
-			MIX(nd->t->src[0]->ne[0]);
-			MIX(nd->t->src[0]->ne[1]);
-		}
-	}
-#undef MIX
-	return h ? h : 1;
-}
 
 /*
  * Put P's nodes in steps (its data in place: the steps follow from which
@@ -540,7 +542,6 @@ static int schedule(struct cpu_plan *p, bool node_steps)
 		p->scratch_size = need;
 	}
 	p->n_steps = n_steps;
-	p->key = plan_key(p);
 	r = 0;
 out:
 	free(level);
@@ -1338,7 +1339,7 @@ static uint64_t cpu_plan_batch_key(const struct qg_backend *b, const struct qg_p
 	const struct cpu_plan *p = (const struct cpu_plan *)base;
 
 	(void)b;
-	return p->data_ok && cpu_of(b)->n_started > 0 ? p->key : 0;
+	return cpu_of(b)->n_started > 0 ? p->key : 0;
 }
 
 static int cpu_plan_compute(struct qg_backend *b, struct qg_plan *base, struct qg_run *run)

@@ -107,8 +107,7 @@ size_t qg_backend_graph_plan_compute_batch(struct qg_backend *b, struct qg_plan 
 /*
  * A key for batching plan P: plans that may run as one batch have equal
  * nonzero keys (the converse need not hold: the batch checks).  0 when B
- * does not batch or P has not run since it was made or updated.  Call it
- * from the thread that computes P.
+ * does not batch.  Call it from the thread that computes P.
  */
 uint64_t qg_backend_graph_plan_batch_key(const struct qg_backend *b, const struct qg_plan *p);
 /* Bytes of memory plan P holds (its tables and scratch; not the graph's), or 0 for NULL. */
