@@ -1242,7 +1242,7 @@ static void run_batch(struct cpu_backend *cb, struct cpu_batch *bt)
 	for (size_t b = 0; b < bt->n; b++) {
 		atomic_store_explicit(&bt->err[b], 0, memory_order_relaxed);
 		atomic_store_explicit(&bt->err_node[b], -1, memory_order_relaxed);
-		bt->run[b]->pooled = true;
+		bt->run[b]->pooled = cb->n_started > 0;
 	}
 	bt->done_after = 0;
 	cb->job_plan = bt->p[0];
@@ -1260,7 +1260,10 @@ static void run_batch(struct cpu_backend *cb, struct cpu_batch *bt)
 		bt->run[b]->nodes_done = bt->p[b]->n_graph_nodes;
 	}
 	cb->job_batch = NULL;
-	cb->runs_pool++;
+	if (cb->n_started > 0)
+		cb->runs_pool++;
+	else
+		cb->runs_caller++;
 	cb->runs_batched++;
 	cb->batched_plans += bt->n;
 }
@@ -1285,7 +1288,7 @@ static size_t cpu_plan_compute_batch(struct qg_backend *b, struct qg_plan *const
 			joined[i] = true;	/* done with */
 			continue;
 		}
-		if (cb->n_started == 0 || p->n == 0 ||
+		if (p->n == 0 ||
 		    (bt.n && (p->key != bt.p[0]->key || !plans_align(bt.p[0], p) || !shares_weights(bt.p[0], p))))
 			continue;
 		if ((nw[bt.n] = plan_writes(p, &w[bt.n])) < 0) {
@@ -1339,7 +1342,7 @@ static uint64_t cpu_plan_batch_key(const struct qg_backend *b, const struct qg_p
 	const struct cpu_plan *p = (const struct cpu_plan *)base;
 
 	(void)b;
-	return cpu_of(b)->n_started > 0 ? p->key : 0;
+	return p->key;
 }
 
 static int cpu_plan_compute(struct qg_backend *b, struct qg_plan *base, struct qg_run *run)

@@ -21,6 +21,13 @@
  * The limit is the time to read the weights at the read bandwidth
  * measured over a buffer larger than the caches with as many threads
  * (tests/bench/bench.h); the ratio is that time over the step's.
+ *
+ * --batch B: B sessions' decode steps on one set of weights (each its own
+ * caches and activations), the daemon's cross-session batching: per
+ * round, the B plans run one after another ("alone") and as one batch
+ * (qg_backend_graph_plan_compute_batch, "batch"), interleaved; tokens/s
+ * of the B together, the limit being one read of the weights for all B
+ * tokens.
  */
 #include "config.h"
 
@@ -51,7 +58,7 @@
 struct opts {
 	int json, quick;
 	int threads[8], nthreads;
-	int layers, ctx;
+	int layers, ctx, batch;
 	const char *cpus;
 };
 
@@ -61,6 +68,9 @@ struct model {
 	struct qg_buffer **bufs;
 	size_t nbufs, cap;
 	size_t weight_bytes;
+	struct qg_tensor *w[64 * 7];	/* the weights, in the order made */
+	size_t nw;
+	const struct model *from;	/* another model whose weights this one reads, or NULL */
 };
 
 static void die(const char *what, int r)
@@ -95,8 +105,13 @@ static struct qg_tensor *weights(struct model *m, enum qg_type wt, int64_t k, in
 	struct qg_tensor *w = qg_tensor_new_2d(m->ctx, wt, k, rows);
 	const int64_t nb = rows * k / QG_QK;
 
-	if (!w)
+	if (!w || m->nw == sizeof m->w / sizeof m->w[0])
 		die(qg_ctx_error_text(m->ctx), 0);
+	m->w[m->nw++] = w;
+	if (m->from) {
+		w->data = m->from->w[m->nw - 1]->data;	/* the same bytes: shared, as the daemon stores them */
+		return w;
+	}
 	place(m, w);
 	struct qg_block_q4_0 *q = bench_q4_0_blocks(nb, seed);
 	if (wt == QG_TYPE_Q4_0)
@@ -152,9 +167,10 @@ static struct qg_tensor *rope(struct qg_ctx *c, struct qg_tensor *a, struct qg_t
 }
 
 /* The decode graph of O's shape, its weights, caches and inputs placed and filled. */
-static void model_build(struct model *m, const struct opts *o, enum qg_type wt)
+static void model_build(struct model *m, const struct opts *o, enum qg_type wt, const struct model *from)
 {
 	memset(m, 0, sizeof *m);
+	m->from = from;
 	m->ctx = qg_ctx_new((size_t)o->layers * 64 + 16);
 	m->g = qg_graph_new((size_t)o->layers * 64 + 16);
 	struct qg_ctx *c = m->ctx;
@@ -263,6 +279,111 @@ static double bw_once(struct bench_pool *pool, struct bw_arg *a)
 	return (double)(chunk * (size_t)pool->nth) / (bench_now() - t0);
 }
 
+/* --- --batch: B sessions' steps alone and as one batch ---------------------- */
+
+static void report_batch(const struct opts *o, const char *mode, int nth, const char *layout, double ms,
+			 double lim_ms)
+{
+	struct bench_result r = {
+		.bench = mode, .m = o->layers, .n = o->batch, .k = o->ctx, .threads = nth, .layout = layout,
+		.kernel = qg_kernel_for((enum qg_layout)qg_layout_of(qg_best_weight_type()))->name,
+		.value = 1e3 * o->batch / ms, .unit = "tokens/s", .limit_name = "B tokens per weights read, tokens/s",
+		.limit_value = 1e3 * o->batch / lim_ms, .ratio = lim_ms / ms,
+	};
+	if (o->json) {
+		bench_json(stdout, &r);
+		return;
+	}
+	printf("%-13s %3d %3d %10.3f %10.1f %12.1f %8.1f%%\n", mode, nth, o->batch, ms, 1e3 * o->batch / ms,
+	       1e3 * o->batch / lim_ms, 100.0 * lim_ms / ms);
+	fflush(stdout);
+}
+
+static void run_batches(const struct opts *o, const struct model *m0, enum qg_type wt, struct bw_arg *bw, int rounds)
+{
+	const int B = o->batch;
+	struct model *mb = calloc((size_t)B, sizeof *mb);
+	struct qg_plan **plan = calloc((size_t)B, sizeof *plan);
+	struct qg_run *runs = calloc((size_t)B, sizeof *runs), **rp = calloc((size_t)B, sizeof *rp);
+
+	if (!mb || !plan || !runs || !rp)
+		die("memory", -ENOMEM);
+	for (int i = 1; i < B; i++)
+		model_build(&mb[i], o, wt, m0);
+	if (!o->json) {
+		printf("decode steps of %d sessions on one set of weights: %d layers of a Llama-3.2-1B shape, cache of "
+		       "%d, %s (%.1f MB); median of %d interleaved rounds\n",
+		       B, o->layers, o->ctx, qg_type_name(wt), (double)m0->weight_bytes / 1e6, rounds);
+		printf("%-13s %3s %3s %10s %10s %12s %9s\n", "run", "thr", "B", "ms", "tokens/s", "limit tok/s",
+		       "of limit");
+	}
+	for (int t = 0; t < o->nthreads; t++) {
+		const int nth = o->threads[t];
+		struct qg_backend *be;
+		struct qg_cpu_opts co = { .cpus = o->cpus, .threads = nth };
+		int r = qg_backend_cpu_new(&co, &be);
+		if (r)
+			die("a backend", r);
+		for (int i = 0; i < B; i++) {
+			const struct model *m = i ? &mb[i] : m0;
+			if ((r = qg_backend_graph_plan_create(be, m->g, &plan[i])) ||
+			    (r = qg_backend_graph_plan_compute(be, plan[i], NULL)))
+				die("a plan", r);
+			rp[i] = &runs[i];
+		}
+		double *tm[3];
+		for (int e = 0; e < 3; e++)
+			tm[e] = calloc((size_t)rounds, sizeof *tm[e]);
+		size_t together = 0;
+		for (int rd = 0; rd < rounds; rd++) {
+			for (int e = 0; e < 2; e++) {
+				int which = (e + rd) % 2;	/* alternate which runs first */
+				double t0 = bench_now();
+				if (which == 0) {
+					for (int i = 0; i < B; i++)
+						if ((r = qg_backend_graph_plan_compute(be, plan[i], NULL)))
+							die("a run", r);
+				} else {
+					for (int i = 0; i < B; i++)
+						qg_run_init(&runs[i]);
+					together = qg_backend_graph_plan_compute_batch(be, plan, rp, (size_t)B);
+					for (int i = 0; i < B; i++)
+						if (runs[i].status)
+							die("a batch run", runs[i].status);
+				}
+				tm[which][rd] = bench_now() - t0;
+			}
+			struct bench_pool pool;
+			bench_pool_start(&pool, nth);
+			bench_pool_run(&pool, bw_job, bw);
+			tm[2][rd] = bw_once(&pool, bw);
+			bench_pool_stop(&pool);
+		}
+		if (together != (size_t)B)
+			fprintf(stderr, "bench-decode: only %zu of %d ran as one batch\n", together, B);
+		const double bw_med = bench_median(tm[2], rounds);
+		const double lim_ms = 1e3 * (double)m0->weight_bytes / bw_med;
+		const double alone = 1e3 * bench_median(tm[0], rounds), batch = 1e3 * bench_median(tm[1], rounds);
+		if (!o->json)
+			printf("read bandwidth, %d thread%s: %.1f GB/s\n", nth, nth > 1 ? "s" : "", bw_med / 1e9);
+		report_batch(o, "batch-alone", nth, qg_type_name(wt), alone, lim_ms);
+		report_batch(o, "batch-joined", nth, qg_type_name(wt), batch, lim_ms);
+		if (!o->json)
+			printf("joined over alone: %.2fx the tokens/s\n", alone / batch);
+		for (int i = 0; i < B; i++)
+			qg_backend_graph_plan_free(be, plan[i]);
+		qg_backend_free(be);
+		for (int e = 0; e < 3; e++)
+			free(tm[e]);
+	}
+	for (int i = 1; i < B; i++)
+		model_free(&mb[i]);
+	free(mb);
+	free(plan);
+	free(runs);
+	free(rp);
+}
+
 /* --- main ----------------------------------------------------------------- */
 
 static int parse_threads(struct opts *o, const char *arg)
@@ -306,6 +427,7 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },	  { "quick", no_argument, NULL, 'q' },
 		{ "threads", required_argument, NULL, 't' }, { "layers", required_argument, NULL, 'l' },
 		{ "ctx", required_argument, NULL, 'x' },	  { "cpus", required_argument, NULL, 'c' },
+		{ "batch", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },	  { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -314,6 +436,13 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'j': o.json = 1; break;
 		case 'q': o.quick = 1; break;
+		case 'b':
+			o.batch = atoi(optarg);
+			if (o.batch < 2 || o.batch > QG_CPU_BATCH_MAX) {
+				fprintf(stderr, "bench-decode: --batch wants 2..%d\n", QG_CPU_BATCH_MAX);
+				return 2;
+			}
+			break;
 		case 'c': o.cpus = optarg; break;
 		case 'l':
 			o.layers = atoi(optarg);
@@ -338,7 +467,8 @@ int main(int argc, char **argv)
 		case 'h':
 		default:
 			fprintf(c == 'h' ? stdout : stderr,
-				"usage: bench-decode [--json] [--quick] [--threads 1,2] [--layers L] [--ctx C] [--cpus LIST]\n");
+				"usage: bench-decode [--json] [--quick] [--threads 1,2] [--layers L] [--ctx C] [--cpus LIST]\n"
+				"                    [--batch B]\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
@@ -346,12 +476,18 @@ int main(int argc, char **argv)
 	const int rounds = o.quick ? 5 : 21;
 	struct model m;
 
-	model_build(&m, &o, wt);
+	model_build(&m, &o, wt, NULL);
 	/* four times the largest last-level cache of the machines it runs on: read from memory */
 	struct bw_arg bw = { .len = (size_t)256 << 20 };
 	uint8_t *buf = bench_alloc(bw.len);
 	memset(buf, 1, bw.len);
 	bw.buf = buf;
+	if (o.batch) {
+		run_batches(&o, &m, wt, &bw, rounds);
+		free(buf);
+		model_free(&m);
+		return 0;
+	}
 	if (!o.json) {
 		printf("decode step: %d layers of a Llama-3.2-1B shape, cache of %d, %s weights (%.1f MB); "
 		       "median of %d interleaved rounds\n",
