@@ -14,7 +14,8 @@
 #                 plugin named by GGML_BACKEND_PATH (x86: explicit AVX2,
 #                 AVX-512 and VNNI, since native is refused with DL)
 # Targets: test-backend-ops, llama-simple, llama-completion, llama-bench,
-# llama-perplexity, and in build-dl llama-server too (without its web UI,
+# llama-perplexity, llama-batched-bench (bench-llama.sh --procs's anchor),
+# and in build-dl llama-server too (without its web UI,
 # which the default build would download).  A tree's .done stamp holds its
 # target list, so a cache built for fewer targets is built again.  Prints
 # "LLAMA_SRC=... LLAMA_STATIC=... LLAMA_DL=..." on its last line.
@@ -26,7 +27,7 @@ cache=${QG_CACHE:-$HOME/.cache/qgraph}
 top=$cache/llama.cpp-${commit:0:8}
 src=$top/src
 jobs=${QG_JOBS:--j2}
-targets=(test-backend-ops llama-simple llama-completion llama-bench llama-perplexity)
+targets=(test-backend-ops llama-simple llama-completion llama-bench llama-perplexity llama-batched-bench)
 
 say() { echo "llama.sh: $*" >&2; }
 die() { say "FAILED: $*"; exit 1; }

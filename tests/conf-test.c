@@ -43,6 +43,8 @@ static const char good[] =
 	"max-sessions = 3\n"
 	"graph-timeout = 1000\n"
 	"poll-us = 0\n"
+	"batch-max = 16\n"
+	"batch-window-us = 2500\n"
 	"epoll = yes\n"
 	"foreground = no\n"
 	"log-level = debug\n"
@@ -64,7 +66,8 @@ static void test_good(void)
 	tap_ok(c.socket_path && strcmp(c.socket_path, "/tmp/qgd-conf-test.sock") == 0, "socket, trimmed");
 	tap_ok(c.pool_bytes == 2ull << 30 && c.arena_bytes == 8ull << 20 && c.max_arena_bytes == 512ull << 20,
 	       "sizes with suffixes, CRLF and tabs");
-	tap_ok(c.max_nodes == 100 && c.max_sessions == 3 && c.graph_timeout_ms == 1000 && c.poll_us == 0,
+	tap_ok(c.max_nodes == 100 && c.max_sessions == 3 && c.graph_timeout_ms == 1000 && c.poll_us == 0 &&
+		       c.batch_max == 16 && c.batch_window_us == 2500,
 	       "numbers");
 	tap_ok(c.force_epoll == 1 && c.foreground == 0 && c.log_level == QGD_LOG_DEBUG, "flags and the log level");
 	tap_ok(c.priv.socket_mode == 0600, "socket-mode in octal");
@@ -105,6 +108,9 @@ static const struct {
 	{ "max-nodes = +1\n", "invalid value" },
 	{ "max-nodes = 0x10\n", "invalid value" },
 	{ "poll-us = 1 2\n", "invalid value for 'poll-us'" },
+	{ "batch-max = 0\n", "from 1 to 16" },
+	{ "batch-max = 17\n", "from 1 to 16" },
+	{ "batch-window-us = 1000001\n", "from 0 to 1000000" },
 	{ "pool-size = 17179869184G\n", "invalid value for 'pool-size'" },
 	{ "pool-size = 18446744073709551615K\n", "invalid value for 'pool-size'" },
 	{ "pool-size = 99999999999999999999\n", "invalid value for 'pool-size'" },

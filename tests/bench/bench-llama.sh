@@ -5,8 +5,8 @@
 #
 #   bench-llama.sh [--json] [--rounds N] [--threads LIST] [--depth LIST]
 #                  [--preset 1b|tiny] [--ftype q4_0|q4_K_M] [--seed S]
-#                  [--model FILE]
-#                  [--speed | --memory]
+#                  [--model FILE] [--procs LIST]
+#                  [--speed | --memory | --procs-only]
 #
 # The model comes from tests/make-llama-gguf (--preset 1b: dim 2048, ffn
 # 8192, 16 layers, 32/8 heads, vocab 4096, Q4_0, about 0.56 GB; --ftype
@@ -41,6 +41,18 @@
 # plugin, the daemon's pinned bytes (qgraph-submit stats: what it holds,
 # not its reserved pool) before and while the four run.
 #
+# Processes (--procs LIST, default 1,2,4; --procs-only runs these alone):
+# N llama-bench processes decoding on the model at once (tg128, -t 1 each,
+# the setting N processes on these cores leave each, --rounds
+# repetitions), per backend: the aggregate t/s (the sum of each process's
+# mean) and the ms per token of every repetition of every process, median
+# and worst.  With the plugin, the daemon may run the N processes' decode
+# graphs as one batch (qgraphd.conf batch-max, batch-window-us), reading
+# the weights once for all.  The anchor is stock llama-batched-bench with
+# N sequences in one process (where it is built), at the best of the
+# thread counts of --threads: one process batching N sequences reads the
+# weights once too.
+#
 # Prints a table, or with --json one JSON object per result (bench, the
 # parameters, value, unit, limit_name, limit_value, ratio), as the other
 # benchmarks in tests/bench do.  Run it from the build directory (or set
@@ -52,7 +64,8 @@ export LC_ALL
 here=$(cd "$(dirname "$0")" && pwd)
 top=${QG_TOP_BUILDDIR:-.}
 ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
-json=0 rounds=3 threads=$(seq -s, 1 "$ncpu") depths=0 preset=1b ftype=q4_0 seed=1 model='' modes="speed memory"
+json=0 rounds=3 threads=$(seq -s, 1 "$ncpu") depths=0 preset=1b ftype=q4_0 seed=1 model='' modes="speed memory procs"
+procs_list=1,2,4
 while [ $# -gt 0 ]; do
 	case $1 in
 	--json) json=1 ;;
@@ -65,6 +78,8 @@ while [ $# -gt 0 ]; do
 	--model) model=$2; shift ;;
 	--speed) modes=speed ;;
 	--memory) modes=memory ;;
+	--procs) procs_list=$2; shift ;;
+	--procs-only) modes=procs ;;
 	-h | --help)
 		sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'
 		exit 0 ;;
@@ -73,7 +88,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case $rounds in '' | *[!0-9]*) echo "bench-llama.sh: --rounds takes a number" >&2; exit 2 ;; esac
-case $threads,$depths in *[!0-9,]* | ,* | *,,*) echo "bench-llama.sh: --threads and --depth take lists of numbers (1,2)" >&2; exit 2 ;; esac
+case $threads,$depths,$procs_list in *[!0-9,]* | ,* | *,,*) echo "bench-llama.sh: --threads, --depth and --procs take lists of numbers (1,2)" >&2; exit 2 ;; esac
 thread_list=$(echo "$threads" | tr ',' ' ')
 first_threads=${thread_list%% *}
 
@@ -312,6 +327,72 @@ memory() {
 			pids=
 			exec 7>&-
 		done
+	done
+}
+
+# ------------------------------------------------------------ processes
+procs() {
+	for n in $(echo "$procs_list" | tr ',' ' '); do
+		for be in $backends; do
+			pids=
+			i=0
+			while [ $i -lt "$n" ]; do
+				i=$((i + 1))
+				# shellcheck disable=SC2046
+				env $(env_for "$be") "$bin/llama-bench" -m "$model" -p 0 -n 128 -t 1 -r "$rounds" -o jsonl \
+					>"$T/procs$i.out" 2>"$T/procs$i.err" </dev/null &
+				pids="$pids $!"
+			done
+			for p in $pids; do
+				wait "$p" || { tail -n 20 "$T"/procs*.err >&2; die "llama-bench ($be, $n processes) failed"; }
+			done
+			pids=
+			: >"$T/procs.ms"
+			agg=0
+			i=0
+			while [ $i -lt "$n" ]; do
+				i=$((i + 1))
+				ts=$(sed -n 's/.*"avg_ts": \([0-9.eE+-]*\),.*/\1/p' "$T/procs$i.out" | head -n 1)
+				[ -n "$ts" ] || die "llama-bench ($be, process $i of $n) gave no tg128 result"
+				agg=$(awk -v a="$agg" -v b="$ts" 'BEGIN { print a + b }')
+				# each repetition's ms per token
+				sed -n 's/.*"samples_ts": \[\([^]]*\)\].*/\1/p' "$T/procs$i.out" | tr ',' '\n' |
+					awk 'NF { printf "%.4f\n", 1000 / $1 }' >>"$T/procs.ms"
+			done
+			p50=$(median <"$T/procs.ms")
+			worst=$(sort -g "$T/procs.ms" | tail -n 1)
+			x=",\"procs\":$n,\"rounds\":$rounds,\"ms_per_token_p50\":$p50,\"ms_per_token_worst\":$worst"
+			res_threads=1
+			if [ "$be" = stock ]; then
+				stock_agg=$agg
+				result llama_tg128_procs "$be" t/s "$agg" "" "" "$x"
+			else
+				qgraph_agg=$agg
+				result llama_tg128_procs "$be" t/s "$agg" stock_procs "$stock_agg" "$x"
+			fi
+			res_threads=
+		done
+		# the in-process anchor: N sequences batched by one llama.cpp process
+		[ -x "$bin/llama-batched-bench" ] || continue
+		best= best_t=
+		for t in $thread_list; do
+			"$bin/llama-batched-bench" -m "$model" -c 4096 -b 2048 -ub 512 -npp 16 -ntg 128 -npl "$n" -t "$t" \
+				>"$T/bb.out" 2>"$T/bb.err" </dev/null || { tail -n 20 "$T/bb.err" >&2; die "llama-batched-bench failed"; }
+			# the table's row: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
+			v=$(awk -F'|' -v n="$n" '$4 + 0 == n && $3 + 0 == 128 { gsub(/ /, "", $9); print $9; exit }' "$T/bb.out")
+			[ -n "$v" ] || continue
+			if [ -z "$best" ] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a > b) }'; then
+				best=$v best_t=$t
+			fi
+		done
+		[ -n "$best" ] || die "llama-batched-bench gave no result for $n sequences"
+		res_threads=$best_t
+		result llama_tg128_batched_bench stock t/s "$best" "" "" ",\"sequences\":$n"
+		res_threads=1
+		# the plugin's N processes against one process batching N sequences
+		[ -n "$plugin" ] && result llama_tg128_procs_vs_batched qgraph t/s "$qgraph_agg" batched_bench "$best" \
+			",\"procs\":$n,\"batched_bench_threads\":$best_t"
+		res_threads=
 	done
 }
 
