@@ -2,7 +2,8 @@
  * batchd-test.c - qgraphd runs the graphs of several sessions on shared
  * weights as one batch: each session's result is the bits it gets
  * alone, a session with a bad row index fails alone, a cancel stops only
- * its own graph, and the stats count the batches.
+ * its own graph, a client killed while its graph is in a batch harms no
+ * other, and the stats count the batches.
  *
  * The daemon runs with --batch-max 4 and a batch window of a second, so
  * that four graphs sent at once are one batch (until a window passes
@@ -17,6 +18,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "daemon-util.h"
 #include "qgraph.h"
@@ -164,6 +167,58 @@ int main(void)
 		       memcmp(m[3].got, before[3], sizeof before[3]) == 0,
 	       "the others' results are unchanged by it");
 
+	/*
+	 * A client killed (SIGKILL) once its graph is sent, while three others'
+	 * graphs gather with it into a batch: theirs are exact, and the
+	 * daemon serves on.
+	 */
+	int go[2], sent[2];
+	if (pipe(go) || pipe(sent))
+		return tap_ok(0, "pipes"), tap_done();
+	pid_t kid = tap_fork();
+	if (kid == 0) {
+		struct tap_rng crng = { 77 };
+		struct member cm;
+		char c;
+		memset(&cm, 0, sizeof cm);
+		if (member_open(&d, &cm, &crng) || read(go[0], &c, 1) != 1)
+			_exit(1);
+		struct qgraph_graph *g = member_graph(&cm);
+		uint64_t id;
+		if (!g || qgraph_submit(cm.s, g, QGRAPH_SUBMIT_BLOCK, &id))
+			_exit(1);
+		(void)!write(sent[1], "s", 1);
+		for (;;)
+			pause();	/* until killed */
+	}
+	char c = 0;
+	(void)!write(go[1], "g", 1);
+	bool kid_sent = read(sent[0], &c, 1) == 1 && c == 's';
+	uint64_t ids[3];
+	int kst[3];
+	for (int i = 0; i < 3; i++) {
+		memset(m[i].arena + m[i].yo, 0xff, ROWS * 4);
+		struct qgraph_graph *g = member_graph(&m[i]);
+		kst[i] = g ? qgraph_submit(m[i].s, g, QGRAPH_SUBMIT_BLOCK, &ids[i]) : -ENOMEM;
+		qgraph_graph_free(g);
+	}
+	kill(kid, SIGKILL);
+	int ws;
+	waitpid(kid, &ws, 0);
+	bool three_ok = kid_sent && WIFSIGNALED(ws);
+	for (int i = 0; i < 3; i++) {
+		struct qgraph_result res = QGRAPH_RESULT_INIT;
+		if (kst[i] == 0)
+			kst[i] = qgraph_wait(m[i].s, ids[i], 20000, &res) ? -ETIME : res.status;
+		three_ok = three_ok && kst[i] == 0 && memcmp(m[i].arena + m[i].yo, before[i], sizeof before[i]) == 0;
+	}
+	tap_ok(three_ok, "a client killed with its graph in the batch: the other three are exact (%d %d %d)", kst[0],
+	       kst[1], kst[2]);
+	close(go[0]);
+	close(go[1]);
+	close(sent[0]);
+	close(sent[1]);
+
 	/* alone, one at a time: the references */
 	bool alone_ok = true;
 	for (int i = 0; i < NS; i++) {
@@ -177,7 +232,7 @@ int main(void)
 		same = same && memcmp(before[i], m[i].ref, sizeof m[i].ref) == 0 &&
 		       (i == 1 || memcmp(got[i], m[i].ref, sizeof m[i].ref) == 0);
 	tap_ok(same, "every result in a batch is the bits of that graph alone");
-	tap_ok(daemon_stat(s, "batches") == 3,
+	tap_ok(daemon_stat(s, "batches") == 4,
 	       "the graphs alone are not batches (%lld)", daemon_stat(s, "batches"));
 	/* the first graph alone waited a whole window for the company the batches had, and ended the waiting */
 	tap_ok(daemon_stat(s, "batch_wait_ns") >= 1000000000ll, "the time waited for company is counted (%lld ns)",
