@@ -185,6 +185,12 @@ int main(void)
 		       daemon_log_has(&d, "reload: user-graph-metadata: (default) -> 3M"),
 	       "user-weights, user-models and user-graph-metadata apply at a reload, and the log names them");
 
+	/* the batch settings reload: the executor takes them with the next graph it is given */
+	write_conf("max-sessions-per-user = 1\nbatch-max = 2\nbatch-window-us = 500\n");
+	tap_ok(reload(&d, ++n_reloads) == 0 && daemon_log_has(&d, "reload: batch-max: 8 -> 2") &&
+		       daemon_log_has(&d, "reload: batch-window-us: 0 -> 500"),
+	       "batch-max and batch-window-us apply at a reload, and the log names them");
+
 	write_conf("max-sessions-per-user = many\n");
 	tap_ok(reload(&d, ++n_reloads) == 0 && daemon_log_has(&d, "the configuration in effect is kept"),
 	       "a bad file is refused at reload, and the configuration kept");
