@@ -602,7 +602,7 @@ struct cpu_group {
 	long share;		/* the group (a node index of the plans) whose quantized rows it reads, or -1 */
 	size_t slot;		/* a thread's gathered and quantized rows: at SLOT_OFF + ITH * SLOT of the scratch */
 	size_t slot_off;
-	size_t y_off;		/* the product, shared by the threads */
+	size_t y_off, y_bytes;	/* the product, shared by the threads */
 };
 
 struct cpu_batch {
@@ -1197,7 +1197,7 @@ static size_t batch_groups(struct cpu_batch *bt)
 		if (g->share >= 0 && p0->nodes[g->share].nth < nd->nth)
 			g->share = -1;
 		if (ok)
-			g->slot = qg_op_mul_mat_group_slot(nd->t, rows);
+			g->slot = qg_op_mul_mat_group_slot(nd->t, rows, &g->y_bytes);
 		g->on = ok && g->slot > 0;
 	}
 	/* a node that runs alone and reads another's activation needs that one alone too */
@@ -1215,16 +1215,12 @@ static size_t batch_groups(struct cpu_batch *bt)
 			struct cpu_group *g = &bt->group[j];
 			if (!g->on)
 				continue;
-			const struct qg_tensor *t = p0->nodes[j].t;
-			int64_t rows = 0;
-			for (size_t b = 0; b < bt->n; b++)
-				rows += bt->p[b]->nodes[j].t->src[1]->ne[1];
 			if (g->share >= 0)
 				g->slot = 0;	/* it reads the other's */
 			g->slot_off = used;
 			used += g->slot * (size_t)p0->nodes[j].nth;
 			g->y_off = used;
-			used += ((size_t)(rows * t->src[0]->ne[1]) * sizeof(float) + 63) & ~(size_t)63;
+			used += g->y_bytes;
 		}
 		if (used > need)
 			need = used;

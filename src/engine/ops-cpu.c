@@ -152,15 +152,36 @@ static void group_mm(const struct qg_tensor *t, int64_t n, void *slot, float *y,
 			      .ldx = (size_t)w->ne[0], .n = n, .y = y, .ldy = (size_t)w->ne[1] };
 }
 
-size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n)
+/*
+ * The activation rows a group of T's weights computes for N rows: on an
+ * interleaved layout, rows past a multiple of four go through the GEMV one
+ * by one, and three of them after a group of four cost more than one more
+ * GEMM group of four (bench-decode --batch 7), so the group is padded with
+ * a copy of its last row, whose result is dropped.  Three rows alone, or
+ * two after a group, are not: there the GEMVs were as fast or faster.  A
+ * row's bits do not depend on the rows beside it, so the padding changes
+ * no result.
+ */
+static int64_t group_rows(const struct qg_tensor *t, int64_t n)
+{
+	const int64_t rem = n % 4;
+
+	if (qg_layout_of(t->src[0]->type) < 0)
+		return n;
+	return n > 4 && rem == 3 ? n + 1 : n;
+}
+
+size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n, size_t *y_bytes)
 {
 	static float dummy[1];
 	struct qg_mm mm;
+	const int64_t rows = group_rows(t, n);
 
-	group_mm(t, n, dummy, dummy, &mm);
+	group_mm(t, rows, dummy, dummy, &mm);
 	if (qg_mul_mat_check(&mm) != 0)
 		return 0;
-	return align_up((size_t)(n * mm.k) * sizeof(float)) + align_up(qg_mul_mat_scratch_size(&mm));
+	*y_bytes = align_up((size_t)(rows * mm.m) * sizeof(float));
+	return align_up((size_t)(rows * mm.k) * sizeof(float)) + align_up(qg_mul_mat_scratch_size(&mm));
 }
 
 int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int nth, void *slot,
@@ -171,10 +192,10 @@ int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int
 
 	for (size_t i = 0; i < n; i++)
 		rows += t[i]->src[1]->ne[1];
-	const int64_t k = t[0]->src[0]->ne[0], m = t[0]->src[0]->ne[1];
-	const size_t xbytes = align_up((size_t)(rows * k) * sizeof(float));
+	const int64_t k = t[0]->src[0]->ne[0], m = t[0]->src[0]->ne[1], padded = group_rows(t[0], rows);
+	const size_t xbytes = align_up((size_t)(padded * k) * sizeof(float));
 	/* the gathered rows (float weights read them), then their quantized form */
-	group_mm(t[0], rows, quant ? (void *)quant : slot, y, &mm);
+	group_mm(t[0], padded, quant ? (void *)quant : slot, y, &mm);
 	if (n == 0 || qg_mul_mat_check(&mm) != 0)
 		return -EINVAL;
 	if (!quant) {
@@ -184,6 +205,8 @@ int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int
 			for (int64_t r = 0; r < x->ne[1]; r++, xs += k)
 				memcpy(xs, (const char *)x->data + r * x->nb[1], (size_t)k * sizeof(float));
 		}
+		for (int64_t r = rows; r < padded; r++, xs += k)
+			memcpy(xs, xs - k, (size_t)k * sizeof(float));	/* the padding: the last row again */
 		qg_mul_mat_quantize(&mm, (char *)slot + xbytes, 0, 1);
 		quant = slot;
 	}

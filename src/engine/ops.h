@@ -179,9 +179,10 @@ bool qg_op_mul_mat_joins(const struct qg_tensor *a, const struct qg_tensor *b);
 /*
  * Bytes of scratch one thread of a group of products of T's weights over
  * N activation rows in all needs (64-byte aligned): the rows gathered and
- * their quantized form.  0 if the product cannot be computed.
+ * their quantized form; in *Y_BYTES the bytes of the product the threads
+ * share (64-byte aligned).  0 if the product cannot be computed.
  */
-size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n);
+size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n, size_t *y_bytes);
 /*
  * Thread ITH of NTH computes its rows of the group T[0..N) (joined by
  * qg_op_mul_mat_joins, checked, data in place): into SLOT (its own
@@ -189,7 +190,8 @@ size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n);
  * activation row and quantizes them, unless QUANT is a slot another group
  * of the same activations filled (same rows, same qg_op_act_form); then
  * it computes its rows of the product over every activation row into Y
- * (rows-by-activations floats, shared by the threads) and copies them to
+ * (its *Y_BYTES of qg_op_mul_mat_group_slot, shared by the threads), perhaps
+ * over a few copies of the last row that pay (dropped), and copies them to
  * each node's result.  Each result's bits are those of the node computed
  * alone.  0 or -EINVAL.
  */
