@@ -170,6 +170,22 @@ static ALWAYS_INLINE __mmask16 tile_mask(int c0, int nc)
 /* --- GEMM --------------------------------------------------------------- */
 
 /*
+ * Bytes ahead of the weight streams the GEMM asks for: with few activation
+ * rows (a batch of decode steps) the tile's arithmetic no longer hides the
+ * memory latency, and each of its row groups is a stream of its own.
+ */
+#define GEMM_PREFETCH 1024
+
+static ALWAYS_INLINE void prefetch_tile(enum lay l, const uint8_t *const p[4], size_t off)
+{
+	const int ngroups = 16 / lay_rows(l), bytes = lay_bytes(l);
+
+	for (int i = 0; i < ngroups; i++)
+		for (int c = 0; c < bytes; c += 64)
+			_mm_prefetch((const char *)p[i] + off + GEMM_PREFETCH + c, _MM_HINT_T0);
+}
+
+/*
  * Facts of KC blocks of one group of four activation rows: -8 * the sum of
  * each row's 32 values and the four scales as floats.  The sums come from
  * vpdpbusd against bytes of 1; each 32-bit lane then holds four values of
@@ -220,8 +236,10 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
 	for (int b = 0; b < kc; b++) {
 		__m512i w[8];
 		__m512 dw;
+		const size_t off = off0 + (size_t)b * lay_bytes(l);
 
-		load_tile(l, p, off0 + (size_t)b * lay_bytes(l), w, &dw);
+		prefetch_tile(l, p, off);
+		load_tile(l, p, off, w, &dw);
 #pragma GCC unroll 4
 		for (int g = 0; g < G; g++) {
 			const int8_t *qa = a[g * nb + b].qs;
