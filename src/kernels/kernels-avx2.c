@@ -445,6 +445,98 @@ static ALWAYS_INLINE void gemv_any(enum lay l, int k, float *restrict s, const v
 	}
 }
 
+/*
+ * gemv_any for NR (2 or 3) rows: each tile block is loaded and unpacked
+ * once, then each row takes the steps gemv_any takes for it, in its
+ * order, so that each row's sums are the bits of its GEMV.
+ */
+static ALWAYS_INLINE void gemv_rows_any(enum lay l, const int NR, int k, float *restrict s, size_t lds,
+					const void *restrict w, const void *restrict a, int nc)
+{
+	const size_t nb = (size_t)(k / QG_QK);
+	const size_t rgb = nb * (size_t)lay_bytes(l);
+	const struct qg_block_q8_0 *act = a;
+	struct qg_x86_pre1 pre[3][QG_X86_KC_GEMV];
+
+	for (size_t b0 = 0; b0 < nb; b0 += QG_X86_KC_GEMV) {
+		const int kc = nb - b0 < QG_X86_KC_GEMV ? (int)(nb - b0) : QG_X86_KC_GEMV;
+
+		for (int r = 0; r < NR; r++)
+			pre_gemv(act + (size_t)r * nb + b0, kc, pre[r]);
+		for (int c0 = 0; c0 < nc; c0 += 8) {
+			const uint8_t *p0, *p1;
+			const __m256i m = tile_mask(c0, nc);
+			size_t off = b0 * (size_t)lay_bytes(l);
+			__m256 acc[3];
+
+#pragma GCC unroll 3
+			for (int r = 0; r < NR; r++)
+				acc[r] = b0 == 0 ? _mm256_setzero_ps() : acc_load(l, s + (size_t)r * lds + c0, m);
+			tile_ptrs(l, w, rgb, c0, nc, &p0, &p1);
+			for (int b = 0; b < kc; b++, off += (size_t)lay_bytes(l)) {
+				__m256i wq[8];
+				__m256 dw;
+
+				if (l == LAY_8X8) {
+					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
+					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
+					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 96, _MM_HINT_T0);
+				} else {
+					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
+					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
+					_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH, _MM_HINT_T0);
+					_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
+				}
+				load_tile(l, p0, p1, off, wq, &dw);
+#pragma GCC unroll 3
+				for (int r = 0; r < NR; r++) {
+					__m256i t = _mm256_add_epi32(block_dot(l, wq, act[(size_t)r * nb + b0 + b].qs, 1, 0),
+								     _mm256_set1_epi32(pre[r][b].ns));
+					acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t),
+								 _mm256_mul_ps(dw, _mm256_set1_ps(pre[r][b].d)), acc[r]);
+				}
+			}
+#pragma GCC unroll 3
+			for (int r = 0; r < NR; r++)
+				acc_store(l, s + (size_t)r * lds + c0, m, acc[r]);
+		}
+	}
+}
+
+/* NR rows of LAY: two or three at once, else one by one. */
+static ALWAYS_INLINE void gemv_rows_lay(enum lay l, int k, float *restrict s, size_t lds, const void *restrict w,
+					const void *restrict a, int nr, int nc)
+{
+	const struct qg_block_q8_0 *act = a;
+
+	if (nr == 2) {
+		gemv_rows_any(l, 2, k, s, lds, w, a, nc);
+	} else if (nr == 3) {
+		gemv_rows_any(l, 3, k, s, lds, w, a, nc);
+	} else {
+		for (int r = 0; r < nr; r++)
+			gemv_any(l, k, s + (size_t)r * lds, w, act + (size_t)r * (size_t)(k / QG_QK), nc);
+	}
+}
+
+void qg_avx2_gemv_rows_4x4(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			   int nr, int nc)
+{
+	gemv_rows_lay(LAY_4X4, k, s, lds, w, a, nr, nc);
+}
+
+void qg_avx2_gemv_rows_4x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			   int nr, int nc)
+{
+	gemv_rows_lay(LAY_4X8, k, s, lds, w, a, nr, nc);
+}
+
+void qg_avx2_gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			   int nr, int nc)
+{
+	gemv_rows_lay(LAY_8X8, k, s, lds, w, a, nr, nc);
+}
+
 void qg_avx2_gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
 	gemv_any(LAY_4X4, k, s, w, a, nc);
@@ -603,17 +695,17 @@ static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int6
 const struct qg_kernel qg_kernels_avx2[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {
 		.name = "avx2 4x4", .family = QG_KF_AVX2,
-		.gemv = qg_avx2_gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.gemv = qg_avx2_gemv_4x4, .gemv_rows = qg_avx2_gemv_rows_4x4, .gemm = gemm_4x4, .act_ileave = 4,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_4X8] = {
 		.name = "avx2 4x8", .family = QG_KF_AVX2,
-		.gemv = qg_avx2_gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.gemv = qg_avx2_gemv_4x8, .gemv_rows = qg_avx2_gemv_rows_4x8, .gemm = gemm_4x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_8X8] = {
 		.name = "avx2 8x8", .family = QG_KF_AVX2,
-		.gemv = qg_avx2_gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.gemv = qg_avx2_gemv_8x8, .gemv_rows = qg_avx2_gemv_rows_8x8, .gemm = gemm_8x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };

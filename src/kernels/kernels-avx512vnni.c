@@ -440,17 +440,17 @@ static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int6
 const struct qg_kernel qg_kernels_avx512vnni[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {
 		.name = "avx512vnni 4x4, avx2 gemv", .family = QG_KF_AVX512VNNI,
-		.gemv = qg_avx2_gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.gemv = qg_avx2_gemv_4x4, .gemv_rows = qg_avx2_gemv_rows_4x4, .gemm = gemm_4x4, .act_ileave = 4,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_4X8] = {
 		.name = "avx512vnni 4x8, avx2 gemv", .family = QG_KF_AVX512VNNI,
-		.gemv = qg_avx2_gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.gemv = qg_avx2_gemv_4x8, .gemv_rows = qg_avx2_gemv_rows_4x8, .gemm = gemm_4x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_8X8] = {
 		.name = "avx512vnni 8x8, avx2 gemv", .family = QG_KF_AVX512VNNI,
-		.gemv = qg_avx2_gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.gemv = qg_avx2_gemv_8x8, .gemv_rows = qg_avx2_gemv_rows_8x8, .gemm = gemm_8x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };

@@ -80,5 +80,12 @@ static inline int qg_x86_act_off(int il, int j, int q)
 void qg_avx2_gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc);
 void qg_avx2_gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc);
 void qg_avx2_gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc);
+/* The same for 2 or 3 rows at once (qg_gemv_rows_fn). */
+void qg_avx2_gemv_rows_4x4(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			   int nr, int nc);
+void qg_avx2_gemv_rows_4x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			   int nr, int nc);
+void qg_avx2_gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			   int nr, int nc);
 
 #endif /* QG_KERNELS_X86_H */

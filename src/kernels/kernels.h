@@ -43,6 +43,15 @@ typedef void (*qg_gemv_fn)(int k, float *restrict s, const void *restrict w,
 typedef void (*qg_gemm_fn)(int k, float *restrict s, size_t lds, const void *restrict w,
 			   const void *restrict a, int nr, int nc);
 
+/*
+ * GEMV of NR activation rows (2 or 3, fewer than a GEMM group), each row
+ * the bits qg_gemv_fn gives it, the weight tile unpacked once for all.
+ *   S    output; row r writes S[r*LDS + 0 .. NC-1]
+ *   A    NR rows of K/32 block_q8_0 each, one after another
+ */
+typedef void (*qg_gemv_rows_fn)(int k, float *restrict s, size_t lds, const void *restrict w,
+				const void *restrict a, int nr, int nc);
+
 /* Activation quantizers: one row to block_q8_0; four rows to block_q8_0x4. */
 typedef void (*qg_quant_row_fn)(const float *x, struct qg_block_q8_0 *y, int64_t k);
 typedef void (*qg_quant_x4_fn)(const float *x, size_t ldx, struct qg_block_q8_0x4 *y,
@@ -73,6 +82,7 @@ struct qg_kernel {
 	const char *name;	/* "dotprod 4x4", shown in --info and benchmarks */
 	enum qg_kfamily family;
 	qg_gemv_fn gemv;
+	qg_gemv_rows_fn gemv_rows;	/* optional: NULL runs GEMV row by row */
 	qg_gemm_fn gemm;
 	int act_ileave;		/* interleave of the GEMM activations: 4 or 8 */
 	qg_quant_row_fn quant_row;

@@ -245,8 +245,11 @@ static void compute_interleaved(const struct qg_mm *mm, const void *scratch, int
 			kn->gemm(k, mm->y + (size_t)g * 4 * mm->ldy + t0, mm->ldy, w, ga + g * nb,
 				 (int)(ng * 4), nc);
 		}
-		for (int64_t r = 0; r < rem; r++)
-			kn->gemv(k, mm->y + (size_t)(groups * 4 + r) * mm->ldy + t0, w, ra + r * nb, nc);
+		if (rem > 1 && kn->gemv_rows)
+			kn->gemv_rows(k, mm->y + (size_t)(groups * 4) * mm->ldy + t0, mm->ldy, w, ra, (int)rem, nc);
+		else
+			for (int64_t r = 0; r < rem; r++)
+				kn->gemv(k, mm->y + (size_t)(groups * 4 + r) * mm->ldy + t0, w, ra + r * nb, nc);
 	}
 }
 
