@@ -166,6 +166,25 @@ static int connect_one(struct qgraph_session *s, const char *path, const char *t
 	return r;
 }
 
+/*
+ * True if the N bytes of BUF are a Welcome that drops this connection to
+ * make room for newer ones that have not said Hello either (the quotas
+ * handshakes-per-user and max-handshakes): the daemon drops the oldest
+ * silent connection, which an honest client's is if more came in after
+ * it before its Hello was read.  Trying again then is no flood.
+ */
+static bool dropped_for_room(const uint8_t *buf, size_t n)
+{
+	Qgraph__Welcome *w = qgraph__welcome__unpack(NULL, n, buf);
+	bool dropped = w && w->status == QGRAPH__STATUS__STATUS_QUOTA && w->error &&
+		       (strncmp(w->error, "handshakes-per-user:", 20) == 0 ||
+			strncmp(w->error, "max-handshakes:", 15) == 0);
+
+	if (w)
+		qgraph__welcome__free_unpacked(w, NULL);
+	return dropped;
+}
+
 static void session_free(struct qgraph_session *s)
 {
 	qg_region_unmap(&s->rg);
@@ -353,12 +372,14 @@ QGRAPH_API int qgraph_connect(const struct qgraph_connect_opts *opts, struct qgr
 		if (!r || closed)	/* the answer, or the refusal the daemon sent before it closed */
 			n = qg_sock_recv(s->sock, wbuf, sizeof wbuf, fds, 2, &nfds);
 		/*
-		 * Closed without an answer: under a flood of connections that have
-		 * not said Hello, the daemon makes room by closing the oldest, which
-		 * is ours if more came in after it before its Hello did.  A new
-		 * connection is the newest: tried twice more.
+		 * Closed without an answer, or told it was dropped for room: under
+		 * a flood of connections that have not said Hello, the daemon makes
+		 * room by closing the oldest, which is ours if more came in after it
+		 * before its Hello did.  A new connection is the newest: tried twice
+		 * more.
 		 */
-		if (n > 0 || (r && !closed) || (n != 0 && n != -ECONNRESET) || attempt == 2)
+		bool again = n > 0 ? dropped_for_room(wbuf, (size_t)n) : !(r && !closed) && (n == 0 || n == -ECONNRESET);
+		if (!again || attempt == 2)
 			break;
 		close(s->sock);
 		s->sock = -1;
