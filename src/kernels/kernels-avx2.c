@@ -401,56 +401,28 @@ static void pre_gemv(const struct qg_block_q8_0 *a, int kc, struct qg_x86_pre1 *
  */
 #define GEMV_PREFETCH 1024
 
-static ALWAYS_INLINE void gemv_any(enum lay l, int k, float *restrict s, const void *restrict w,
-				   const void *restrict a, int nc)
+/* The GEMV's prefetches for the tile block at OFF of the row groups at P0 and P1. */
+static ALWAYS_INLINE void gemv_prefetch(enum lay l, const uint8_t *p0, const uint8_t *p1, size_t off)
 {
-	const size_t nb = (size_t)(k / QG_QK);
-	const size_t rgb = nb * (size_t)lay_bytes(l);
-	const struct qg_block_q8_0 *act = a;
-	struct qg_x86_pre1 pre[QG_X86_KC_GEMV];
-
-	for (size_t b0 = 0; b0 < nb; b0 += QG_X86_KC_GEMV) {
-		const int kc = nb - b0 < QG_X86_KC_GEMV ? (int)(nb - b0) : QG_X86_KC_GEMV;
-
-		pre_gemv(act + b0, kc, pre);
-		for (int c0 = 0; c0 < nc; c0 += 8) {
-			const uint8_t *p0, *p1;
-			const __m256i m = tile_mask(c0, nc);
-			size_t off = b0 * (size_t)lay_bytes(l);
-			__m256 acc = b0 == 0 ? _mm256_setzero_ps() : acc_load(l, s + c0, m);
-
-			tile_ptrs(l, w, rgb, c0, nc, &p0, &p1);
-			for (int b = 0; b < kc; b++, off += (size_t)lay_bytes(l)) {
-				__m256i wq[8];
-				__m256 dw;
-
-				if (l == LAY_8X8) {
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 96, _MM_HINT_T0);
-				} else {
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
-					_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH, _MM_HINT_T0);
-					_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
-				}
-				load_tile(l, p0, p1, off, wq, &dw);
-				__m256i t = _mm256_add_epi32(block_dot(l, wq, act[b0 + b].qs, 1, 0),
-							     _mm256_set1_epi32(pre[b].ns));
-				acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t),
-						      _mm256_mul_ps(dw, _mm256_set1_ps(pre[b].d)), acc);
-			}
-			acc_store(l, s + c0, m, acc);
-		}
+	if (l == LAY_8X8) {
+		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
+		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
+		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 96, _MM_HINT_T0);
+	} else {
+		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
+		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
+		_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH, _MM_HINT_T0);
+		_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
 	}
 }
 
 /*
- * gemv_any for NR (2 or 3) rows: each tile block is loaded and unpacked
- * once, then each row takes the steps gemv_any takes for it, in its
- * order, so that each row's sums are the bits of its GEMV.
+ * NR (1 to 3) activation rows, LDS apart in S, against NC weight rows: each
+ * tile block is loaded and unpacked once, then each row takes its steps in
+ * the same order as alone, so that a row's sums are the same bits however
+ * many rows run beside it.
  */
-static ALWAYS_INLINE void gemv_rows_any(enum lay l, const int NR, int k, float *restrict s, size_t lds,
+static ALWAYS_INLINE void gemv_any(enum lay l, const int NR, int k, float *restrict s, size_t lds,
 					const void *restrict w, const void *restrict a, int nc)
 {
 	const size_t nb = (size_t)(k / QG_QK);
@@ -477,16 +449,7 @@ static ALWAYS_INLINE void gemv_rows_any(enum lay l, const int NR, int k, float *
 				__m256i wq[8];
 				__m256 dw;
 
-				if (l == LAY_8X8) {
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 96, _MM_HINT_T0);
-				} else {
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
-					_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
-					_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH, _MM_HINT_T0);
-					_mm_prefetch((const char *)p1 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
-				}
+				gemv_prefetch(l, p0, p1, off);
 				load_tile(l, p0, p1, off, wq, &dw);
 #pragma GCC unroll 3
 				for (int r = 0; r < NR; r++) {
@@ -510,12 +473,12 @@ static ALWAYS_INLINE void gemv_rows_lay(enum lay l, int k, float *restrict s, si
 	const struct qg_block_q8_0 *act = a;
 
 	if (nr == 2) {
-		gemv_rows_any(l, 2, k, s, lds, w, a, nc);
+		gemv_any(l, 2, k, s, lds, w, a, nc);
 	} else if (nr == 3) {
-		gemv_rows_any(l, 3, k, s, lds, w, a, nc);
+		gemv_any(l, 3, k, s, lds, w, a, nc);
 	} else {
 		for (int r = 0; r < nr; r++)
-			gemv_any(l, k, s + (size_t)r * lds, w, act + (size_t)r * (size_t)(k / QG_QK), nc);
+			gemv_any(l, 1, k, s + (size_t)r * lds, 0, w, act + (size_t)r * (size_t)(k / QG_QK), nc);
 	}
 }
 
@@ -539,17 +502,17 @@ void qg_avx2_gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *res
 
 void qg_avx2_gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv_any(LAY_4X4, k, s, w, a, nc);
+	gemv_any(LAY_4X4, 1, k, s, 0, w, a, nc);
 }
 
 void qg_avx2_gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv_any(LAY_4X8, k, s, w, a, nc);
+	gemv_any(LAY_4X8, 1, k, s, 0, w, a, nc);
 }
 
 void qg_avx2_gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv_any(LAY_8X8, k, s, w, a, nc);
+	gemv_any(LAY_8X8, 1, k, s, 0, w, a, nc);
 }
 
 static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
