@@ -159,12 +159,12 @@ static size_t wait_company(struct qgd_exec *x, uint64_t key, struct qgd_job **jo
 
 	while (n < want && !x->stop) {
 		struct timespec ts = { .tv_sec = (time_t)(end / 1000000000u), .tv_nsec = (long)(end % 1000000000u) };
-		if (pthread_cond_timedwait(&x->cond, &x->lock, &ts) == ETIMEDOUT) {
-			n = take_company(x, key, jobs[0]->g->be, jobs, n, max);
+		int r = pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+		n = take_company(x, key, jobs[0]->g->be, jobs, n, max);
+		if (r == ETIMEDOUT) {
 			x->company = (unsigned)n;	/* the company did not come: wait for what did, next time */
 			break;
 		}
-		n = take_company(x, key, jobs[0]->g->be, jobs, n, max);
 	}
 	return n;
 }
