@@ -576,7 +576,7 @@ static int wait_deadline_ms(const struct qgd_server *srv, int longest)
 {
 	uint64_t now = 0;
 
-	for (const struct qgd_session *s = srv->sessions; s; s = s->next) {
+	qgd_roster_each(srv, s) {
 		if (!s->wait_until_ns)
 			continue;
 		if (!now)

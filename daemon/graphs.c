@@ -241,7 +241,7 @@ uint32_t qgd_graphs_count(const struct qgd_server *srv)
 {
 	uint32_t n = 0;
 
-	for (const struct qgd_session *s = srv->sessions; s; s = s->next)
+	qgd_roster_each(srv, s)
 		n += (uint32_t)s->n_graphs;
 	return n;
 }

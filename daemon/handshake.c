@@ -176,7 +176,7 @@ static int admit_hello(struct qgd_session *s, int proto, uint64_t *arena)
 	*arena = (*arena + 4095) & ~(uint64_t)4095;
 	uint64_t arenas = 0;
 	uint32_t same_user = 0, served = 0;
-	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
+	qgd_roster_each(srv, t) {
 		if (t->state != QGD_READY)
 			continue;	/* connections in their handshake are bounded apart (admit) */
 		arenas += t->rg.layout.arena_bytes;

@@ -33,7 +33,7 @@ void qgd_loopcpu_note(struct qgd_server *srv)
 	if (c == srv->loop_cpu)
 		return;
 	srv->loop_cpu = c;
-	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+	qgd_roster_each(srv, s)
 		if (s->state == QGD_READY)
 			qg_hint_loop_cpu(s->rg.hdr, c);
 }

@@ -123,7 +123,7 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	uint32_t first_session = sr ? sr->first_session : 0, first_model = sr ? sr->first_model : 0;
 	size_t n = 0;
 
-	for (const struct qgd_session *t = srv->sessions; t; t = t->next) {
+	qgd_roster_each(srv, t) {
 		st.sessions += t->state == QGD_READY;
 		st.handshaking += t->state == QGD_HANDSHAKE;
 		st.sessions_hidden += t->state == QGD_READY && !may_see(s, t);
@@ -144,7 +144,7 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	} else {
 		/* what this user holds: the whole daemon's would tell when another user's upload was deduplicated */
 		st.weights_stored = qgd_weights_held_by(srv, s->uid);
-		for (const struct qgd_session *t = srv->sessions; t; t = t->next)
+		qgd_roster_each(srv, t)
 			for (size_t i = 0; t->uid == s->uid && i < t->n_weights; i++)
 				st.weights_referenced_bytes += t->weights[i].bytes;	/* bytes, as the daemon's figure */
 	}
@@ -165,7 +165,7 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.next_session = st.next_model = 0;
 
 	uint32_t v = 0;	/* sessions listed so far, this page's and the earlier pages' */
-	for (struct qgd_session *t = srv->sessions; t; t = t->next) {
+	qgd_roster_each(srv, t) {
 		if (t->state != QGD_READY || !may_see(s, t) || (!all && t != s) || v++ < first_session)
 			continue;
 		qgraph__session_stats__init(&ss[n]);

@@ -108,7 +108,7 @@ struct census {
 static void take_census(struct qgd_server *srv, const struct qgd_session *except, uid_t uid, struct census *c)
 {
 	*c = (struct census){ 0 };
-	for (struct qgd_session *t = srv->sessions; t; t = t->next) {
+	qgd_roster_each(srv, t) {
 		if (t == except || t->state == QGD_DEAD)
 			continue;
 		if (t->state == QGD_READY) {
@@ -149,9 +149,7 @@ static void admit(struct qgd_server *srv, int fd)
 		close(fd);
 		return;
 	}
-	s->next = srv->sessions;
-	srv->sessions = s;
-	srv->n_sessions++;
+	qgd_roster_add(srv, s);
 	qgd_log_uid(s->uid, QGD_LOG_DEBUG, "session %llu: accepted (pid %d, uid %u)", (unsigned long long)s->id,
 		    (int)s->pid, (unsigned)s->uid);
 	/*
@@ -267,7 +265,7 @@ static void on_signal(struct qg_watch *w, int fd, uint32_t events, void *arg)
 		}
 		if (si.ssi_signo == SIGUSR1 || si.ssi_signo == SIGUSR2) {
 			qgd_info("%s: %u connections, %llu graphs run, %llu bytes pinned%s", strsignal((int)si.ssi_signo),
-				 srv->n_sessions, (unsigned long long)srv->stats.graphs_run,
+				 qgd_roster_count(srv), (unsigned long long)srv->stats.graphs_run,
 				 (unsigned long long)qgd_weights_pinned_bytes(srv), srv->stopping ? ", stopping" : "");
 			continue;
 		}
@@ -291,7 +289,7 @@ void qgd_server_recheck(struct qgd_server *srv)
 {
 	char why[256];
 
-	for (struct qgd_session *s = srv->sessions; s; s = s->next) {
+	qgd_roster_each(srv, s) {
 		if (s->state == QGD_DEAD || s->refused ||
 		    !qgd_priv_check_peer(&srv->cfg.priv, s->sock, s->pid, s->uid, s->gid, why, sizeof why))
 			continue;
@@ -308,26 +306,20 @@ static void reap(struct qgd_server *srv)
 {
 	uint64_t now = 0;
 
-	for (struct qgd_session **p = &srv->sessions; *p;) {
-		struct qgd_session *s = *p;
+	for (struct qgd_session *s = qgd_roster_first(srv), *after; s; s = after) {
+		after = qgd_roster_next(s);
 		if (s->state == QGD_HANDSHAKE && !now)
 			now = qg_stamp_ms();	/* the clock only when someone is shaking hands */
 		if (s->state == QGD_HANDSHAKE && now - s->started_ms > srv->cfg.handshake_ms)
 			qgd_reply_drop(s, s->refused ? s->refused : "the handshake took too long");
-		if (s->state != QGD_DEAD) {
-			p = &s->next;
+		if (s->state != QGD_DEAD)
 			continue;
-		}
 		if (s->job) {
 			/* its graph reads the session's memory: stop it, free the session after */
 			qgd_exec_cancel(s, 0, NULL);
-			p = &s->next;
 			continue;
 		}
-		*p = s->next;
-		if (srv->rr == s)
-			srv->rr = NULL;
-		srv->n_sessions--;
+		qgd_roster_remove(srv, s);
 		qgd_session_free(s);
 	}
 }
@@ -341,7 +333,7 @@ static int scan(struct qgd_server *srv)
 {
 	int did = 0;
 
-	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+	qgd_roster_each(srv, s)
 		if (!qgd_request_waiting(s))
 			did |= qgd_session_step(s);
 	return did;
@@ -351,14 +343,14 @@ static int scan(struct qgd_server *srv)
 static void set_sleeping(struct qgd_server *srv, uint32_t v)
 {
 	qgd_exec_loop_asleep(srv, v != 0);
-	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+	qgd_roster_each(srv, s)
 		if (s->state == QGD_READY)
 			qg_doorbell_announce(s->rg.hdr, v != 0);
 }
 
 static bool any_pending(struct qgd_server *srv)
 {
-	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+	qgd_roster_each(srv, s)
 		if (qgd_session_pending(s) && !qgd_request_waiting(s))
 			return true;
 	return false;
@@ -517,7 +509,7 @@ int qgd_server_run(struct qgd_server *srv)
 				break;
 			/* graphs still run: past the deadline they are cancelled; wait for their answers */
 			if (qg_stamp_ms() > srv->stop_deadline_ms)
-				for (struct qgd_session *s = srv->sessions; s; s = s->next)
+				qgd_roster_each(srv, s)
 					qgd_exec_cancel(s, 0, NULL);
 		}
 		if (did) {
@@ -572,7 +564,7 @@ int qgd_server_run(struct qgd_server *srv)
 		qgd_loopcpu_note(srv);
 	}
 	/* tell every client: their sockets close, their waits end with an error */
-	for (struct qgd_session *s = srv->sessions; s; s = s->next)
+	qgd_roster_each(srv, s)
 		qgd_reply_hung_up(s, "the daemon is exiting");	/* not counted: no one reads the count now */
 	reap(srv);
 	return 0;

@@ -1,6 +1,6 @@
 /*
  * server.h - the daemon's state (struct qgd_server: its settings, loop,
- * sessions, pool and counters) and the calls that set up and run its
+ * roster of sessions, pool and counters) and the calls that set up and run its
  * loop (server.c).  The daemon's clock is src/ipc/stamp.h's (qg_stamp_ns,
  * qg_stamp_ms).
  */
@@ -12,6 +12,7 @@
 
 #include "conf.h"
 #include "log.h"
+#include "roster.h"
 #include "stamp.h"
 #include "stats.h"
 
@@ -29,14 +30,12 @@ struct qgd_server {
 	struct qg_loop *loop;
 	int listen_fd, lock_fd;
 	int activated;			/* listen_fd came from the service manager (LISTEN_FDS): never unlinked (qgd_server_activated) */
-	int signal_fd, timer_fd;
-	struct qg_watch *listen_watch, *signal_watch, *timer_watch;
+	int signal_fd;
+	struct qg_watch *listen_watch, *signal_watch;
 	int reserve_fd;			/* /dev/null, given up to take a connection when descriptors run out */
 	uint64_t accept_paused_ms;	/* when accepting stopped for want of descriptors (0: it did not) */
 	struct qgd_ratelimit fd_rl;	/* the log line about it */
-	struct qgd_session *sessions;
-	struct qgd_session *rr;		/* where the fair scan starts next */
-	uint32_t n_sessions;
+	struct qgd_roster roster;	/* the sessions (roster.c's) */
 	/* reply.c's own: answers in a row to BESIDE_SESSION's client, on the loop's CPU */
 	unsigned beside;
 	const struct qgd_session *beside_session;

@@ -71,7 +71,7 @@ struct qgd_session {
 	int announced;			/* its start was logged: its end will be too */
 	const char *refused;		/* refused when it connected, and told: why, for the log (handshake.c) */
 	struct qg_buft *buft;		/* this session's pieces of the pool, for intermediates */
-	struct qgd_session *next;
+	struct qgd_session *roster_prev, *roster_next;	/* roster.c's own */
 };
 
 /* A session for the client connected on FD (its credentials read), or NULL. */
