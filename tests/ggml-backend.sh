@@ -25,9 +25,10 @@ submit=$top/client/tools/qgraph-submit
 
 # The MUL_MAT cases by F32 activations in test-backend-ops at the pinned
 # llama.cpp (80fb11ac), by weights type: every one the CPU backend runs
-# runs on QGRAPH0 (for q4_K and q8_0, 10 of them with permuted weights);
-# q4_0 with contiguous weights only.  The CPU runs none by F16 activations.
-mul_mat_types="q4_0:38 q4_K:54 q6_K:13 q8_0:49"
+# runs on QGRAPH0 (for q4_K and q8_0, 10 of them with permuted weights,
+# which test-backend-ops fills through the permuted view); q4_0 with
+# contiguous weights only.  The CPU runs none by F16 activations.
+mul_mat_types="q4_0:38 q4_K:64 q6_K:13 q8_0:49"
 want_cases=0
 for tc in $mul_mat_types; do want_cases=$((want_cases + ${tc#*:})); done
 want_cases=${QG_GGML_MUL_MAT_CASES:-$want_cases}

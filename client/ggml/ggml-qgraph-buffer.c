@@ -291,6 +291,45 @@ static void *buffer_get_base(ggml_backend_buffer_t buffer)
 	return ((struct qgg_buffer *)buffer->context)->base;
 }
 
+/*
+ * SIZE bytes at OFFSET of view T were just written into B's arena (DATA,
+ * or NULL for a memset already done there): if T views weights of B, the
+ * daemon's copy must follow, or the device would compute with the old
+ * bytes while the CPU reads the new ones.  test-backend-ops does this: it
+ * fills the permuted view of its weights, not the weights.  Weights
+ * being set in pieces take the bytes into their staging copy; in a
+ * QGRAPH buffer the arena holds the whole tensor, now current, and is
+ * uploaded again; a QGRAPH_WEIGHTS buffer has no other copy to complete
+ * the write from, so it is refused.  Caller holds the lock.
+ */
+static void view_written(struct qgg_buffer *b, const struct ggml_tensor *t, const void *data, size_t offset,
+			 size_t size)
+{
+	struct qgg_weights *w = t->view_src ? qgg_weights_find(b, t->view_src->data) : NULL;
+
+	if (!w)
+		return;
+	size_t at = (size_t)((const char *)t->data - (const char *)w->data) + offset;
+	if (at > w->nbytes || size > w->nbytes - at) {
+		buffer_fail(b, "%s writes past the weights %s it views", t->name, t->view_src->name);
+		return;
+	}
+	if (w->staged) {
+		if (data)
+			memcpy(w->staged + at, data, size);
+		else
+			memcpy(w->staged + at, (const char *)t->data + offset, size);
+		return;
+	}
+	if (!w->n_handles)
+		return;
+	if (is_host(b))
+		weights_upload(b, w, w->data);
+	else
+		buffer_fail(b, "%s writes weights %s through a view: weights are set whole", t->name,
+			    t->view_src->name);
+}
+
 static void buffer_set_tensor(ggml_backend_buffer_t buffer, struct ggml_tensor *t, const void *data, size_t offset,
 			      size_t size)
 {
@@ -300,8 +339,10 @@ static void buffer_set_tensor(ggml_backend_buffer_t buffer, struct ggml_tensor *
 	if (!is_weights(buffer, t) || is_host(b)) {
 		if (qgg_buffer_bind(b) == 0)
 			memcpy((char *)t->data + offset, data, size);
-		if (!is_weights(buffer, t))
+		if (!is_weights(buffer, t)) {
+			view_written(b, t, data, offset, size);
 			goto out;
+		}
 	}
 	struct qgg_weights *w = weights_entry(b, t);
 	if (!w) {
@@ -372,8 +413,10 @@ static void buffer_memset_tensor(ggml_backend_buffer_t buffer, struct ggml_tenso
 	if (!is_weights(buffer, t)) {
 		struct qgg_buffer *b = buffer->context;
 		pthread_mutex_lock(&qgg.lock);
-		if (qgg_buffer_bind(b) == 0)
+		if (qgg_buffer_bind(b) == 0) {
 			memset((char *)t->data + offset, value, size);
+			view_written(b, t, NULL, offset, size);
+		}
 		pthread_mutex_unlock(&qgg.lock);
 		return;
 	}

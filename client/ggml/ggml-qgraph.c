@@ -258,18 +258,17 @@ static bool cache_src(const struct ggml_tensor *op, int k)
 }
 
 /*
- * Whether MUL_MAT weights A view whole rows of a contiguous Q8_0 tensor in
- * another order (a permuted stack): the daemon gathers the rows
- * (ggml-qgraph-graph.c).  Q4_K and Q6_K stacks permuted so gave wrong
- * results once their bytes were also in host memory (a QGRAPH buffer):
- * they stay on the CPU until that is understood.
+ * Whether MUL_MAT weights A view whole rows of a contiguous Q8_0, Q4_K or
+ * Q6_K tensor in another order (a permuted stack): the daemon gathers the
+ * rows (ggml-qgraph-graph.c).  Not Q4_0, whose rows the daemon holds
+ * interleaved.
  */
 static bool permuted_rows(const struct ggml_tensor *a)
 {
 	const struct ggml_tensor *base = a->view_src;
 	size_t rb = ggml_row_size(a->type, a->ne[0]);
 
-	if (a->type != GGML_TYPE_Q8_0 ||
+	if ((a->type != GGML_TYPE_Q8_0 && a->type != GGML_TYPE_Q4_K && a->type != GGML_TYPE_Q6_K) ||
 	    base->view_src || base->type != a->type || !ggml_is_contiguous(base) || base->ne[0] != a->ne[0] ||
 	    a->nb[0] != ggml_type_size(a->type) || a->view_offs % rb || ggml_nrows(base) > INT32_MAX ||
 	    ggml_nrows(a) > INT32_MAX)
@@ -290,8 +289,8 @@ static bool permuted_rows(const struct ggml_tensor *a)
  * The rest, op by op:
  *   MUL_MAT   Q4_0, Q4_K, Q6_K or Q8_0 weights in QGRAPH_WEIGHTS (or not
  *             placed yet: test-backend-ops asks before it allocates) by
- *             F32 activations: contiguous, or for Q8_0 a permuted view
- *             of whole rows.  Saying no for weights in
+ *             F32 activations: contiguous, or but for Q4_0 a permuted
+ *             view of whole rows.  Saying no for weights in
  *             QGRAPH is what sends llama.cpp's matrices to QGRAPH_WEIGHTS,
  *             the next type of the device.  The weights' buffer is only
  *             compared, never looked into: llama.cpp asks with a
