@@ -6,8 +6,9 @@
  *     values, GEMM rows against GEMV, every layout against the others;
  *  3. every kernel family this CPU runs, for every layout, against the
  *     portable kernel through qg_mul_mat (many shapes), and its activation
- *     quantizers against the portable ones; sve256 against i8mm bit for
- *     bit at 256-bit vectors, and refused at any other length;
+ *     quantizers against the portable ones; its gemv_rows, where it has
+ *     one, against its GEMV bit for bit; sve256 against i8mm bit for bit
+ *     at 256-bit vectors, and refused at any other length;
  *  4. mul_mat for every weight type, split over 1, 2, 3 and 7 threads;
  *  5. qg_mul_mat_check's errors;
  *  6. dispatch: the CPU features, the choice per layout (per qemu CPU model
@@ -24,7 +25,8 @@
  * another order, or sums whole blocks in integers first (fewer terms),
  * stays within gamma(4*NB + 4) * S, NB = K/32; two such kernels differ by
  * at most twice that.  Where the arithmetic is the same (4x8 and 8x8, GEMM
- * and GEMV rows, thread splits) the results must be equal bit for bit;
+ * and GEMV rows, thread splits, a family's GEMV of rows one at a time and
+ * two or three at once) the results must be equal bit for bit;
  * so must the two x86 families, AVX2 and AVX-512 VNNI, which do the same
  * float operations in the same order (kernels-x86.h).
  */
@@ -476,6 +478,75 @@ static void test_families(struct tap_rng *rng)
 			tap_skip(why);
 		}
 	}
+}
+
+/*
+ * gemv_rows, where a family has it: 2 and 3 activation rows at once must
+ * give each row the bits of that family's GEMV of the row alone, over
+ * block counts odd and even, one block and past the x86 GEMV's chunk, and
+ * row-group counts that leave every remainder of the kernels' passes; and
+ * it must leave the padding of S (between NC and LDS) alone.
+ */
+static int rows_match(enum qg_layout l, const struct qg_kernel *kn, const struct wset *ws, struct tap_rng *rng,
+		      int nr)
+{
+	const int64_t k = ws->k, m = ws->m, nb = k / QG_QK, lds = m + 3;
+	float *x = xmalloc((size_t)(nr * k) * sizeof *x);
+	struct qg_block_q8_0 *a = xmalloc((size_t)(nr * nb) * sizeof *a);
+	float *y = xmalloc((size_t)(nr * lds) * sizeof *y), *y1 = xmalloc((size_t)m * sizeof *y1);
+	int ok = 1;
+
+	fill(rng, x, (size_t)(nr * k), -2.0f, 2.0f);
+	for (int r = 0; r < nr; r++)
+		qg_quantize_row_q8_0(x + r * k, a + r * nb, k);
+	memset(y, 0xff, (size_t)(nr * lds) * sizeof *y);
+	kn->gemv_rows((int)k, y, (size_t)lds, ws->packed[l], a, nr, (int)m);
+	for (int r = 0; r < nr; r++) {
+		kn->gemv((int)k, y1, ws->packed[l], a + r * nb, (int)m);
+		ok &= same_bits(y + r * lds, y1, (size_t)m);
+		for (int64_t j = m; j < lds; j++)
+			ok &= isnan(y[r * lds + j]);
+	}
+	free(x);
+	free(a);
+	free(y);
+	free(y1);
+	return ok;
+}
+
+static void test_gemv_rows(struct tap_rng *rng)
+{
+	/* 1, 2, 3, 8 and 9 blocks, 129 (odd, past a pass of 64/128), 257 (past the x86 GEMV's 256) */
+	static const int64_t ks[] = { 32, 64, 96, 256, 288, 4128, 8224 };
+	/* row groups: 1 to 5 (every remainder of passes of 2, 3 or 4 groups) and 9 */
+	static const int64_t gs[] = { 1, 2, 3, 4, 5, 9 };
+	int any = 0;
+
+	for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
+		for (int f = 0; f < QG_KF_COUNT; f++) {
+			const struct qg_kernel *kn = qg_kernel_get(f, l);
+			if (!kn || !kn->gemv_rows)
+				continue;
+			any = 1;
+			int ok = 1, cases = 0;
+			for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+				for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++) {
+					struct wset ws;
+					/* fewer shapes at large K: qemu is slow */
+					if (ks[ki] >= 4096 && gs[gi] != 1 && gs[gi] != 5)
+						continue;
+					wset_make(&ws, rng, gs[gi] * layout_r[l], ks[ki]);
+					for (int nr = 2; nr <= 3; nr++, cases++)
+						ok &= rows_match(l, kn, &ws, rng, nr);
+					wset_free(&ws);
+				}
+			}
+			tap_ok(ok, "%s: gemv_rows of 2 and 3 rows gives each row its GEMV's bits (%d shapes)",
+			       kn->name, cases);
+		}
+	}
+	if (!any)
+		tap_skip("no family with gemv_rows runs here");
 }
 
 /*
@@ -1133,6 +1204,7 @@ int main(void)
 	test_repack_agrees(&rng);
 	test_reference(&rng);
 	test_families(&rng);
+	test_gemv_rows(&rng);
 #if defined(__aarch64__) && defined(HAVE_SVE)
 	test_sve256(&rng);
 #endif

@@ -5,6 +5,7 @@
  *   bench-mulmat [--json] [--quick] [--kernel FAMILY | --all-kernels]
  *                [--threads LIST] [--layout L] [--n N]
  *   bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]
+ *                [--row-by-row]
  *
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
  * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
@@ -30,9 +31,11 @@
  * read bandwidth so).
  *
  * --kernel-only runs one kernel R times on m = k = 4096 with nothing else
- * in the loop (GEMM on the groups of four rows, GEMV on the rest), for
- * instruction counts under qemu: two runs that differ only in R give the
- * kernel's count (tests/bench/insn-table.sh).
+ * in the loop (GEMM on the groups of four rows, GEMV on the rest: two or
+ * three rows through the kernel's gemv_rows where it has one, as mul_mat
+ * runs them, or one GEMV per row with --row-by-row), for instruction
+ * counts under qemu: two runs that differ only in R give the kernel's
+ * count (tests/bench/insn-table.sh).
  */
 #include "config.h"
 
@@ -60,6 +63,7 @@ static const int ns_all[] = { 1, 8, 32, 128, 512 };
 
 struct opts {
 	int json, quick, all_kernels, kernel_only, limits_only;
+	int row_by_row;		/* --kernel-only: one GEMV per row even where gemv_rows exists */
 	int family;		/* -1: dispatched */
 	int layout;		/* -1: all */
 	int n;			/* 0: all */
@@ -77,6 +81,7 @@ static void usage(FILE *f)
 		"                    [--threads 1,2] [--layout 4x4|4x8|8x8] [--n N]\n"
 		"                    [--type q4_K|q6_K|q8_0] [--rounds R] [--ggml LIBGGML_CPU]\n"
 		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n"
+		"                    [--row-by-row]\n"
 		"       bench-mulmat --limits [--json] [--quick] [--threads 1,2]\n");
 }
 
@@ -427,11 +432,15 @@ static int kernel_only(const struct opts *o)
 	for (long i = 0; i < o->repeat; i++) {
 		if (groups)
 			kn->gemm((int)k, y, (size_t)m, w, a4, (int)(groups * 4), (int)m);
-		for (int64_t r = 0; r < rem; r++)
-			kn->gemv((int)k, y + (groups * 4 + r) * m, w, a1 + r * nb, (int)m);
+		if (rem > 1 && kn->gemv_rows && !o->row_by_row)
+			kn->gemv_rows((int)k, y + groups * 4 * m, (size_t)m, w, a1, (int)rem, (int)m);
+		else
+			for (int64_t r = 0; r < rem; r++)
+				kn->gemv((int)k, y + (groups * 4 + r) * m, w, a1 + r * nb, (int)m);
 	}
-	printf("kernel: %s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
-	       kn->name, layout_names[l], (long long)m, (long long)n, (long long)k, o->repeat,
+	printf("kernel: %s%s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
+	       kn->name, rem > 1 && kn->gemv_rows && !o->row_by_row ? " (gemv_rows)" : "", layout_names[l],
+	       (long long)m, (long long)n, (long long)k, o->repeat,
 	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
 	free(w);
 	free(x);
@@ -480,6 +489,7 @@ int main(int argc, char **argv)
 		{ "n", required_argument, NULL, 'n' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "kernel-only", no_argument, NULL, 'o' },
+		{ "row-by-row", no_argument, NULL, 'B' },
 		{ "limits", no_argument, NULL, 'L' },
 		{ "type", required_argument, NULL, 'T' },
 		{ "rounds", required_argument, NULL, 'R' },
@@ -495,6 +505,7 @@ int main(int argc, char **argv)
 		case 'q': o.quick = 1; break;
 		case 'a': o.all_kernels = 1; break;
 		case 'o': o.kernel_only = 1; break;
+		case 'B': o.row_by_row = 1; break;
 		case 'L': o.limits_only = 1; break;
 		case 'K':
 			o.family = qg_kfamily_from_name(optarg);
