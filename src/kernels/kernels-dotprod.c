@@ -15,6 +15,9 @@
  * GEMV, 8-byte layouts: a vector holds 8 bytes of 2 rows; the activation's
  * 8 matching bytes are loaded into both halves (ld1r), a plain sdot leaves
  * each row's sum in two lanes, and one addp per block folds the pairs.
+ * Two or three activation rows (gemv_rows) share each block's weight
+ * loads and nibbles; each row keeps its own sdot and float steps, in its
+ * GEMV's order, so that it gets its GEMV's bits.
  *
  * GEMM (every layout, activations with the 4-byte interleave): the roles
  * flip.  An activation vector holds 4 bytes of each of its 4 rows for the
@@ -39,105 +42,209 @@
 
 /*
  * The GEMV loops are asm too, for the same reason as the GEMM tile below.
- * Each handles up to 4 row groups of 4 rows (2 groups of 8 for 8x8) against
- * one activation row, two blocks per turn.
+ * One loop serves one, two or three activation rows (NR): each row group's
+ * weights are loaded and their nibbles taken once per block, then each row
+ * takes its own sdot, conversion, multiply and fused multiply-add, the
+ * same instructions on the same values whatever NR is, so a row's sums
+ * are the same bits alone or beside others.  A pass takes up to 4 row
+ * groups of 4 rows (2 of 8 for 8x8) against one row, 3 against two rows
+ * and 2 against three (one 8x8 group against two or three), two blocks
+ * per turn.
  *
- * 4x4: v0-v3 the sums, v8/v9 activation values 0-15 / 16-31, v10 the
- * activation scale, v11 the 0xF0 mask, v12 weight scales, v16-v19 /
- * v20-v23 low / high nibbles times 16, v24-v27 the groups' accumulators.
+ * Row r's activation scale goes to lane r of v28 (an ld1 to the lane, one
+ * fcvtl for the rows).  4x4: v0-v5 the sums, v8/v9 row 0's activation
+ * values 0-15 / 16-31 (v10/v11 row 1's, v12/v13 row 2's), v6 the 0xF0
+ * mask, v7 weight scales, v16-v19 / v20-v23 low / high nibbles times 16,
+ * v24-v27, v29, v30 the int32 accumulators, zeroed by loads of 64 and 32
+ * zero bytes.
  */
-#define GV44_GROUP(wg, s, acc)						\
-	"ldr d12, [%[" wg "]], #8\n\t"					\
+#define GV44_W(wg)							\
+	"ldr d7, [%[" wg "]], #8\n\t"					\
 	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t"			\
-	"and v20.16b, v16.16b, v11.16b\n\t"				\
-	"and v21.16b, v17.16b, v11.16b\n\t"				\
-	"and v22.16b, v18.16b, v11.16b\n\t"				\
-	"and v23.16b, v19.16b, v11.16b\n\t"				\
+	"and v20.16b, v16.16b, v6.16b\n\t"				\
+	"and v21.16b, v17.16b, v6.16b\n\t"				\
+	"and v22.16b, v18.16b, v6.16b\n\t"				\
+	"and v23.16b, v19.16b, v6.16b\n\t"				\
 	"shl v16.16b, v16.16b, #4\n\t"					\
 	"shl v17.16b, v17.16b, #4\n\t"					\
 	"shl v18.16b, v18.16b, #4\n\t"					\
 	"shl v19.16b, v19.16b, #4\n\t"					\
-	"sdot v" acc ".4s, v16.16b, v8.4b[0]\n\t"			\
-	"sdot v" acc ".4s, v20.16b, v9.4b[0]\n\t"			\
-	"sdot v" acc ".4s, v17.16b, v8.4b[1]\n\t"			\
-	"sdot v" acc ".4s, v21.16b, v9.4b[1]\n\t"			\
-	"sdot v" acc ".4s, v18.16b, v8.4b[2]\n\t"			\
-	"sdot v" acc ".4s, v22.16b, v9.4b[2]\n\t"			\
-	"sdot v" acc ".4s, v19.16b, v8.4b[3]\n\t"			\
-	"sdot v" acc ".4s, v23.16b, v9.4b[3]\n\t"			\
-	"fcvtl v12.4s, v12.4h\n\t"					\
-	"scvtf v" acc ".4s, v" acc ".4s, #4\n\t"			\
-	"fmul v" acc ".4s, v" acc ".4s, v12.4s\n\t"			\
-	"fmla v" s ".4s, v" acc ".4s, v10.s[0]\n\t"
+	"fcvtl v7.4s, v7.4h\n\t"
 
-#define GV44_ACT							\
-	"ldr h10, [%[a]], #2\n\t"					\
-	"ld1 {v8.16b, v9.16b}, [%[a]], #32\n\t"				\
-	"fcvt s10, h10\n\t"						\
-	"ld1 {v24.4s-v27.4s}, [%[zero]]\n\t"
+/* One row (values in vE0, vE1, scale in lane R of v28) into sum S by ACC. */
+#define GV44_DOT(e0, e1, r, acc, s)					\
+	"sdot v" acc ".4s, v16.16b, v" e0 ".4b[0]\n\t"			\
+	"sdot v" acc ".4s, v20.16b, v" e1 ".4b[0]\n\t"			\
+	"sdot v" acc ".4s, v17.16b, v" e0 ".4b[1]\n\t"			\
+	"sdot v" acc ".4s, v21.16b, v" e1 ".4b[1]\n\t"			\
+	"sdot v" acc ".4s, v18.16b, v" e0 ".4b[2]\n\t"			\
+	"sdot v" acc ".4s, v22.16b, v" e1 ".4b[2]\n\t"			\
+	"sdot v" acc ".4s, v19.16b, v" e0 ".4b[3]\n\t"			\
+	"sdot v" acc ".4s, v23.16b, v" e1 ".4b[3]\n\t"			\
+	"scvtf v" acc ".4s, v" acc ".4s, #4\n\t"			\
+	"fmul v" acc ".4s, v" acc ".4s, v7.4s\n\t"			\
+	"fmla v" s ".4s, v" acc ".4s, v28.s[" r "]\n\t"
+
+#define GV44_R0(acc, s) GV44_DOT("8", "9", "0", acc, s)
+#define GV44_R1(acc, s) GV44_DOT("10", "11", "1", acc, s)
+#define GV44_R2(acc, s) GV44_DOT("12", "13", "2", acc, s)
+
+/* Row r's scale and values (4x4: two vectors); the scales' fcvtl and zeroing come after. */
+#define GV_SCALE0 "ldr h28, [%[a0]], #2\n\t"
+#define GV_SCALE1 "ld1 {v28.h}[1], [%[a1]], #2\n\t"
+#define GV_SCALE2 "ld1 {v28.h}[2], [%[a2]], #2\n\t"
+#define GV_SCALES "fcvtl v28.4s, v28.4h\n\t"
+#define GV_ZERO4 "ld1 {v24.4s-v27.4s}, [%[zero]]\n\t"
+#define GV_ZERO6 GV_ZERO4 "ld1 {v29.4s, v30.4s}, [%[zero]]\n\t"
+
+#define GV44_ACT1							\
+	GV_SCALE0 "ld1 {v8.16b, v9.16b}, [%[a0]], #32\n\t"		\
+	GV_SCALES GV_ZERO4
+#define GV44_ACT2							\
+	GV_SCALE0 "ld1 {v8.16b, v9.16b}, [%[a0]], #32\n\t"		\
+	GV_SCALE1 "ld1 {v10.16b, v11.16b}, [%[a1]], #32\n\t"		\
+	GV_SCALES GV_ZERO6
+#define GV44_ACT3							\
+	GV_SCALE0 "ld1 {v8.16b, v9.16b}, [%[a0]], #32\n\t"		\
+	GV_SCALE1 "ld1 {v10.16b, v11.16b}, [%[a1]], #32\n\t"		\
+	GV_SCALE2 "ld1 {v12.16b, v13.16b}, [%[a2]], #32\n\t"		\
+	GV_SCALES GV_ZERO6
 
 /*
- * 8-byte layouts: v8-v11 activation bytes 0-7, 8-15, 16-23, 24-31, each
- * in both halves (ld1r); v12 the activation scale, v13 (and v14) weight
- * scales, v15 the mask.  A 4-row unit is chunk 0 rows 0,1 (R0) and 2,3
- * (R1), chunk 1 likewise (R2, R3), with high nibbles in H0..H3 and two
- * accumulators whose lane pairs addp folds into the 4 rows.
+ * 8-byte layouts: row 0's activation bytes 0-7, 8-15, 16-23, 24-31, each
+ * in both halves (ld1r), in v8-v11 (row 1's in v12-v15, row 2's in
+ * v16-v19); v6 the mask, v7 weight scales (8x8: the group's 8, a half's 4
+ * converted into v31).  A 4-row unit is chunk 0 rows 0,1 (R0) and 2,3
+ * (R1), chunk 1 likewise (R2, R3), in v20-v23, high nibbles into v24-v27;
+ * per row, two accumulators whose lane pairs addp folds into the 4 rows:
+ * one row has v12-v19 for 4x8 (unit u: v12+2u, v13+2u), zeroed for the
+ * block (GV88_1 for 8x8), two or three rows v29, v30, zeroed for each.
+ * v0-v5 the sums.
  */
-#define GVX8_UNIT(r0, r1, r2, r3, h0, h1, h2, h3, acc0, acc1, dw, s)	\
-	"and v" h0 ".16b, v" r0 ".16b, v15.16b\n\t"			\
-	"and v" h1 ".16b, v" r1 ".16b, v15.16b\n\t"			\
-	"and v" h2 ".16b, v" r2 ".16b, v15.16b\n\t"			\
-	"and v" h3 ".16b, v" r3 ".16b, v15.16b\n\t"			\
+#define GVX8_NIBW(r0, r1, r2, r3)					\
+	"and v24.16b, v" r0 ".16b, v6.16b\n\t"				\
+	"and v25.16b, v" r1 ".16b, v6.16b\n\t"				\
+	"and v26.16b, v" r2 ".16b, v6.16b\n\t"				\
+	"and v27.16b, v" r3 ".16b, v6.16b\n\t"				\
 	"shl v" r0 ".16b, v" r0 ".16b, #4\n\t"				\
 	"shl v" r1 ".16b, v" r1 ".16b, #4\n\t"				\
 	"shl v" r2 ".16b, v" r2 ".16b, #4\n\t"				\
-	"shl v" r3 ".16b, v" r3 ".16b, #4\n\t"				\
-	"sdot v" acc0 ".4s, v" r0 ".16b, v8.16b\n\t"			\
-	"sdot v" acc0 ".4s, v" h0 ".16b, v10.16b\n\t"			\
-	"sdot v" acc0 ".4s, v" r2 ".16b, v9.16b\n\t"			\
-	"sdot v" acc0 ".4s, v" h2 ".16b, v11.16b\n\t"			\
-	"sdot v" acc1 ".4s, v" r1 ".16b, v8.16b\n\t"			\
-	"sdot v" acc1 ".4s, v" h1 ".16b, v10.16b\n\t"			\
-	"sdot v" acc1 ".4s, v" r3 ".16b, v9.16b\n\t"			\
-	"sdot v" acc1 ".4s, v" h3 ".16b, v11.16b\n\t"			\
-	"addp v" acc0 ".4s, v" acc0 ".4s, v" acc1 ".4s\n\t"		\
-	"scvtf v" acc0 ".4s, v" acc0 ".4s, #4\n\t"			\
-	"fmul v" acc0 ".4s, v" acc0 ".4s, v" dw ".4s\n\t"		\
-	"fmla v" s ".4s, v" acc0 ".4s, v12.s[0]\n\t"
+	"shl v" r3 ".16b, v" r3 ".16b, #4\n\t"
+#define GVX8_NIB GVX8_NIBW("20", "21", "22", "23")
 
-#define GVX8_ACT							\
-	"ldr h12, [%[a]], #2\n\t"					\
-	"ld1r {v8.2d}, [%[a]], #8\n\t"					\
-	"ld1r {v9.2d}, [%[a]], #8\n\t"					\
-	"ld1r {v10.2d}, [%[a]], #8\n\t"					\
-	"ld1r {v11.2d}, [%[a]], #8\n\t"					\
-	"fcvt s12, h12\n\t"						\
-	"ld1 {v24.4s-v27.4s}, [%[zero]]\n\t"				\
-	"ld1 {v28.4s-v31.4s}, [%[zero]]\n\t"
+/*
+ * One row (values in vE0..vE3, scale in lane R of v28) of the unit in
+ * vR0..vR3 (v20-v23 unless said), with weight scales vDW, into sum S by
+ * accumulators A0 and A1 (zero).
+ */
+#define GVX8_DOTW(r0, r1, r2, r3, e0, e1, e2, e3, r, dw, s, a0, a1)	\
+	"sdot v" a0 ".4s, v" r0 ".16b, v" e0 ".16b\n\t"			\
+	"sdot v" a0 ".4s, v24.16b, v" e2 ".16b\n\t"			\
+	"sdot v" a0 ".4s, v" r2 ".16b, v" e1 ".16b\n\t"			\
+	"sdot v" a0 ".4s, v26.16b, v" e3 ".16b\n\t"			\
+	"sdot v" a1 ".4s, v" r1 ".16b, v" e0 ".16b\n\t"			\
+	"sdot v" a1 ".4s, v25.16b, v" e2 ".16b\n\t"			\
+	"sdot v" a1 ".4s, v" r3 ".16b, v" e1 ".16b\n\t"			\
+	"sdot v" a1 ".4s, v27.16b, v" e3 ".16b\n\t"			\
+	"addp v" a0 ".4s, v" a0 ".4s, v" a1 ".4s\n\t"			\
+	"scvtf v" a0 ".4s, v" a0 ".4s, #4\n\t"				\
+	"fmul v" a0 ".4s, v" a0 ".4s, v" dw ".4s\n\t"			\
+	"fmla v" s ".4s, v" a0 ".4s, v28.s[" r "]\n\t"
+#define GVX8_DOT(...) GVX8_DOTW("20", "21", "22", "23", __VA_ARGS__)
 
-/* A 4x8 group: scales, then chunk 0 rows 0-3 and chunk 1 (64 bytes). */
-#define GV48_GROUP(wg, s, acc0, acc1)					\
-	"ldr d13, [%[" wg "]], #8\n\t"					\
-	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t"			\
-	"fcvtl v13.4s, v13.4h\n\t"					\
-	GVX8_UNIT("16", "17", "18", "19", "20", "21", "22", "23", acc0, acc1, "13", s)
+/* Unit U of one row (its accumulators zeroed with the block). */
+#define GVX8_U(u, dw, s) GVX8_DOT_("8", "9", "10", "11", "0", dw, s, GVX8_A##u)
+#define GVX8_DOT_(...) GVX8_DOT(__VA_ARGS__)
+#define GVX8_A0 "12", "13"
+#define GVX8_A1 "14", "15"
+#define GVX8_A2 "16", "17"
+#define GVX8_A3 "18", "19"
+#define GVX8_A8 "29", "30"	/* the second 8x8 group's (GV88_1) */
+#define GVX8_A9 "4", "5"
+/* Row r of two or three. */
+#define GVX8_Z "ld1 {v29.4s, v30.4s}, [%[zero]]\n\t"
+#define GVX8_R0(dw, s) GVX8_Z GVX8_DOT("8", "9", "10", "11", "0", dw, s, "29", "30")
+#define GVX8_R1(dw, s) GVX8_Z GVX8_DOT("12", "13", "14", "15", "1", dw, s, "29", "30")
+#define GVX8_R2(dw, s) GVX8_Z GVX8_DOT("16", "17", "18", "19", "2", dw, s, "29", "30")
 
-/* An 8x8 group: 8 scales, chunk 0 of rows 0-7 (v16-v19), chunk 1 (v20-v23). */
-#define GV88_GROUP(wg, s0, s1, acc0, acc1, acc2, acc3)			\
-	"ldr q13, [%[" wg "]], #16\n\t"					\
-	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t"			\
+#define GVX8_ACT0							\
+	GV_SCALE0							\
+	"ld1r {v8.2d}, [%[a0]], #8\n\t"					\
+	"ld1r {v9.2d}, [%[a0]], #8\n\t"					\
+	"ld1r {v10.2d}, [%[a0]], #8\n\t"				\
+	"ld1r {v11.2d}, [%[a0]], #8\n\t"
+#define GVX8_ACT1							\
+	GV_SCALE1							\
+	"ld1r {v12.2d}, [%[a1]], #8\n\t"				\
+	"ld1r {v13.2d}, [%[a1]], #8\n\t"				\
+	"ld1r {v14.2d}, [%[a1]], #8\n\t"				\
+	"ld1r {v15.2d}, [%[a1]], #8\n\t"
+#define GVX8_ACT2							\
+	GV_SCALE2							\
+	"ld1r {v16.2d}, [%[a2]], #8\n\t"				\
+	"ld1r {v17.2d}, [%[a2]], #8\n\t"				\
+	"ld1r {v18.2d}, [%[a2]], #8\n\t"				\
+	"ld1r {v19.2d}, [%[a2]], #8\n\t"
+
+/* A 4x8 group: 4 scales, then chunk 0 rows 0-3 and chunk 1 (64 bytes). */
+#define GV48_W(wg)							\
+	"ldr d7, [%[" wg "]], #8\n\t"					\
 	"ld1 {v20.16b-v23.16b}, [%[" wg "]], #64\n\t"			\
-	"fcvtl2 v14.4s, v13.8h\n\t"					\
-	"fcvtl v13.4s, v13.4h\n\t"					\
-	GVX8_UNIT("16", "17", "20", "21", "4", "5", "6", "7", acc0, acc1, "13", s0) \
-	GVX8_UNIT("18", "19", "22", "23", "4", "5", "6", "7", acc2, acc3, "14", s1)
+	"fcvtl v7.4s, v7.4h\n\t"					\
+	GVX8_NIB
 
+/*
+ * An 8x8 group: its 8 scales (W moves past the block), then half H: its
+ * scales into v31, its rows of chunk 0 and of chunk 1.
+ */
+#define GV88_W(wg) "ldr q7, [%[" wg "]], #144\n\t"
+#define GV88_H0(wg)							\
+	"ldp q20, q21, [%[" wg "], #-128]\n\t"				\
+	"ldp q22, q23, [%[" wg "], #-64]\n\t"				\
+	"fcvtl v31.4s, v7.4h\n\t"					\
+	GVX8_NIB
+#define GV88_H1(wg)							\
+	"ldp q20, q21, [%[" wg "], #-96]\n\t"				\
+	"ldp q22, q23, [%[" wg "], #-32]\n\t"				\
+	"fcvtl2 v31.4s, v7.8h\n\t"					\
+	GVX8_NIB
+
+/*
+ * An 8x8 group against one row: chunk 0 in v20-v23, chunk 1 in v16-v19,
+ * the halves' units into sums S0, S1 by accumulators A0.., A1.. (for the
+ * first group v12-v15, for the second v29, v30 and v4, v5: GV88_ZERO).
+ */
+#define GV88_1(wg, s0, s1, a0, a1)					\
+	"ldr q7, [%[" wg "]], #16\n\t"					\
+	"ld1 {v20.16b-v23.16b}, [%[" wg "]], #64\n\t"			\
+	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t"			\
+	"fcvtl v31.4s, v7.4h\n\t"					\
+	GVX8_NIBW("20", "21", "16", "17")				\
+	GVX8_DOTW_("20", "21", "16", "17", "8", "9", "10", "11", "0", "31", s0, a0) \
+	"fcvtl2 v31.4s, v7.8h\n\t"					\
+	GVX8_NIBW("22", "23", "18", "19")				\
+	GVX8_DOTW_("22", "23", "18", "19", "8", "9", "10", "11", "0", "31", s1, a1)
+#define GVX8_DOTW_(...) GVX8_DOTW(__VA_ARGS__)
+#define GV88_ZERO "ld1 {v29.4s, v30.4s}, [%[zero]]\n\t" "ld1 {v4.4s, v5.4s}, [%[zero]]\n\t"
+
+/* A block's activations (and zeroed accumulators for one row): 4x8, 8x8 of 1 or 2 groups. */
+#define GV48_BLOCK1 GVX8_ACT0 GV_SCALES GVX8_ZERO8
+#define GVX8_ZERO8 "ld1 {v12.4s-v15.4s}, [%[zero]]\n\t" "ld1 {v16.4s-v19.4s}, [%[zero]]\n\t"
+#define GV88_BLOCK1 GVX8_ACT0 GV_SCALES "ld1 {v12.4s-v15.4s}, [%[zero]]\n\t"
+#define GV88_BLOCK1_2 GV88_BLOCK1 GV88_ZERO
+#define GVX8_BLOCK2 GVX8_ACT0 GVX8_ACT1 GV_SCALES
+#define GVX8_BLOCK3 GVX8_ACT0 GVX8_ACT1 GVX8_ACT2 GV_SCALES
+
+/*
+ * The loop: BODY is one block (two per turn; an odd block count enters at
+ * the second copy); the sums v0-v5 go to OUT.
+ */
 #define GV_LOOP(BODY)							\
 	__asm__ volatile(						\
-		"movi v15.16b, #0xf0\n\t"				\
-		"movi v11.16b, #0xf0\n\t"				\
+		"movi v6.16b, #0xf0\n\t"				\
 		"movi v0.4s, #0\n\t" "movi v1.4s, #0\n\t"		\
 		"movi v2.4s, #0\n\t" "movi v3.4s, #0\n\t"		\
+		"movi v4.4s, #0\n\t" "movi v5.4s, #0\n\t"		\
 		"cbnz %w[odd], 2f\n\t"					\
 		"1:\n\t"						\
 		BODY							\
@@ -146,94 +253,185 @@
 		"subs %w[n], %w[n], #1\n\t"				\
 		"b.ne 1b\n\t"						\
 		"st1 {v0.4s-v3.4s}, [%[out]]\n\t"			\
+		"stp q4, q5, [%[out], #64]\n\t"				\
 		: [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), \
-		  [a] "+r"(ap), [n] "+r"(n)				\
+		  [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [n] "+r"(n) \
 		: [zero] "r"(qg_arm_zero64), [odd] "r"(odd), [out] "r"(sum) \
 		: "cc", "memory", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", \
 		  "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", \
 		  "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", \
 		  "v26", "v27", "v28", "v29", "v30", "v31")
 
+/* Row groups a pass takes against NR rows (4-row units: 4, 6, 6). */
+#define GEMV_NG(l, nr) ((l) == QG_LAYOUT_8X8 ? ((nr) == 1 ? 2 : 1) : (nr) == 1 ? 4 : (nr) == 2 ? 3 : 2)
+
 /*
- * NG row groups of layout L, whose first blocks are GS bytes apart, against
- * one activation row: S gets 4*NG outputs (8*NG for 8x8).
+ * NG (at most GEMV_NG) row groups of layout L, whose first blocks are GS
+ * bytes apart, against NR (1 to 3) activation rows of NB (> 0) blocks
+ * each, one after another from A: row r writes its 4*NG outputs (8*NG for
+ * 8x8) to S + r*LDS.  The sums of 4-row unit u and row r are v(u*NR + r).
  */
-static void gemv_groups(enum qg_layout l, int ng, int nb, float *restrict s,
+static void gemv_groups(enum qg_layout l, int nr, int ng, int nb, float *restrict s, size_t lds,
 			const uint8_t *restrict w, size_t gs, const struct qg_block_q8_0 *restrict a)
 {
-	float sum[16];
-	/* pointers past the NG groups stay at the first: never read, always valid */
+	float sum[24];
+	/* pointers past the NG groups and NR rows stay at the first: never read, always valid */
 	const uint8_t *w0 = w, *w1 = ng > 1 ? w + gs : w;
 	const uint8_t *w2 = ng > 2 ? w + 2 * gs : w, *w3 = ng > 3 ? w + 3 * gs : w;
-	const struct qg_block_q8_0 *ap = a;
+	const struct qg_block_q8_0 *a0 = a, *a1 = nr > 1 ? a + nb : a, *a2 = nr > 2 ? a + 2 * (size_t)nb : a;
 	long n = (nb + 1) / 2, odd = nb & 1;
+	const int units = l == QG_LAYOUT_8X8 ? 2 * ng : ng;
 
 	if (l == QG_LAYOUT_4X4) {
-		if (ng == 4)
-			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24") GV44_GROUP("w1", "1", "25")
-				GV44_GROUP("w2", "2", "26") GV44_GROUP("w3", "3", "27"));
-		else if (ng == 3)
-			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24") GV44_GROUP("w1", "1", "25")
-				GV44_GROUP("w2", "2", "26"));
-		else if (ng == 2)
-			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24") GV44_GROUP("w1", "1", "25"));
-		else
-			GV_LOOP(GV44_ACT GV44_GROUP("w0", "0", "24"));
+		if (nr == 1) {
+			if (ng == 4)
+				GV_LOOP(GV44_ACT1 GV44_W("w0") GV44_R0("24", "0") GV44_W("w1") GV44_R0("25", "1")
+					GV44_W("w2") GV44_R0("26", "2") GV44_W("w3") GV44_R0("27", "3"));
+			else if (ng == 3)
+				GV_LOOP(GV44_ACT1 GV44_W("w0") GV44_R0("24", "0") GV44_W("w1") GV44_R0("25", "1")
+					GV44_W("w2") GV44_R0("26", "2"));
+			else if (ng == 2)
+				GV_LOOP(GV44_ACT1 GV44_W("w0") GV44_R0("24", "0") GV44_W("w1") GV44_R0("25", "1"));
+			else
+				GV_LOOP(GV44_ACT1 GV44_W("w0") GV44_R0("24", "0"));
+		} else if (nr == 2) {
+			if (ng == 3)
+				GV_LOOP(GV44_ACT2 GV44_W("w0") GV44_R0("24", "0") GV44_R1("25", "1")
+					GV44_W("w1") GV44_R0("26", "2") GV44_R1("27", "3")
+					GV44_W("w2") GV44_R0("29", "4") GV44_R1("30", "5"));
+			else if (ng == 2)
+				GV_LOOP(GV44_ACT2 GV44_W("w0") GV44_R0("24", "0") GV44_R1("25", "1")
+					GV44_W("w1") GV44_R0("26", "2") GV44_R1("27", "3"));
+			else
+				GV_LOOP(GV44_ACT2 GV44_W("w0") GV44_R0("24", "0") GV44_R1("25", "1"));
+		} else {
+			if (ng == 2)
+				GV_LOOP(GV44_ACT3 GV44_W("w0") GV44_R0("24", "0") GV44_R1("25", "1")
+					GV44_R2("26", "2") GV44_W("w1") GV44_R0("27", "3") GV44_R1("29", "4")
+					GV44_R2("30", "5"));
+			else
+				GV_LOOP(GV44_ACT3 GV44_W("w0") GV44_R0("24", "0") GV44_R1("25", "1")
+					GV44_R2("26", "2"));
+		}
 	} else if (l == QG_LAYOUT_4X8) {
-		if (ng == 4)
-			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25") GV48_GROUP("w1", "1", "26", "27")
-				GV48_GROUP("w2", "2", "28", "29") GV48_GROUP("w3", "3", "30", "31"));
-		else if (ng == 3)
-			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25") GV48_GROUP("w1", "1", "26", "27")
-				GV48_GROUP("w2", "2", "28", "29"));
-		else if (ng == 2)
-			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25") GV48_GROUP("w1", "1", "26", "27"));
-		else
-			GV_LOOP(GVX8_ACT GV48_GROUP("w0", "0", "24", "25"));
+		if (nr == 1) {
+			if (ng == 4)
+				GV_LOOP(GV48_BLOCK1 GV48_W("w0") GVX8_U(0, "7", "0") GV48_W("w1") GVX8_U(1, "7", "1")
+					GV48_W("w2") GVX8_U(2, "7", "2") GV48_W("w3") GVX8_U(3, "7", "3"));
+			else if (ng == 3)
+				GV_LOOP(GV48_BLOCK1 GV48_W("w0") GVX8_U(0, "7", "0") GV48_W("w1") GVX8_U(1, "7", "1")
+					GV48_W("w2") GVX8_U(2, "7", "2"));
+			else if (ng == 2)
+				GV_LOOP(GV48_BLOCK1 GV48_W("w0") GVX8_U(0, "7", "0") GV48_W("w1") GVX8_U(1, "7", "1"));
+			else
+				GV_LOOP(GV48_BLOCK1 GV48_W("w0") GVX8_U(0, "7", "0"));
+		} else if (nr == 2) {
+			if (ng == 3)
+				GV_LOOP(GVX8_BLOCK2 GV48_W("w0") GVX8_R0("7", "0") GVX8_R1("7", "1")
+					GV48_W("w1") GVX8_R0("7", "2") GVX8_R1("7", "3")
+					GV48_W("w2") GVX8_R0("7", "4") GVX8_R1("7", "5"));
+			else if (ng == 2)
+				GV_LOOP(GVX8_BLOCK2 GV48_W("w0") GVX8_R0("7", "0") GVX8_R1("7", "1")
+					GV48_W("w1") GVX8_R0("7", "2") GVX8_R1("7", "3"));
+			else
+				GV_LOOP(GVX8_BLOCK2 GV48_W("w0") GVX8_R0("7", "0") GVX8_R1("7", "1"));
+		} else {
+			if (ng == 2)
+				GV_LOOP(GVX8_BLOCK3 GV48_W("w0") GVX8_R0("7", "0") GVX8_R1("7", "1") GVX8_R2("7", "2")
+					GV48_W("w1") GVX8_R0("7", "3") GVX8_R1("7", "4") GVX8_R2("7", "5"));
+			else
+				GV_LOOP(GVX8_BLOCK3 GV48_W("w0") GVX8_R0("7", "0") GVX8_R1("7", "1") GVX8_R2("7", "2"));
+		}
 	} else {
-		if (ng == 2)
-			GV_LOOP(GVX8_ACT GV88_GROUP("w0", "0", "1", "24", "25", "26", "27")
-				GV88_GROUP("w1", "2", "3", "28", "29", "30", "31"));
-		else
-			GV_LOOP(GVX8_ACT GV88_GROUP("w0", "0", "1", "24", "25", "26", "27"));
+		if (nr == 1) {
+			if (ng == 2)
+				GV_LOOP(GV88_BLOCK1_2 GV88_1("w0", "0", "1", GVX8_A0, GVX8_A1)
+					GV88_1("w1", "2", "3", GVX8_A8, GVX8_A9));
+			else
+				GV_LOOP(GV88_BLOCK1 GV88_1("w0", "0", "1", GVX8_A0, GVX8_A1));
+		} else if (nr == 2) {
+			GV_LOOP(GVX8_BLOCK2 GV88_W("w0") GV88_H0("w0") GVX8_R0("31", "0") GVX8_R1("31", "1")
+				GV88_H1("w0") GVX8_R0("31", "2") GVX8_R1("31", "3"));
+		} else {
+			GV_LOOP(GVX8_BLOCK3 GV88_W("w0") GV88_H0("w0") GVX8_R0("31", "0") GVX8_R1("31", "1")
+				GVX8_R2("31", "2") GV88_H1("w0") GVX8_R0("31", "3") GVX8_R1("31", "4")
+				GVX8_R2("31", "5"));
+		}
 	}
-	memcpy(s, sum, (size_t)(l == QG_LAYOUT_8X8 ? 8 : 4) * ng * sizeof *s);
+	if (nr == 1) {
+		memcpy(s, sum, (size_t)units * 4 * sizeof *s);
+		return;
+	}
+	for (int u = 0; u < units; u++)
+		for (int r = 0; r < nr; r++)
+			memcpy(s + (size_t)r * lds + 4 * u, sum + 4 * (u * nr + r), 4 * sizeof *s);
 }
 
-/* Row groups at a time: 16 rows, 4 output vectors, for every layout. */
-#define GEMV_NG(l) ((l) == QG_LAYOUT_8X8 ? 2 : 4)
-
-QG_ARM_INLINE void gemv(enum qg_layout l, int k, float *restrict s, const void *restrict w,
+/*
+ * NR (1 to 3) activation rows, LDS apart in S, against NC weight rows of
+ * layout L, GEMV_NG(L, NR) row groups a pass.
+ */
+QG_ARM_INLINE void gemv(enum qg_layout l, int nr, int k, float *restrict s, size_t lds, const void *restrict w,
 			const void *restrict a, int nc)
 {
 	const int nb = k / QG_QK, R = l == QG_LAYOUT_8X8 ? 8 : 4;
 	const size_t gs = (size_t)nb * (l == QG_LAYOUT_8X8 ? W_BLOCK8 : W_BLOCK4);
 	const uint8_t *wp = w;
-	const int ngroups = nc / R;
+	const int ngroups = nc / R, step = GEMV_NG(l, nr);
 
 	if (nb <= 0) {
-		memset(s, 0, (size_t)nc * sizeof *s);
+		for (int r = 0; r < nr; r++)
+			memset(s + (size_t)r * lds, 0, (size_t)nc * sizeof *s);
 		return;
 	}
-	for (int g = 0; g < ngroups; g += GEMV_NG(l)) {
-		const int ng = ngroups - g < GEMV_NG(l) ? ngroups - g : GEMV_NG(l);
-		gemv_groups(l, ng, nb, s + g * R, wp + g * gs, gs, a);
+	for (int g = 0; g < ngroups; g += step) {
+		const int ng = ngroups - g < step ? ngroups - g : step;
+		gemv_groups(l, nr, ng, nb, s + g * R, lds, wp + g * gs, gs, a);
 	}
 }
 
 static void gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv(QG_LAYOUT_4X4, k, s, w, a, nc);
+	gemv(QG_LAYOUT_4X4, 1, k, s, 0, w, a, nc);
 }
 
 static void gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv(QG_LAYOUT_4X8, k, s, w, a, nc);
+	gemv(QG_LAYOUT_4X8, 1, k, s, 0, w, a, nc);
 }
 
 static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv(QG_LAYOUT_8X8, k, s, w, a, nc);
+	gemv(QG_LAYOUT_8X8, 1, k, s, 0, w, a, nc);
+}
+
+/* NR rows of layout L: two or three at once, more three at a time and the rest. */
+QG_ARM_INLINE void gemv_rows(enum qg_layout l, int k, float *restrict s, size_t lds, const void *restrict w,
+			     const void *restrict a, int nr, int nc)
+{
+	const struct qg_block_q8_0 *act = a;
+	const size_t nb = (size_t)(k / QG_QK);
+
+	for (int r = 0; r < nr; r += 3)
+		gemv(l, nr - r < 3 ? nr - r : 3, k, s + (size_t)r * lds, lds, w, act + r * nb, nc);
+}
+
+static void gemv_rows_4x4(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			  int nr, int nc)
+{
+	gemv_rows(QG_LAYOUT_4X4, k, s, lds, w, a, nr, nc);
+}
+
+static void gemv_rows_4x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			  int nr, int nc)
+{
+	gemv_rows(QG_LAYOUT_4X8, k, s, lds, w, a, nr, nc);
+}
+
+static void gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			  int nr, int nc)
+{
+	gemv_rows(QG_LAYOUT_8X8, k, s, lds, w, a, nr, nc);
 }
 
 /* --- GEMM ------------------------------------------------------------- */
@@ -460,17 +658,17 @@ static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int6
 const struct qg_kernel qg_kernels_dotprod[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {
 		.name = "dotprod 4x4", .family = QG_KF_DOTPROD,
-		.gemv = gemv_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.gemv = gemv_4x4, .gemv_rows = gemv_rows_4x4, .gemm = gemm_4x4, .act_ileave = 4,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_4X8] = {
 		.name = "dotprod 4x8", .family = QG_KF_DOTPROD,
-		.gemv = gemv_4x8, .gemm = gemm_4x8, .act_ileave = 4,
+		.gemv = gemv_4x8, .gemv_rows = gemv_rows_4x8, .gemm = gemm_4x8, .act_ileave = 4,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_8X8] = {
 		.name = "dotprod 8x8", .family = QG_KF_DOTPROD,
-		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 4,
+		.gemv = gemv_8x8, .gemv_rows = gemv_rows_8x8, .gemm = gemm_8x8, .act_ileave = 4,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };
