@@ -74,98 +74,157 @@ INLINE struct qg_arm_wview rebase(struct qg_arm_wview v)
 	return (struct qg_arm_wview){ v.soff - v.q0off, 0, v.q1off - v.q0off, v.stride };
 }
 
-/* --- GEMV: sdot, one activation row ------------------------------------ */
+/* --- GEMV: sdot, one to three activation rows --------------------------- */
 
 /*
- * V views (V constant), each from its own pointer, against one activation
- * row.  Per block the activation is read once with ld4r: E[c] is chunk c
+ * V views (V constant), each from its own pointer, against NR activation
+ * rows (NR constant, 1 to 3; row r at A + r*NB, writing S[v] + r*LDS).
+ * Per block each row's activation is read once with ld4r: E[c] is chunk c
  * (values 8c..8c+7) in both halves, so an sdot of a view register with it
  * gives each row of the register's pair two partial sums, and one addp per
  * view folds them to rows 0..3.  smmla would only repeat sdot's work here:
- * with one activation row half of its 2x2 outputs are waste.
+ * with one activation row half of its 2x2 outputs are waste.  A view's
+ * weights are loaded and their nibbles taken once for the NR rows, and
+ * each row takes the same steps, in the same order, as it does alone.
  */
-INLINE void gemv_views(int nb, float *restrict s[], const uint8_t *w[], const struct qg_arm_wview vw[],
-		       const struct qg_block_q8_0 *restrict a, const int V)
+INLINE void gemv_views(int nb, float *restrict s[], size_t lds, const uint8_t *w[],
+		       const struct qg_arm_wview vw[], const struct qg_block_q8_0 *restrict a, const int V,
+		       const int NR)
 {
 	const uint8x16_t mask = vdupq_n_u8(0xf0);
-	float32x4_t acc[4];
+	float32x4_t acc[3][4];
 	const uint8_t *p[4];
 	struct qg_arm_wview rv[4];
 
 	UNROLL
 	for (int v = 0; v < V; v++) {
-		acc[v] = vdupq_n_f32(0.0f);
+		UNROLL
+		for (int r = 0; r < NR; r++)
+			acc[r][v] = vdupq_n_f32(0.0f);
 		p[v] = w[v] + vw[v].q0off;
 		rv[v] = rebase(vw[v]);
 	}
 	for (int l = 0; l < nb; l++) {
-		const int64x2x4_t e = vld4q_dup_s64((const int64_t *)(const void *)a[l].qs);
-		const int8x16_t e0 = vreinterpretq_s8_s64(e.val[0]), e1 = vreinterpretq_s8_s64(e.val[1]);
-		const int8x16_t e2 = vreinterpretq_s8_s64(e.val[2]), e3 = vreinterpretq_s8_s64(e.val[3]);
-		const float da = qg_arm_f16(&a[l].d);
+		int8x16_t e[3][4];
+		float da[3];
 
+		UNROLL
+		for (int r = 0; r < NR; r++) {
+			const struct qg_block_q8_0 *ab = a + (size_t)r * nb + l;
+			const int64x2x4_t t = vld4q_dup_s64((const int64_t *)(const void *)ab->qs);
+			e[r][0] = vreinterpretq_s8_s64(t.val[0]);
+			e[r][1] = vreinterpretq_s8_s64(t.val[1]);
+			e[r][2] = vreinterpretq_s8_s64(t.val[2]);
+			e[r][3] = vreinterpretq_s8_s64(t.val[3]);
+			da[r] = qg_arm_f16(&ab->d);
+		}
 		UNROLL
 		for (int v = 0; v < V; v++) {
 			uint8x16_t q[4];
 			load_view(p[v], rv[v], q);
-			const float32x4_t d = vmulq_n_f32(qg_arm_f16x4((const qg_fp16 *)(const void *)(p[v] + rv[v].soff)), da);
-			int32x4_t s01 = vdotq_s32(vdupq_n_s32(0), qg_arm_lo16(q[0]), e0);
-			int32x4_t s23 = vdotq_s32(vdupq_n_s32(0), qg_arm_lo16(q[1]), e0);
-			s01 = vdotq_s32(s01, qg_arm_lo16(q[2]), e1);
-			s23 = vdotq_s32(s23, qg_arm_lo16(q[3]), e1);
-			s01 = vdotq_s32(s01, qg_arm_hi16(q[0], mask), e2);
-			s23 = vdotq_s32(s23, qg_arm_hi16(q[1], mask), e2);
-			s01 = vdotq_s32(s01, qg_arm_hi16(q[2], mask), e3);
-			s23 = vdotq_s32(s23, qg_arm_hi16(q[3], mask), e3);
-			acc[v] = vfmaq_f32(acc[v], vcvtq_n_f32_s32(vpaddq_s32(s01, s23), 4), d);
+			const float32x4_t dw = qg_arm_f16x4((const qg_fp16 *)(const void *)(p[v] + rv[v].soff));
+			const int8x16_t x[8] = {
+				qg_arm_lo16(q[0]), qg_arm_lo16(q[1]), qg_arm_lo16(q[2]), qg_arm_lo16(q[3]),
+				qg_arm_hi16(q[0], mask), qg_arm_hi16(q[1], mask), qg_arm_hi16(q[2], mask),
+				qg_arm_hi16(q[3], mask),
+			};
+			UNROLL
+			for (int r = 0; r < NR; r++) {
+				const float32x4_t d = vmulq_n_f32(dw, da[r]);
+				int32x4_t s01 = vdotq_s32(vdupq_n_s32(0), x[0], e[r][0]);
+				int32x4_t s23 = vdotq_s32(vdupq_n_s32(0), x[1], e[r][0]);
+				s01 = vdotq_s32(s01, x[2], e[r][1]);
+				s23 = vdotq_s32(s23, x[3], e[r][1]);
+				s01 = vdotq_s32(s01, x[4], e[r][2]);
+				s23 = vdotq_s32(s23, x[5], e[r][2]);
+				s01 = vdotq_s32(s01, x[6], e[r][3]);
+				s23 = vdotq_s32(s23, x[7], e[r][3]);
+				acc[r][v] = vfmaq_f32(acc[r][v], vcvtq_n_f32_s32(vpaddq_s32(s01, s23), 4), d);
+			}
 			p[v] += vw[v].stride;
 		}
 	}
 	UNROLL
-	for (int v = 0; v < V; v++)
-		vst1q_f32(s[v], acc[v]);
+	for (int v = 0; v < V; v++) {
+		UNROLL
+		for (int r = 0; r < NR; r++)
+			vst1q_f32(s[v] + (size_t)r * lds, acc[r][v]);
+	}
+}
+
+/*
+ * NR (constant, 1 to 3) activation rows, LDS apart in S, against the NC
+ * weight rows of layout 4x8 (R = 4) or 8x8 (R = 8): 4-row views four a
+ * pass for one row, two a pass for two or three (sharing the rows'
+ * activation loads), and what remains a row group at a time.
+ */
+INLINE void gemv_layout(int k, float *restrict s, size_t lds, const void *restrict w,
+			const void *restrict a, int nc, const int R, const int NR)
+{
+	const int nb = k / QG_QK, ng = nc / R;
+	const size_t gb = GROUP_BYTES(nb, R);
+	/* views as constants, so that their offsets are immediates */
+	const struct qg_arm_wview v4[4] = { QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8 };
+	const struct qg_arm_wview v8[4] = { QG_ARM_VIEW_8X8(0), QG_ARM_VIEW_8X8(1), QG_ARM_VIEW_8X8(0),
+					    QG_ARM_VIEW_8X8(1) };
+	const struct qg_arm_wview *vw = R == 4 ? v4 : v8;
+	/* row groups a pass: four views for one row, two for two or three */
+	const int step = (NR == 1 ? 4 : 2) / (R / 4);
+	const uint8_t *wg = w;
+	int g = 0;
+
+	for (; g + step <= ng; g += step, wg += step * gb) {
+		const uint8_t *wp[4] = { wg, R == 4 ? wg + gb : wg, R == 4 ? wg + 2 * gb : wg + gb,
+					 R == 4 ? wg + 3 * gb : wg + gb };
+		float *sp[4] = { s + R * g, s + R * g + 4, s + R * g + 8, s + R * g + 12 };
+		gemv_views(nb, sp, lds, wp, vw, a, NR == 1 ? 4 : 2, NR);
+	}
+	/* the rest a row group at a time: one view (4x8) or two (8x8) */
+	for (; g < ng; g++, wg += gb) {
+		const uint8_t *wp[2] = { wg, wg };
+		float *sp[2] = { s + R * g, s + R * g + 4 };
+		gemv_views(nb, sp, lds, wp, vw, a, R / 4, NR);
+	}
 }
 
 static void gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	const int nb = k / QG_QK;
-	const size_t gb = GROUP_BYTES(nb, 4);
-	const struct qg_arm_wview v4[4] = { QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8, QG_ARM_VIEW_4X8 };
-	const uint8_t *wg = w;
-	int g = 0;
-
-	/* four row groups at a time share the activation loads */
-	for (; g + 4 <= nc / 4; g += 4, wg += 4 * gb) {
-		const uint8_t *wp[4] = { wg, wg + gb, wg + 2 * gb, wg + 3 * gb };
-		float *sp[4] = { s + 4 * g, s + 4 * g + 4, s + 4 * g + 8, s + 4 * g + 12 };
-		gemv_views(nb, sp, wp, v4, a, 4);
-	}
-	for (; g < nc / 4; g++, wg += gb) {
-		const uint8_t *wp[1] = { wg };
-		float *sp[1] = { s + 4 * g };
-		gemv_views(nb, sp, wp, v4, a, 1);
-	}
+	gemv_layout(k, s, 0, w, a, nc, 4, 1);
 }
 
 static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	const int nb = k / QG_QK;
-	const size_t gb = GROUP_BYTES(nb, 8);
-	const struct qg_arm_wview v8[4] = { QG_ARM_VIEW_8X8(0), QG_ARM_VIEW_8X8(1), QG_ARM_VIEW_8X8(0),
-					    QG_ARM_VIEW_8X8(1) };
-	const uint8_t *wg = w;
-	int g = 0;
+	gemv_layout(k, s, 0, w, a, nc, 8, 1);
+}
 
-	for (; g + 2 <= nc / 8; g += 2, wg += 2 * gb) {
-		const uint8_t *wp[4] = { wg, wg, wg + gb, wg + gb };
-		float *sp[4] = { s + 8 * g, s + 8 * g + 4, s + 8 * g + 8, s + 8 * g + 12 };
-		gemv_views(nb, sp, wp, v8, a, 4);
+/* NR rows of layout R: three at a time, then the rest. */
+INLINE void gemv_rows_layout(int k, float *restrict s, size_t lds, const void *restrict w,
+			     const void *restrict a, int nr, int nc, const int R)
+{
+	const struct qg_block_q8_0 *act = a;
+	const size_t nb = (size_t)(k / QG_QK);
+
+	for (int r = 0; r < nr; r += 3) {
+		float *sr = s + (size_t)r * lds;
+		if (nr - r >= 3)
+			gemv_layout(k, sr, lds, w, act + r * nb, nc, R, 3);
+		else if (nr - r == 2)
+			gemv_layout(k, sr, lds, w, act + r * nb, nc, R, 2);
+		else
+			gemv_layout(k, sr, lds, w, act + r * nb, nc, R, 1);
 	}
-	if (g < nc / 8) {
-		const uint8_t *wp[2] = { wg, wg };
-		float *sp[2] = { s + 8 * g, s + 8 * g + 4 };
-		gemv_views(nb, sp, wp, v8, a, 2);
-	}
+}
+
+static void gemv_rows_4x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			  int nr, int nc)
+{
+	gemv_rows_layout(k, s, lds, w, a, nr, nc, 4);
+}
+
+static void gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			  int nr, int nc)
+{
+	gemv_rows_layout(k, s, lds, w, a, nr, nc, 8);
 }
 
 /* --- GEMM: smmla, four activation rows per group ----------------------- */
@@ -363,12 +422,12 @@ static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int6
 const struct qg_kernel qg_kernels_i8mm[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X8] = {
 		.name = "i8mm 4x8", .family = QG_KF_I8MM,
-		.gemv = gemv_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.gemv = gemv_4x8, .gemv_rows = gemv_rows_4x8, .gemm = gemm_4x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_8X8] = {
 		.name = "i8mm 8x8", .family = QG_KF_I8MM,
-		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.gemv = gemv_8x8, .gemv_rows = gemv_rows_8x8, .gemm = gemm_8x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };
