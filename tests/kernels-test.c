@@ -554,9 +554,10 @@ static void test_gemv_rows(struct tap_rng *rng)
  * length of 32 bytes its arithmetic is the i8mm kernels' (one fused
  * multiply-add per block, scales multiplied first), so it must give their
  * bits exactly, over row-group counts that exercise each of its paths
- * (GEMV: 1 to 4 groups a pass and the rest; GEMM: 1 to 4 activation groups
- * a tile, an odd or even number of blocks, K beyond one pass of its scale
- * table), and it must leave Y's padding alone.  At any other length the
+ * (GEMV: 1 to 4 groups a pass and the rest, one row and three at once
+ * through gemv_rows; GEMM: 1 to 4 activation groups a tile, an odd or
+ * even number of blocks, K beyond one pass of its scale table), and it
+ * must leave Y's padding alone.  At any other length the
  * dispatcher must not offer it, and its table entries, called directly,
  * must give the portable kernel's bits (they hand such calls over).
  */
@@ -582,6 +583,18 @@ static int sve256_matches(const struct qg_kernel *kn, const struct qg_kernel *re
 	kn->gemv((int)k, y1, ws.packed[QG_LAYOUT_8X8], a, (int)m);
 	ref->gemv((int)k, y2, ws.packed[QG_LAYOUT_8X8], a, (int)m);
 	ok = same_bits(y1, y2, (size_t)m);
+	/* three rows at once: each the reference's GEMV of it */
+	if (nr >= 3) {
+		struct qg_block_q8_0 *a3 = xmalloc((size_t)(3 * nb) * sizeof *a3);
+		for (int r = 0; r < 3; r++)
+			qg_quantize_row_q8_0(x + r * k, a3 + r * nb, k);
+		kn->gemv_rows((int)k, y1, (size_t)lds, ws.packed[QG_LAYOUT_8X8], a3, 3, (int)m);
+		for (int r = 0; r < 3; r++) {
+			ref->gemv((int)k, y2, ws.packed[QG_LAYOUT_8X8], a3 + r * nb, (int)m);
+			ok &= same_bits(y1 + r * lds, y2, (size_t)m);
+		}
+		free(a3);
+	}
 	kn->gemm((int)k, y1, (size_t)lds, ws.packed[QG_LAYOUT_8X8], a4, (int)nr, (int)m);
 	ref->gemm((int)k, y2, (size_t)lds, ws.packed[QG_LAYOUT_8X8], a4, (int)nr, (int)m);
 	ok &= same_bits(y1, y2, (size_t)(nr * lds));

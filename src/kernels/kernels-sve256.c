@@ -21,7 +21,8 @@
  * 64-bit lane (ld1rd), so an sdot of a weight vector with them leaves each
  * row's sum in two lanes; uzp1 + uzp2 + add fold a group's two vectors
  * into one of its 8 rows.  Four row groups share each block's activation
- * loads.
+ * loads; two or three activation rows (gemv_rows) share each block's
+ * weight loads and nibbles, each row with its own sdot and float steps.
  *
  * GEMM: smmla multiplies, per 128-bit segment, a 2x8 activation tile by a
  * 2x8 weight tile.  The activations (8-byte interleave) are read with
@@ -94,106 +95,182 @@
 	"and z23.b, z23.b, #0xf0\n\t"					\
 	"fcvt z" zs ".s, p0/m, z" zs ".h\n\t"
 
-/* --- GEMV: sdot, one activation row ------------------------------------- */
+/* --- GEMV: sdot, one to three activation rows ------------------------- */
 
 /*
- * Registers: z0-z3 the groups' sums, z4-z7 activation values 0-7, 8-15,
- * 16-23, 24-31 (each 8 bytes in every 64-bit lane), z8 the activation
- * scale, z16-z23 the weights (W_LOAD), z24/z25 the int sums of rows 0-3 /
- * 4-7 (two lanes per row), z26/z27 their folding, z28 the weight scales.
- * The activation pointer A is at the block's quants, its scale 2 before.
+ * One loop serves one, two or three activation rows (NR): each row
+ * group's weights are loaded and their nibbles taken once per block, then
+ * each row takes its own sdot, folding, scale product and fused
+ * multiply-add, the same instructions on the same values whatever NR is,
+ * so a row's sums are the same bits alone or beside others.  A pass takes
+ * 4 row groups against one row, 2 against two, 1 against three.
+ *
+ * Registers: the sums in z0-z3, z30, z31 (group g, row r: the (g*NR +
+ * r)th), row 0's activation values 0-7, 8-15, 16-23, 24-31 (each 8 bytes
+ * in every 64-bit lane) in z4-z6, z8, row 1's in z9-z12, row 2's in
+ * z13-z15, z29; the rows' scales in lanes 0-2 of each 128-bit segment of
+ * z7, where an indexed fmul can read them (an ld1 to the lane, one fcvtl
+ * and one dup for the rows); z16-z23 the
+ * weights (W_LOAD), z24/z25 the int sums of rows 0-3 / 4-7 (two lanes per
+ * row), z26/z27 their folding, z28 the weight scales, z27 again their
+ * product with a row's activation scale.  An activation pointer is at its
+ * block.
  */
-#define GV_ACT								\
-	"ld1rd {z4.d}, p0/z, [%[a]]\n\t"				\
-	"ld1rd {z5.d}, p0/z, [%[a], #8]\n\t"				\
-	"ld1rd {z6.d}, p0/z, [%[a], #16]\n\t"				\
-	"ld1rd {z7.d}, p0/z, [%[a], #24]\n\t"				\
-	"ldur h8, [%[a], #-2]\n\t"					\
-	"add %[a], %[a], #34\n\t"					\
-	"fcvt s8, h8\n\t"						\
-	"mov z8.s, s8\n\t"
+#define GV_ACT(a, lane, e0, e1, e2, e3)					\
+	lane								\
+	"ld1rd {z" e0 ".d}, p0/z, [%[" a "]]\n\t"			\
+	"ld1rd {z" e1 ".d}, p0/z, [%[" a "], #8]\n\t"			\
+	"ld1rd {z" e2 ".d}, p0/z, [%[" a "], #16]\n\t"			\
+	"ld1rd {z" e3 ".d}, p0/z, [%[" a "], #24]\n\t"			\
+	"add %[" a "], %[" a "], #32\n\t"
 
-#define GV_GROUP(w, acc)						\
+#define GV_ACT0 GV_ACT("a0", "ldr h7, [%[a0]], #2\n\t", "4", "5", "6", "8")
+#define GV_ACT1 GV_ACT("a1", "ld1 {v7.h}[1], [%[a1]], #2\n\t", "9", "10", "11", "12")
+#define GV_ACT2 GV_ACT("a2", "ld1 {v7.h}[2], [%[a2]], #2\n\t", "13", "14", "15", "29")
+#define GV_SCALES "fcvtl v7.4s, v7.4h\n\t" "dup z7.q, z7.q[0]\n\t"
+
+/* One row group's weights for the block; W moves to the next. */
+#define GV_W(w)								\
 	W_LOAD(w, "28")							\
-	"add %[" w "], %[" w "], #144\n\t"				\
+	"add %[" w "], %[" w "], #144\n\t"
+
+/* One row (values zE0..zE3, scale in lane R of z7) of the group into sum zACC. */
+#define GV_DOT(e0, e1, e2, e3, r, acc)					\
 	"ld2w {z24.s, z25.s}, p0/z, [%[zero]]\n\t"			\
-	"sdot z24.s, z16.b, z4.b\n\t"					\
-	"sdot z25.s, z17.b, z4.b\n\t"					\
-	"sdot z24.s, z18.b, z5.b\n\t"					\
-	"sdot z25.s, z19.b, z5.b\n\t"					\
-	"sdot z24.s, z20.b, z6.b\n\t"					\
-	"sdot z25.s, z21.b, z6.b\n\t"					\
-	"sdot z24.s, z22.b, z7.b\n\t"					\
-	"sdot z25.s, z23.b, z7.b\n\t"					\
+	"sdot z24.s, z16.b, z" e0 ".b\n\t"				\
+	"sdot z25.s, z17.b, z" e0 ".b\n\t"				\
+	"sdot z24.s, z18.b, z" e1 ".b\n\t"				\
+	"sdot z25.s, z19.b, z" e1 ".b\n\t"				\
+	"sdot z24.s, z20.b, z" e2 ".b\n\t"				\
+	"sdot z25.s, z21.b, z" e2 ".b\n\t"				\
+	"sdot z24.s, z22.b, z" e3 ".b\n\t"				\
+	"sdot z25.s, z23.b, z" e3 ".b\n\t"				\
 	/* lanes 2j, 2j+1 hold row j's halves: even + odd lanes = rows 0..7 */ \
 	"uzp1 z26.s, z24.s, z25.s\n\t"					\
 	"uzp2 z27.s, z24.s, z25.s\n\t"					\
 	"add z26.s, z26.s, z27.s\n\t"					\
-	"fmul z28.s, z28.s, z8.s\n\t"					\
+	"fmul z27.s, z28.s, z7.s[" r "]\n\t"				\
 	"scvtf z26.s, p0/m, z26.s\n\t"					\
-	"fmla z" acc ".s, p0/m, z26.s, z28.s\n\t"
+	"fmla z" acc ".s, p0/m, z26.s, z27.s\n\t"
 
-#define GV_LOOP(GROUPS)							\
+#define GV_R0(acc) GV_DOT("4", "5", "6", "8", "0", acc)
+#define GV_R1(acc) GV_DOT("9", "10", "11", "12", "1", acc)
+#define GV_R2(acc) GV_DOT("13", "14", "15", "29", "2", acc)
+
+#define GV_LOOP(BODY)							\
 	__asm__ volatile(						\
 		"ptrue p0.b\n\t"					\
 		"mov z0.s, #0\n\t" "mov z1.s, #0\n\t"			\
 		"mov z2.s, #0\n\t" "mov z3.s, #0\n\t"			\
+		"mov z30.s, #0\n\t" "mov z31.s, #0\n\t"			\
 		"1:\n\t"						\
-		GV_ACT GROUPS						\
+		BODY							\
 		"subs %w[n], %w[n], #1\n\t"				\
 		"b.ne 1b\n\t"						\
 		"st1w {z0.s}, p0, [%[out]]\n\t"				\
 		"st1w {z1.s}, p0, [%[out], #1, mul vl]\n\t"		\
 		"st1w {z2.s}, p0, [%[out], #2, mul vl]\n\t"		\
 		"st1w {z3.s}, p0, [%[out], #3, mul vl]\n\t"		\
+		"st1w {z30.s}, p0, [%[out], #4, mul vl]\n\t"		\
+		"st1w {z31.s}, p0, [%[out], #5, mul vl]\n\t"		\
 		: [w0] "+&r"(w0), [w1] "+&r"(w1), [w2] "+&r"(w2), [w3] "+&r"(w3), \
-		  [a] "+&r"(aq), [n] "+&r"(n)				\
+		  [a0] "+&r"(a0), [a1] "+&r"(a1), [a2] "+&r"(a2), [n] "+&r"(n) \
 		: [zero] "r"(qg_arm_zero64), [out] "r"(sum)		\
 		: SVE_CLOBBERS)
 
+/* Row groups a pass takes against NR rows: at most 6 sums. */
+#define GEMV_NG(nr) ((nr) == 1 ? 4 : (nr) == 2 ? 3 : 2)
+
 /*
- * NG (1 to 4) row groups from W, GS bytes apart, against the NB (> 0)
- * blocks of A; S gets their 8*NG outputs.
+ * NG (1 to GEMV_NG(NR)) row groups from W, GS bytes apart, against NR (1
+ * to 3) activation rows of NB (> 0) blocks each, one after another from
+ * A; row r writes its 8*NG outputs to S + r*LDS.
  */
-static void gemv_groups(int ng, int nb, float *restrict s, const uint8_t *w, size_t gs,
+static void gemv_groups(int nr, int ng, int nb, float *restrict s, size_t lds, const uint8_t *w, size_t gs,
 			const struct qg_block_q8_0 *restrict a)
 {
-	float sum[32] __attribute__((aligned(32)));
-	/* pointers past the NG groups stay at the first: never read, always valid */
+	float sum[48] __attribute__((aligned(32)));
+	/* pointers past the NG groups and NR rows stay at the first: never read, always valid */
 	const uint8_t *w0 = w + W_QS, *w1 = ng > 1 ? w0 + gs : w0;
 	const uint8_t *w2 = ng > 2 ? w0 + 2 * gs : w0, *w3 = ng > 3 ? w0 + 3 * gs : w0;
-	const int8_t *aq = a->qs;
+	const struct qg_block_q8_0 *a0 = a, *a1 = nr > 1 ? a + nb : a, *a2 = nr > 2 ? a + 2 * (size_t)nb : a;
 	long n = nb;
 
-	if (ng == 4)
-		GV_LOOP(GV_GROUP("w0", "0") GV_GROUP("w1", "1") GV_GROUP("w2", "2") GV_GROUP("w3", "3"));
-	else if (ng == 3)
-		GV_LOOP(GV_GROUP("w0", "0") GV_GROUP("w1", "1") GV_GROUP("w2", "2"));
-	else if (ng == 2)
-		GV_LOOP(GV_GROUP("w0", "0") GV_GROUP("w1", "1"));
-	else
-		GV_LOOP(GV_GROUP("w0", "0"));
+	if (nr == 1) {
+		if (ng == 4)
+			GV_LOOP(GV_ACT0 GV_SCALES GV_W("w0") GV_R0("0") GV_W("w1") GV_R0("1") GV_W("w2") GV_R0("2")
+				GV_W("w3") GV_R0("3"));
+		else if (ng == 3)
+			GV_LOOP(GV_ACT0 GV_SCALES GV_W("w0") GV_R0("0") GV_W("w1") GV_R0("1") GV_W("w2") GV_R0("2"));
+		else if (ng == 2)
+			GV_LOOP(GV_ACT0 GV_SCALES GV_W("w0") GV_R0("0") GV_W("w1") GV_R0("1"));
+		else
+			GV_LOOP(GV_ACT0 GV_SCALES GV_W("w0") GV_R0("0"));
+	} else if (nr == 2) {
+		if (ng == 3)
+			GV_LOOP(GV_ACT0 GV_ACT1 GV_SCALES GV_W("w0") GV_R0("0") GV_R1("1") GV_W("w1") GV_R0("2")
+				GV_R1("3") GV_W("w2") GV_R0("30") GV_R1("31"));
+		else if (ng == 2)
+			GV_LOOP(GV_ACT0 GV_ACT1 GV_SCALES GV_W("w0") GV_R0("0") GV_R1("1") GV_W("w1") GV_R0("2")
+				GV_R1("3"));
+		else
+			GV_LOOP(GV_ACT0 GV_ACT1 GV_SCALES GV_W("w0") GV_R0("0") GV_R1("1"));
+	} else {
+		if (ng == 2)
+			GV_LOOP(GV_ACT0 GV_ACT1 GV_ACT2 GV_SCALES GV_W("w0") GV_R0("0") GV_R1("1") GV_R2("2")
+				GV_W("w1") GV_R0("3") GV_R1("30") GV_R2("31"));
+		else
+			GV_LOOP(GV_ACT0 GV_ACT1 GV_ACT2 GV_SCALES GV_W("w0") GV_R0("0") GV_R1("1") GV_R2("2"));
+	}
 	/* the sums are 16 times too large (the nibbles' factor): exact to divide */
 	const svbool_t pt = svptrue_b8();
 	for (int g = 0; g < ng; g++)
-		svst1_f32(pt, s + 8 * g, svmul_n_f32_x(pt, svld1_f32(pt, sum + 8 * g), 1.0f / 16));
+		for (int r = 0; r < nr; r++)
+			svst1_f32(pt, s + (size_t)r * lds + 8 * g,
+				  svmul_n_f32_x(pt, svld1_f32(pt, sum + 8 * (g * nr + r)), 1.0f / 16));
+}
+
+/* NR (1 to 3) activation rows, LDS apart in S, against NC weight rows. */
+static void gemv_any(int nr, int k, float *restrict s, size_t lds, const void *restrict w,
+		     const void *restrict a, int nc)
+{
+	const int nb = k / QG_QK, ng = nc / 8, step = GEMV_NG(nr);
+	const size_t gs = (size_t)nb * W_BLOCK;
+
+	if (nb <= 0) {
+		for (int r = 0; r < nr; r++)
+			memset(s + (size_t)r * lds, 0, (size_t)nc * sizeof *s);
+		return;
+	}
+	for (int g = 0; g < ng; g += step)
+		gemv_groups(nr, ng - g < step ? ng - g : step, nb, s + 8 * g, lds, (const uint8_t *)w + g * gs, gs, a);
 }
 
 static void gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	const int nb = k / QG_QK, ng = nc / 8;
-	const size_t gs = (size_t)nb * W_BLOCK;
-
 	if (svcntb() != VL_BYTES) {
 		PORTABLE->gemv(k, s, w, a, nc);
 		return;
 	}
-	if (nb <= 0) {
-		memset(s, 0, (size_t)nc * sizeof *s);
-		return;
+	gemv_any(1, k, s, 0, w, a, nc);
+}
+
+/* NR rows: three at a time, then the rest; each row gets its GEMV's bits. */
+static void gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
+			  int nr, int nc)
+{
+	const struct qg_block_q8_0 *act = a;
+	const size_t nb = (size_t)(k / QG_QK);
+
+	for (int r = 0; r < nr; r += 3) {
+		const int n = nr - r < 3 ? nr - r : 3;
+		if (svcntb() != VL_BYTES) {
+			for (int i = 0; i < n; i++)
+				PORTABLE->gemv(k, s + (size_t)(r + i) * lds, w, act + (r + i) * nb, nc);
+		} else {
+			gemv_any(n, k, s + (size_t)r * lds, lds, w, act + r * nb, nc);
+		}
 	}
-	for (int g = 0; g < ng; g += 4)
-		gemv_groups(ng - g < 4 ? ng - g : 4, nb, s + 8 * g, (const uint8_t *)w + g * gs, gs, a);
 }
 
 /* --- GEMM: smmla, groups of four activation rows ------------------------ */
@@ -493,7 +570,7 @@ static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int6
 const struct qg_kernel qg_kernels_sve256[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_8X8] = {
 		.name = "sve256 8x8", .family = QG_KF_SVE256,
-		.gemv = gemv_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.gemv = gemv_8x8, .gemv_rows = gemv_rows_8x8, .gemm = gemm_8x8, .act_ileave = 8,
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };
