@@ -24,8 +24,10 @@
  * vpmaddubsw ymm (AVX2, each product added to its accumulator) or sdot
  * (aarch64 dotprod), with twelve (eight) independent accumulators: the
  * instruction of the family that runs (--kernel or QGRAPH_KERNELS), so
- * forced AVX2 kernels are measured against vpmaddubsw.  Ratios: the 75 MB n = 1 case as weight bytes
- * per second over the bandwidth; n >= 8 as MACs per second over the peak.
+ * forced AVX2 kernels are measured against vpmaddubsw.  A limit is the
+ * fastest of its repetitions (bench_min says why).  Ratios: the 75 MB n = 1
+ * case as weight bytes per second over the bandwidth; n >= 8 as MACs per
+ * second over the peak.
  *
  * --limits measures the limits alone and stops (bench-llama.sh reads the
  * read bandwidth so).
@@ -267,7 +269,7 @@ static double measure_bw(struct bench_pool *pool, const uint8_t *buf, size_t len
 		bench_pool_run(pool, bw_job, &a);
 		v[i] = bench_now() - t0;
 	}
-	return (double)(chunk * (size_t)pool->nth) / bench_median(v, reps);
+	return (double)(chunk * (size_t)pool->nth) / bench_min(v, reps);
 }
 
 struct mac_arg {
@@ -314,7 +316,7 @@ static double measure_macs(struct bench_pool *pool, int quick, enum qg_kfamily f
 		v[i] = bench_now() - t0;
 		macs = atomic_load(&a.macs);
 	}
-	return (double)macs / bench_median(v, reps);
+	return (double)macs / bench_min(v, reps);
 }
 
 /* ---------------------------------------------------------------- runs */
@@ -611,7 +613,7 @@ int main(int argc, char **argv)
 		uint8_t *buf = bench_alloc((size_t)bw_bytes);
 		memset(buf, 1, (size_t)bw_bytes);
 		if (!o.json)
-			printf("limits (median of repetitions; reads: %s over %.1f MB; MACs: %s)\n",
+			printf("limits (fastest of repetitions; reads: %s over %.1f MB; MACs: %s)\n",
 			       bench_read_name(), bw_bytes / 1e6,
 			       bench_macs_name(mac_family)[0] ? bench_macs_name(mac_family) : "none on this CPU");
 		for (int t = 0; t < o.nthreads; t++) {

@@ -48,6 +48,32 @@ static int bench_cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * The smallest of N values: the time of a limit's repetition.  Other work
+ * on a shared machine only ever slows a repetition, so the fastest is the
+ * machine's capacity (a median there measured the neighbours).
+ */
+__attribute__((unused))
+static double bench_min(const double *v, int n)
+{
+	double m = n > 0 ? v[0] : 0.0;
+
+	for (int i = 1; i < n; i++)
+		m = v[i] < m ? v[i] : m;
+	return m;
+}
+
+/* The largest of N values: a limit's rate, for the reason bench_min gives. */
+__attribute__((unused))
+static double bench_max(const double *v, int n)
+{
+	double m = n > 0 ? v[0] : 0.0;
+
+	for (int i = 1; i < n; i++)
+		m = v[i] > m ? v[i] : m;
+	return m;
+}
+
 /* The median of N values (sorts V). */
 __attribute__((unused))
 static double bench_median(double *v, int n)
