@@ -160,17 +160,24 @@ run() {
 }
 # The tools log through a thread of their own that nobody waits for at
 # exit (llama.cpp's common_log is leaked on purpose), so their last lines
-# can be lost, more so while OpenMP's threads spin: they wait passively,
-# and a run whose summary line PATTERN is missing runs again, up to three
-# times in all.  tool_run LOG PATTERN COMMAND...: LOG.out and LOG.err hold
-# its output; the exit status of the last run, or 1 without PATTERN.
+# can be lost, more so while OpenMP's threads spin or the machine is
+# busy: tests/logflush.so, preloaded, writes them at exit; OpenMP's
+# threads wait passively; and a run whose summary line PATTERN is still
+# missing runs again, up to three times in all.  tool_run LOG PATTERN
+# COMMAND...: LOG.out and LOG.err hold its output; the exit status of the
+# last run, or 1 without PATTERN.
 OMP_WAIT_POLICY=passive
 export OMP_WAIT_POLICY
+logflush=$(cd "$top" && pwd)/tests/logflush.so
 tool_run() {
 	log=$1 pat=$2
 	shift 2
 	for try in 1 2 3; do
-		run "$@" >"$log.out" 2>"$log.err" </dev/null
+		if [ -f "$logflush" ]; then
+			run env LD_PRELOAD="$logflush" "$@" >"$log.out" 2>"$log.err" </dev/null
+		else
+			run "$@" >"$log.out" 2>"$log.err" </dev/null
+		fi
 		st=$?
 		[ $st -ne 0 ] && return $st
 		grep -Eq -- "$pat" "$log.out" "$log.err" && return 0

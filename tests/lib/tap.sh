@@ -44,9 +44,11 @@ skip() {
 	echo "ok $n # SKIP $1"
 }
 
-# show FILE [LINES]: the last LINES (default 30) of FILE as TAP comments.
+# show FILE [LINES]: the last LINES (default 30) of FILE as TAP comments,
+# each ended by a newline (a last line without one would swallow the
+# next test point).
 show() {
-	tail -n "${2:-30}" "$1" | sed 's/^/# /'
+	tail -n "${2:-30}" "$1" | awk '{ print "# " $0 }'
 }
 
 # skip_all REASON: the plan of a test that cannot run here; exits 0.
