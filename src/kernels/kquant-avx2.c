@@ -17,6 +17,9 @@
  * Q6_K stores code + 32: sum((u - 32) * a) = sum(u * a) - 32 * sum(a), and
  * Q8_K's block sums are the sums of a over each 16 values, so the offset
  * costs one vpmaddwd of the sums by the scales per super-block.
+ *
+ * The one-row kernels and Q8_0's take their reductions and float part
+ * from kquant-x86.h, which the AVX-512 VNNI family shares.
  */
 #include "config.h"
 
@@ -24,69 +27,8 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kquant-x86.h"
 #include "kquant.h"
-
-static inline int32_t hsum_epi32(__m256i v)
-{
-	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-
-	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-	return _mm_cvtsi128_si32(s);
-}
-
-/*
- * The eight 6-bit scales (SC) and mins (M) of a Q4_K super-block, a word
- * at a time: bytes 0-3 and 4-7 hold scales and mins 0-3 in their low six
- * bits and the top two bits of 4-7 in their high two; bytes 8-11 hold the
- * low nibbles of scales 4-7 and, above them, of mins 4-7.
- */
-static inline void q4k_unpack(const uint8_t *s, __m128i *sc, __m128i *m)
-{
-	uint32_t u0, u1, u2;
-
-	memcpy(&u0, s, 4);
-	memcpy(&u1, s + 4, 4);
-	memcpy(&u2, s + 8, 4);
-	/* kept in registers: bytes stored and loaded back wider would stall the load */
-	const uint64_t sc8 = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4) << 32;
-	const uint64_t m8 = (u1 & 0x3f3f3f3fu) |
-			    (uint64_t)(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4) << 32;
-	*sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8));
-	*m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
-}
-
-/* An fp16 scale in float: exact either way, so F16C gives the portable code's value. */
-static inline float h2f(qg_fp16 h)
-{
-	return _cvtsh_ss(h);
-}
-
-/*
- * Scales gathered into a vector from registers: stored one by one and
- * loaded back whole, they would wait for the stores to retire (no store
- * forwarding across several stores).
- */
-static inline __m128i gather4_u32(const void *p, size_t stride)
-{
-	const uint8_t *b = p;
-	uint32_t v[4];
-
-	for (int j = 0; j < 4; j++)
-		memcpy(&v[j], b + stride * (size_t)j, 4);
-	return _mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]);
-}
-
-static inline __m128i gather8_u16(const void *p, size_t stride)
-{
-	const uint8_t *b = p;
-	uint16_t v[8];
-
-	for (int j = 0; j < 8; j++)
-		memcpy(&v[j], b + stride * (size_t)j, 2);
-	return _mm_set_epi16((short)v[7], (short)v[6], (short)v[5], (short)v[4], (short)v[3], (short)v[2],
-			     (short)v[1], (short)v[0]);
-}
 
 /* vpshufb controls: int16 element J of each 128-bit lane, everywhere in it */
 static inline __m256i pick16(int j)
@@ -101,27 +43,10 @@ static inline __m256i pick16_2(int j, int j1)
 				_mm_set1_epi16((short)(0x0100 + 0x0202 * j)));
 }
 
-
-/*
- * Four super-blocks' sums, reduced together: H[j] is hadd(isum, msum) of
- * super-block j (its partial sums in int32 lanes), and the result holds
- * isum0, msum0, isum1, msum1, ... isum3, msum3 in order.  One reduction
- * for four super-blocks instead of one each: the integer sums are the
- * same whatever the order of their additions.
- */
-static inline __m256i reduce4(const __m256i *h)
-{
-	const __m256i a = _mm256_hadd_epi32(h[0], h[1]), b = _mm256_hadd_epi32(h[2], h[3]);
-
-	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-/* Super-blocks met per reduction (see reduce4). */
-#define GROUP 4
-
 /*
  * The exact integer sums of super-block W against R activation rows (row
- * r's block at A[r * NBA]): H[r] = hadd(isum, msum), as reduce4 takes it.
+ * r's block at A[r * NBA]): H[r] = hadd(isum, msum), as kq_x86_rows_q4_K
+ * takes it.
  */
 static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_block_q4_K *w,
 							    const struct qg_block_q8_K *a, int64_t nba, int R,
@@ -131,7 +56,7 @@ static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_bloc
 	__m128i sc, m16;
 	__m256i isum[4];
 
-	q4k_unpack(w->scales, &sc, &m16);
+	kq_x86_q4k_unpack(w->scales, &sc, &m16);
 	/* the eight scales as int16 in both lanes; vpshufb spreads one at a time */
 	const __m256i s16 = _mm256_broadcastsi128_si256(sc);
 	#pragma GCC unroll 4
@@ -163,78 +88,11 @@ static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_bloc
 	}
 }
 
-/*
- * R activation rows (row r at A + r * NBA super-blocks) against one Q4_K
- * weight row: the weights are decoded once per 32 bytes and met by every
- * row.  dot_q4_K runs it with one row; four go through dot4_q4_K, which
- * pairs the rows to spare multiplies.  Each super-block's float step is qg_kq_accum's,
- * taken in the same order: the products dw * isum and dm * msum of four
- * super-blocks are formed in one vector multiply (IEEE products, the same
- * bits as the scalar ones) and added to the row's sum one by one, so
- * OUT[r] is the portable kernel's result bit for bit.
- */
-static inline __attribute__((always_inline)) void rows_q4_K(int64_t k, const struct qg_block_q4_K *w,
-							    const struct qg_block_q8_K *a, int64_t nba, int R,
-							    float *out)
-{
-	const int64_t nsb = k / QG_QK_K;
-	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-	int64_t b = 0;
-
-	for (; b + GROUP <= nsb; b += GROUP) {
-		__m256i h[4][GROUP];
-		#pragma GCC unroll 4
-		for (int j = 0; j < GROUP; j++) {
-			__m256i hj[4];
-			sums_q4_K(&w[b + j], &a[b + j], nba, R, hj);
-			#pragma GCC unroll 4
-			for (int r = 0; r < R; r++)
-				h[r][j] = hj[r];
-		}
-		/* d and dmin of the four super-blocks, in the order reduce4 leaves the sums */
-		uint32_t dd[GROUP];
-		#pragma GCC unroll 4
-		for (int j = 0; j < GROUP; j++)
-			memcpy(&dd[j], &w[b + j].d, 4);
-		const __m256 wdm = _mm256_cvtph_ps(gather4_u32(&w[b].d, sizeof *w));
-		#pragma GCC unroll 4
-		for (int r = 0; r < R; r++) {
-			const struct qg_block_q8_K *ab = &a[r * nba + b];
-			const __m256 ad = _mm256_set_ps(ab[3].d, ab[3].d, ab[2].d, ab[2].d, ab[1].d, ab[1].d, ab[0].d,
-							ab[0].d);
-			float p[8];
-			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_mul_ps(wdm, ad), _mm256_cvtepi32_ps(reduce4(h[r]))));
-			float s = acc[r];
-			#pragma GCC unroll 4
-			for (int j = 0; j < GROUP; j++) {
-				s += p[2 * j];
-				s -= p[2 * j + 1];
-			}
-			acc[r] = s;
-		}
-	}
-	for (; b < nsb; b++) {
-		__m256i h[4];
-		sums_q4_K(&w[b], &a[b], nba, R, h);
-		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
-		#pragma GCC unroll 4
-		for (int r = 0; r < R; r++) {
-			const struct qg_block_q8_K *ab = &a[r * nba + b];
-			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(h[r]), _mm256_extracti128_si256(h[r], 1));
-			t = _mm_hadd_epi32(t, t);
-			acc[r] = qg_kq_accum(acc[r], wd * ab->d, wm * ab->d, _mm_cvtsi128_si32(t), _mm_extract_epi32(t, 1));
-		}
-	}
-	#pragma GCC unroll 4
-	for (int r = 0; r < R; r++)
-		out[r] = acc[r];
-}
-
 static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
 {
 	float out;
 
-	rows_q4_K(k, vw, va, 0, 1, &out);
+	kq_x86_rows_q4_K(k, vw, va, 0, 1, &out, sums_q4_K);
 	return out;
 }
 
@@ -252,7 +110,7 @@ static inline __attribute__((always_inline)) void sums4_q4_K(const struct qg_blo
 	const __m256i low4 = _mm256_set1_epi8(0x0f);
 	__m128i sc, m16;
 
-	q4k_unpack(w->scales, &sc, &m16);
+	kq_x86_q4k_unpack(w->scales, &sc, &m16);
 	const __m256i s16 = _mm256_broadcastsi128_si256(sc);
 	__m256i isum[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
 	#pragma GCC unroll 8
@@ -295,13 +153,13 @@ static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 	int64_t b = 0;
 
-	for (; b + GROUP <= nsb; b += GROUP) {
-		__m128i y[GROUP][2];
+	for (; b + KQ_X86_GROUP4 <= nsb; b += KQ_X86_GROUP4) {
+		__m128i y[KQ_X86_GROUP4][2];
 		#pragma GCC unroll 4
-		for (int j = 0; j < GROUP; j++)
+		for (int j = 0; j < KQ_X86_GROUP4; j++)
 			sums4_q4_K(&w[b + j], &a[b + j], nba, y[j]);
 		/* d0 dmin0 d1 dmin1 ...; spread to d_j d_j dmin_j dmin_j, as the sums lie */
-		const __m256 wdm = _mm256_cvtph_ps(gather4_u32(&w[b].d, sizeof *w));
+		const __m256 wdm = _mm256_cvtph_ps(kq_x86_gather4_u32(&w[b].d, sizeof *w));
 		const __m256 f01 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
 		const __m256 f23 = _mm256_permutevar8x32_ps(wdm, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
 		#pragma GCC unroll 2
@@ -319,7 +177,7 @@ static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 			#pragma GCC unroll 2
 			for (int r = 0; r < 2; r++) {
 				float s = acc[2 * p + r];
-				for (int j = 0; j < GROUP; j++) {
+				for (int j = 0; j < KQ_X86_GROUP4; j++) {
 					s += q[4 * j + r];
 					s -= q[4 * j + 2 + r];
 				}
@@ -330,7 +188,7 @@ static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	for (; b < nsb; b++) {
 		__m128i y[2];
 		sums4_q4_K(&w[b], &a[b], nba, y);
-		const float wd = h2f(w[b].d), wm = h2f(w[b].dmin);
+		const float wd = kq_x86_h2f(w[b].d), wm = kq_x86_h2f(w[b].dmin);
 		int32_t v[2][4];
 		memcpy(v, y, sizeof v);
 		for (int r = 0; r < 4; r++) {
@@ -391,66 +249,11 @@ static inline __attribute__((always_inline)) void sums_q6_K(const struct qg_bloc
 	}
 }
 
-/* Super-blocks per reduction for Q6_K: reduce4 over four pairs. */
-#define GROUP6 8
-
-/*
- * R activation rows against one Q6_K weight row, as rows_q4_K does for
- * Q4_K: eight super-blocks' sums reduced at once, their dw * isum formed
- * in one vector multiply and added to the row's sum in order.  The
- * reference's second step subtracts 0 * 0, which leaves any sum as it is.
- */
-static inline __attribute__((always_inline)) void rows_q6_K(int64_t k, const struct qg_block_q6_K *w,
-							    const struct qg_block_q8_K *a, int64_t nba, int R,
-							    float *out)
-{
-	const int64_t nsb = k / QG_QK_K;
-	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-	int64_t b = 0;
-
-	for (; b + GROUP6 <= nsb; b += GROUP6) {
-		__m256i h[4][GROUP6 / 2];
-		#pragma GCC unroll 4
-		for (int j = 0; j < GROUP6 / 2; j++) {
-			__m256i t0[4], t1[4];
-			sums_q6_K(&w[b + 2 * j], &a[b + 2 * j], nba, R, t0);
-			sums_q6_K(&w[b + 2 * j + 1], &a[b + 2 * j + 1], nba, R, t1);
-			#pragma GCC unroll 4
-			for (int r = 0; r < R; r++)
-				h[r][j] = _mm256_hadd_epi32(t0[r], t1[r]);
-		}
-		const __m256 wd = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
-		#pragma GCC unroll 4
-		for (int r = 0; r < R; r++) {
-			const struct qg_block_q8_K *ab = &a[r * nba + b];
-			const __m256 ad = _mm256_set_ps(ab[7].d, ab[6].d, ab[5].d, ab[4].d, ab[3].d, ab[2].d, ab[1].d,
-							ab[0].d);
-			float p[GROUP6];
-			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_mul_ps(wd, ad), _mm256_cvtepi32_ps(reduce4(h[r]))));
-			float s = acc[r];
-			for (int j = 0; j < GROUP6; j++)
-				s += p[j];
-			acc[r] = s;
-		}
-	}
-	for (; b < nsb; b++) {
-		__m256i t[4];
-		sums_q6_K(&w[b], &a[b], nba, R, t);
-		const float wd = h2f(w[b].d);
-		#pragma GCC unroll 4
-		for (int r = 0; r < R; r++)
-			acc[r] = qg_kq_accum(acc[r], wd * a[r * nba + b].d, 0.0f, hsum_epi32(t[r]), 0);
-	}
-	#pragma GCC unroll 4
-	for (int r = 0; r < R; r++)
-		out[r] = acc[r];
-}
-
 static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
 {
 	float out;
 
-	rows_q6_K(k, vw, va, 0, 1, &out);
+	kq_x86_rows_q6_K(k, vw, va, 0, 1, &out, sums_q6_K);
 	return out;
 }
 
@@ -511,12 +314,12 @@ static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 	int64_t b = 0;
 
-	for (; b + GROUP6 <= nsb; b += GROUP6) {
-		__m128i y[GROUP6][2];
+	for (; b + KQ_X86_GROUP6 <= nsb; b += KQ_X86_GROUP6) {
+		__m128i y[KQ_X86_GROUP6][2];
 		#pragma GCC unroll 8
-		for (int j = 0; j < GROUP6; j++)
+		for (int j = 0; j < KQ_X86_GROUP6; j++)
 			sums4_q6_K(&w[b + j], &a[b + j], nba, y[j]);
-		const __m256 wd = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
+		const __m256 wd = _mm256_cvtph_ps(kq_x86_gather8_u16(&w[b].d, sizeof *w));
 		/* d_j twice, as hadd leaves each block's two rows side by side */
 		const __m256 f0 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0));
 		const __m256 f1 = _mm256_permutevar8x32_ps(wd, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4));
@@ -536,7 +339,7 @@ static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 			#pragma GCC unroll 2
 			for (int r = 0; r < 2; r++) {
 				float s = acc[2 * p + r];
-				for (int j = 0; j < GROUP6; j++)
+				for (int j = 0; j < KQ_X86_GROUP6; j++)
 					s += q[2 * j + r];
 				acc[2 * p + r] = s;
 			}
@@ -545,7 +348,7 @@ static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 	for (; b < nsb; b++) {
 		__m128i y[2];
 		sums4_q6_K(&w[b], &a[b], nba, y);
-		const float wd = h2f(w[b].d);
+		const float wd = kq_x86_h2f(w[b].d);
 		int32_t v[2][4];
 		memcpy(v, y, sizeof v);
 		for (int r = 0; r < 4; r++)
@@ -581,81 +384,17 @@ static inline __attribute__((always_inline)) void sums_q8_0(const struct qg_bloc
 	}
 }
 
-/* Blocks per reduction: eight int32 vectors to one of eight sums. */
-#define GROUP8 8
-
-/*
- * R activation rows against one Q8_0 weight row: eight blocks' integer
- * sums reduced at once, their products with (dw * da) formed in one
- * vector multiply, and added to the row's sum one by one in the
- * reference's order, so OUT[r] is qg_vec_dot_q8_0_q8_0's bit for bit.
- */
-static inline __attribute__((always_inline)) void rows_q8_0(int64_t k, const struct qg_block_q8_0 *w,
-							    const struct qg_block_q8_0 *a, int64_t nba, int R,
-							    float *out)
-{
-	const int64_t nb = k / QG_QK;
-	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-	int64_t b = 0;
-
-	for (; b + GROUP8 <= nb; b += GROUP8) {
-		/* the reduction tree built as the blocks come, so that few sums are live at once */
-		__m256i u[2][4];
-		#pragma GCC unroll 2
-		for (int hq = 0; hq < 2; hq++) {
-			__m256i t[2][4];
-			#pragma GCC unroll 2
-			for (int pr = 0; pr < 2; pr++) {
-				const int j = 4 * hq + 2 * pr;
-				__m256i s0[4], s1[4];
-				sums_q8_0(&w[b + j], &a[b + j], nba, R, s0);
-				sums_q8_0(&w[b + j + 1], &a[b + j + 1], nba, R, s1);
-				#pragma GCC unroll 4
-				for (int r = 0; r < R; r++)
-					t[pr][r] = _mm256_hadd_epi32(s0[r], s1[r]);
-			}
-			#pragma GCC unroll 4
-			for (int r = 0; r < R; r++)
-				u[hq][r] = _mm256_hadd_epi32(t[0][r], t[1][r]);
-		}
-		const __m256 dw = _mm256_cvtph_ps(gather8_u16(&w[b].d, sizeof *w));
-		#pragma GCC unroll 4
-		for (int r = 0; r < R; r++) {
-			const __m256 d = _mm256_mul_ps(dw, _mm256_cvtph_ps(gather8_u16(&a[r * nba + b].d, sizeof *a)));
-			float p[GROUP8];
-			const __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(u[0][r], u[1][r], 0x20),
-							     _mm256_permute2x128_si256(u[0][r], u[1][r], 0x31));
-			_mm256_storeu_ps(p, _mm256_mul_ps(_mm256_cvtepi32_ps(tot), d));
-			float sum = acc[r];
-			for (int j = 0; j < GROUP8; j++)
-				sum += p[j];
-			acc[r] = sum;
-		}
-	}
-	for (; b < nb; b++) {
-		__m256i sj[4];
-		sums_q8_0(&w[b], &a[b], nba, R, sj);
-		const float dw = h2f(w[b].d);
-		#pragma GCC unroll 4
-		for (int r = 0; r < R; r++)
-			acc[r] += (float)hsum_epi32(sj[r]) * (dw * h2f(a[r * nba + b].d));
-	}
-	#pragma GCC unroll 4
-	for (int r = 0; r < R; r++)
-		out[r] = acc[r];
-}
-
 static float dot_q8_0(int64_t k, const void *restrict vw, const void *restrict va)
 {
 	float out;
 
-	rows_q8_0(k, vw, va, 0, 1, &out);
+	kq_x86_rows_q8_0(k, vw, va, 0, 1, &out, sums_q8_0);
 	return out;
 }
 
 static void dot4_q8_0(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
 {
-	rows_q8_0(k, vw, va, nba, 4, out);
+	kq_x86_rows_q8_0(k, vw, va, nba, 4, out, sums_q8_0);
 }
 
 const struct qg_kq_kernel qg_kq_avx2 = {
