@@ -482,6 +482,11 @@ const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family)
 		t = &qg_kq_avx2;
 		break;
 #endif
+#if defined(__x86_64__) && defined(HAVE_AVX512VNNI)
+	case QG_KF_AVX512VNNI:
+		t = &qg_kq_avx512vnni;
+		break;
+#endif
 #if defined(__aarch64__) && defined(HAVE_NEON)
 	case QG_KF_NEON:
 		t = &qg_kq_neon;

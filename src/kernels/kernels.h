@@ -207,6 +207,7 @@ const char *qg_kq_kernel_reason(void);
 extern const struct qg_kq_kernel qg_kq_portable;
 #if defined(__x86_64__)
 extern const struct qg_kq_kernel qg_kq_avx2;
+extern const struct qg_kq_kernel qg_kq_avx512vnni;
 #endif
 #if defined(__aarch64__)
 extern const struct qg_kq_kernel qg_kq_neon;
