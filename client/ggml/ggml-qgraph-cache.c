@@ -1,6 +1,6 @@
 /*
  * ggml-qgraph-cache.c - the graphs libggml-qgraph registered with the
- * daemon, by the key their translation produced (see ggml-qgraph-graph.c):
+ * daemon, by the key their translation produced (see ggml-qgraph-xlate.c):
  * llama.cpp sends the same few graphs every token, and each runs by its
  * handle after the first time.  The oldest makes room for a new one.
  */

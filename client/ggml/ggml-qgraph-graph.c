@@ -25,377 +25,7 @@
 #include <time.h>
 
 #include "ggml-qgraph-impl.h"
-
-/* A ggml tensor with a qgraph tensor in the graph under translation. */
-struct qgg_done {
-	const struct ggml_tensor *t;
-	int id;
-	int64_t off;			/* its arena offset (an output's, or an input's) */
-	int64_t lo, hi;			/* the arena bytes it reads (input) or would write (result) */
-	bool input;			/* read from the arena, or computed here */
-	bool dead;			/* a result a later node writes over: not an output */
-};
-
-/* A graph under translation: the qgraph graph and the key that names it in the cache. */
-struct xlate {
-	struct qgraph_graph *g;
-	uint64_t *key;
-	size_t n_key, cap_key;
-	struct qgg_done *done;
-	size_t n_done, cap_done;
-	struct qgg_fixed {		/* outputs made at once (a product per slice) */
-		int64_t lo, hi;
-	} *fixed;
-	size_t n_fixed;
-	int64_t *staged;		/* arena room of copies (stage), freed once the graphs ran */
-	size_t n_staged;
-	struct qgg_write {		/* the bytes each claimed node of the ggml graph writes */
-		int64_t lo, hi;
-	} *writes;
-	int n_writes, cur;		/* ... indexed by node; CUR: the node being translated */
-	int n_nodes;			/* nodes in the graph so far */
-	char error[256];
-	long long t0;			/* when graph_compute began (QGRAPH_GGML_TRACE) */
-};
-
-static int xlate_fail(struct xlate *x, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int xlate_fail(struct xlate *x, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!x->error[0]) {
-		va_start(ap, fmt);
-		vsnprintf(x->error, sizeof x->error, fmt, ap);
-		va_end(ap);
-	}
-	return err < 0 ? err : -EINVAL;
-}
-
-/* ------------------------------------------------------------ the key */
-
-/*
- * A graph's key: every call that built its qgraph graph, in order, each
- * opened by a tag word and followed by all its arguments, so two keys are
- * equal exactly when the calls built the same graph.
- */
-enum key_tag {
-	KEY_INPUT = 1,
-	KEY_WEIGHTS,
-	KEY_WEIGHTS_ND,
-	KEY_OP,
-	KEY_VIEW,
-	KEY_RESHAPE,
-	KEY_CAST,
-	KEY_OUTPUT,
-	KEY_OP_EX,
-	KEY_EFFECT,
-};
-
-static void key_push(struct xlate *x, uint64_t v)
-{
-	if (x->n_key == SIZE_MAX)
-		return;		/* poisoned: compared with nothing */
-	if (x->n_key == x->cap_key) {
-		size_t cap = x->cap_key ? 2 * x->cap_key : 64;
-		void *p = realloc(x->key, cap * sizeof *x->key);
-		if (!p) {
-			x->n_key = SIZE_MAX;
-			return;
-		}
-		x->key = p;
-		x->cap_key = cap;
-	}
-	x->key[x->n_key++] = v;
-}
-
-static void key_ne(struct xlate *x, const int64_t *ne, int n)
-{
-	for (int d = 0; d < n; d++)
-		key_push(x, (uint64_t)ne[d]);
-}
-
-/* The graph builders, each keeping its call in the key. */
-static int g_input(struct xlate *x, enum qgraph_type type, const int64_t ne[4], int64_t off)
-{
-	key_push(x, (uint64_t)KEY_INPUT << 56 | (uint64_t)type);
-	key_ne(x, ne, 4);
-	key_push(x, (uint64_t)off);
-	return qgraph_graph_input(x->g, type, 4, ne, off);
-}
-
-static int g_view(struct xlate *x, int a, const int64_t ne[4], const uint64_t nb[3], uint64_t off)
-{
-	key_push(x, (uint64_t)KEY_VIEW << 56 | (uint32_t)a);
-	key_ne(x, ne, 4);
-	key_ne(x, (const int64_t *)nb, 3);
-	key_push(x, off);
-	return qgraph_graph_view(x->g, a, 4, ne, nb, off);
-}
-
-static int g_reshape(struct xlate *x, int a, const int64_t ne[4])
-{
-	key_push(x, (uint64_t)KEY_RESHAPE << 56 | (uint32_t)a);
-	key_ne(x, ne, 4);
-	return qgraph_graph_reshape(x->g, a, 4, ne);
-}
-
-static int g_op(struct xlate *x, enum qgraph_op op, int a, int b, float param)
-{
-	uint32_t bits;
-
-	memcpy(&bits, &param, sizeof bits);
-	key_push(x, (uint64_t)KEY_OP << 56 | (uint64_t)op << 32 | bits);
-	key_push(x, (uint64_t)(uint32_t)a << 32 | (uint32_t)b);
-	return qgraph_graph_op(x->g, op, a, b, param);
-}
-
-/* OP on the N_SRC tensors SRC with the first N_PARAMS words of ggml node T's op_params. */
-static int g_op_ex(struct xlate *x, enum qgraph_op op, int n_src, const int *src, const struct ggml_tensor *t,
-		   int n_params)
-{
-	key_push(x, (uint64_t)KEY_OP_EX << 56 | (uint64_t)op << 32 | (uint64_t)n_src << 16 | (uint64_t)n_params);
-	for (int i = 0; i < n_src; i++)
-		key_push(x, (uint64_t)(uint32_t)src[i]);
-	for (int i = 0; i < n_params; i++)
-		key_push(x, (uint64_t)(uint32_t)t->op_params[i]);
-	for (int i = 0; i < n_src; i++)
-		if (src[i] < 0)
-			return src[i];
-	return qgraph_graph_op_ex(x->g, op, n_src, src, n_params, t->op_params);
-}
-
-static int g_effect(struct xlate *x, int t)
-{
-	key_push(x, (uint64_t)KEY_EFFECT << 56 | (uint32_t)t);
-	return qgraph_graph_effect(x->g, t);
-}
-
-static int g_cast(struct xlate *x, int a, enum qgraph_type type)
-{
-	key_push(x, (uint64_t)KEY_CAST << 56 | (uint64_t)type << 32 | (uint32_t)a);
-	return qgraph_graph_cast(x->g, a, type);
-}
-
-static int g_weights(struct xlate *x, uint64_t handle, enum qgraph_type type, int64_t rows, int64_t cols)
-{
-	key_push(x, (uint64_t)KEY_WEIGHTS << 56 | (uint64_t)type);
-	key_push(x, handle);
-	key_push(x, (uint64_t)rows);
-	key_push(x, (uint64_t)cols);
-	return qgraph_graph_weights(x->g, handle, type, rows, cols);
-}
-
-static int g_weights_nd(struct xlate *x, uint64_t handle, enum qgraph_type type, const int64_t ne[4])
-{
-	key_push(x, (uint64_t)KEY_WEIGHTS_ND << 56 | (uint64_t)type);
-	key_push(x, handle);
-	key_ne(x, ne, 4);
-	return qgraph_graph_weights_nd(x->g, handle, type, 4, ne);
-}
-
-static int g_output(struct xlate *x, int t, int64_t off)
-{
-	key_push(x, (uint64_t)KEY_OUTPUT << 56 | (uint32_t)t);
-	key_push(x, (uint64_t)off);
-	return qgraph_graph_output(x->g, t, off);
-}
-
-/* ----------------------------------------------------- where bytes are */
-
-/* Where T's bytes are in the session arena, or -1 if its buffer is not one of ours or has none. */
-static int64_t arena_offset(const struct ggml_tensor *t)
-{
-	ggml_backend_buffer_t buffer = t->view_src ? t->view_src->buffer : t->buffer;
-
-	if (!buffer || !buffer->context ||	/* a zero-size buffer has no context */
-	    (ggml_backend_buffer_get_type(buffer) != &qgg_buft && ggml_backend_buffer_get_type(buffer) != &qgg_wbuft))
-		return -1;
-	struct qgg_buffer *b = buffer->context;
-	if (qgg_buffer_bind(b))
-		return -1;
-	return b->arena_off + ((const unsigned char *)t->data - b->base);
-}
-
-/* The arena bytes [*LO, *HI) that T's elements lie in (from an aligned start); false if not in our buffers. */
-static bool tensor_span(const struct ggml_tensor *t, int64_t *lo, int64_t *hi)
-{
-	int64_t off = arena_offset(t), end = (int64_t)ggml_row_size(t->type, t->ne[0]);
-
-	if (off < 0)
-		return false;
-	for (int d = 1; d < 4; d++)
-		end += (t->ne[d] - 1) * (int64_t)t->nb[d];
-	*lo = off / QGG_ALIGN * QGG_ALIGN;	/* an input starts aligned */
-	*hi = off + end;
-	return true;
-}
-
-static bool overlap(int64_t lo, int64_t hi, int64_t lo2, int64_t hi2)
-{
-	return lo < hi2 && lo2 < hi;
-}
-
-/* The qgraph type of ggml type T, or -1 for one no claimed op takes outside MUL_MAT's weights. */
-static int qtype(enum ggml_type t)
-{
-	switch (t) {
-	case GGML_TYPE_F32: return QGRAPH_TYPE_F32;
-	case GGML_TYPE_F16: return QGRAPH_TYPE_F16;
-	case GGML_TYPE_Q8_0: return QGRAPH_TYPE_Q8_0;
-	case GGML_TYPE_I32: return (int)QGRAPH_TYPE_I32;
-	case GGML_TYPE_I64: return (int)QGRAPH_TYPE_I64;
-	default: return -1;
-	}
-}
-
-/* --------------------------------------------------------- bookkeeping */
-
-static struct qgg_done *done_find(struct xlate *x, const struct ggml_tensor *t)
-{
-	for (size_t i = x->n_done; i-- > 0;)
-		if (x->done[i].t == t)
-			return &x->done[i];
-	return NULL;
-}
-
-static int done_add(struct xlate *x, struct qgg_done d)
-{
-	if (x->n_done == x->cap_done) {
-		size_t cap = x->cap_done ? 2 * x->cap_done : 32;
-		void *p = realloc(x->done, cap * sizeof *x->done);
-		if (!p)
-			return -ENOMEM;
-		x->done = p;
-		x->cap_done = cap;
-	}
-	x->done[x->n_done++] = d;
-	return 0;
-}
-
-/*
- * The qgraph tensor already standing for S in this graph, or a view of
- * one (S a view of an earlier result), or -ENOENT.
- */
-static int source_here(struct xlate *x, const struct ggml_tensor *s)
-{
-	struct qgg_done *d = done_find(x, s);
-
-	if (d)
-		return d->id;
-	const struct ggml_tensor *base = s->view_src;
-	if (!base || !(d = done_find(x, base)) || d->input || base->type != s->type ||
-	    s->nb[0] != ggml_type_size(s->type) || ggml_blck_size(s->type) != 1)
-		return -ENOENT;
-	int64_t off = (const char *)s->data - (const char *)base->data;
-	if (off == 0 && ggml_is_contiguous(s) && ggml_is_contiguous(base) && ggml_nelements(s) == ggml_nelements(base))
-		return g_reshape(x, d->id, s->ne);
-	const uint64_t nb[3] = { s->nb[1], s->nb[2], s->nb[3] };
-	return g_view(x, d->id, s->ne, nb, (uint64_t)off);
-}
-
-/* Whether S will be read from the arena (nothing in this graph stands for it yet). */
-static bool reads_arena(struct xlate *x, const struct ggml_tensor *s)
-{
-	if (done_find(x, s))
-		return false;
-	const struct qgg_done *d = s->view_src ? done_find(x, s->view_src) : NULL;
-	return !(d && !d->input && s->view_src->type == s->type && ggml_blck_size(s->type) == 1 &&
-		 s->nb[0] == ggml_type_size(s->type));
-}
-
-/*
- * An input for S whose bytes, spanning [LO, HI) from an aligned LO, are at
- * arena offset OFF: S itself if contiguous and aligned, else a view of an
- * input covering the bytes it spans.  Remembered as S's tensor.
- */
-static int input_at(struct xlate *x, const struct ggml_tensor *s, int64_t off, int64_t lo, int64_t hi)
-{
-	int id, type = qtype(s->type);
-
-	if (type < 0)
-		return xlate_fail(x, -EINVAL, "%s is of type %s", s->name, ggml_type_name(s->type));
-	if (ggml_is_contiguous(s) && off % QGG_ALIGN == 0) {
-		id = g_input(x, type, s->ne, off);
-	} else if (ggml_blck_size(s->type) == 1 && s->nb[0] == ggml_type_size(s->type)) {
-		size_t es = ggml_type_size(s->type);
-		const int64_t ne[4] = { (hi - lo + (int64_t)es - 1) / (int64_t)es, 1, 1, 1 };
-		const uint64_t nb[3] = { s->nb[1], s->nb[2], s->nb[3] };
-		int in = g_input(x, type, ne, lo);
-		id = g_view(x, in, s->ne, nb, (uint64_t)(off - lo));
-	} else {
-		return xlate_fail(x, -EINVAL, "%s (%s) is neither contiguous and aligned nor of packed elements",
-				  s->name, ggml_type_name(s->type));
-	}
-	if (id < 0)
-		return id;
-	int err = done_add(x, (struct qgg_done){ .t = s, .id = id, .off = off, .lo = lo, .hi = hi, .input = true });
-	return err ? xlate_fail(x, err, "out of memory") : id;
-}
-
-static int stage(struct xlate *x, const struct ggml_tensor *s);
-
-/*
- * Whether this node or a later one of the ggml graph writes into [LO, HI):
- * ggml's allocator gives a tensor's bytes to another once nothing reads
- * them, so a source's bytes may be a later result's.  The daemon takes no
- * graph whose output shares bytes with an input, and a graph cut there
- * costs a round trip; a copy of the source costs less.
- */
-static bool written_from_here(const struct xlate *x, int64_t lo, int64_t hi)
-{
-	for (int i = x->cur; i < x->n_writes; i++)
-		if (overlap(lo, hi, x->writes[i].lo, x->writes[i].hi))
-			return true;
-	return false;
-}
-
-/*
- * The qgraph tensor for source S of a node: what this graph has for it
- * (source_here), or an input over its bytes, or over a copy of them where
- * a node from this one on writes there.
- */
-static int source(struct xlate *x, const struct ggml_tensor *s)
-{
-	int id = source_here(x, s);
-	int64_t off, lo, hi;
-
-	if (id != -ENOENT)
-		return id;
-	if ((off = arena_offset(s)) < 0 || !tensor_span(s, &lo, &hi))
-		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
-	if (written_from_here(x, lo, hi))
-		return stage(x, s);
-	return input_at(x, s, off, lo, hi);
-}
-
-/*
- * Source S, whose bytes a node from this one on writes (an in-place op,
- * or ggml's allocator handing S's bytes on): S's bytes are copied to arena
- * room of their own (X keeps it until the graphs have run) and the input
- * is made there.  They hold S's values now: a node of the graph so far
- * that wrote them would have been found (source_here), or made the graph
- * run first (conflicts).
- */
-static int stage(struct xlate *x, const struct ggml_tensor *s)
-{
-	int64_t off = arena_offset(s), lo, hi;
-	size_t arena_bytes;
-	unsigned char *arena = qgraph_arena(qgg.s, &arena_bytes);
-
-	if (off < 0 || !tensor_span(s, &lo, &hi) || !arena)
-		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", s->name);
-	void *p = realloc(x->staged, (x->n_staged + 1) * sizeof *x->staged);
-	if (!p)
-		return xlate_fail(x, -ENOMEM, "out of memory");
-	x->staged = p;
-	int64_t room = qgraph_arena_alloc(qgg.s, (size_t)(hi - lo));
-	if (room < 0)
-		return xlate_fail(x, (int)room, "no arena room for a copy of %s (%" PRId64 " bytes): raise QGRAPH_GGML_ARENA",
-				  s->name, hi - lo);
-	x->staged[x->n_staged++] = room;
-	memcpy(arena + room, arena + lo, (size_t)(hi - lo));
-	return input_at(x, s, room + (off - lo), room, room + (hi - lo));
-}
+#include "ggml-qgraph-xlate.h"
 
 /* ------------------------------------------------------------ the ops */
 
@@ -433,12 +63,12 @@ static int gathered_weights(struct xlate *x, const struct ggml_tensor *w0, int w
 		return whole;
 	void *p = realloc(x->staged, (x->n_staged + 1) * sizeof *x->staged);
 	if (!p || !arena)
-		return xlate_fail(x, -ENOMEM, "out of memory");
+		return qgg_fail(x, -ENOMEM, "out of memory");
 	x->staged = p;
 	int64_t room = qgraph_arena_alloc(qgg.s, (size_t)n * sizeof(int32_t));
 	if (room < 0)
-		return xlate_fail(x, (int)room, "no arena room for the row indices of %s: raise QGRAPH_GGML_ARENA",
-				  w0->name);
+		return qgg_fail(x, (int)room, "no arena room for the row indices of %s: raise QGRAPH_GGML_ARENA",
+				w0->name);
 	x->staged[x->n_staged++] = room;
 	int32_t *idx = (int32_t *)(void *)(arena + room);
 	for (int64_t i3 = 0; i3 < w0->ne[3]; i3++)
@@ -446,13 +76,13 @@ static int gathered_weights(struct xlate *x, const struct ggml_tensor *w0, int w
 			for (int64_t i1 = 0; i1 < w0->ne[1]; i1++) {
 				size_t at = off + (size_t)i1 * w0->nb[1] + (size_t)i2 * w0->nb[2] + (size_t)i3 * w0->nb[3];
 				if (at % rb || at / rb >= (size_t)rows)
-					return xlate_fail(x, -EINVAL, "%s does not view whole rows", w0->name);
+					return qgg_fail(x, -EINVAL, "%s does not view whole rows", w0->name);
 				*idx++ = (int32_t)(at / rb);
 			}
 	const int64_t ine[4] = { n, 1, 1, 1 };
-	int in = g_input(x, QGRAPH_TYPE_I32, ine, room);
-	int got = in < 0 ? in : g_op(x, QGRAPH_OP_GET_ROWS, whole, in, 0);
-	return got < 0 ? got : g_reshape(x, got, w0->ne);
+	int in = qgg_input(x, QGRAPH_TYPE_I32, ine, room);
+	int got = in < 0 ? in : qgg_op(x, QGRAPH_OP_GET_ROWS, whole, in, 0);
+	return got < 0 ? got : qgg_reshape(x, got, w0->ne);
 }
 
 /*
@@ -471,39 +101,39 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bo
 
 	if (w0->type == GGML_TYPE_F16) {
 		/* attention's F16 keys or values (a view of the cache), no weights: rows made packed first */
-		a = source(x, w0);
+		a = qgg_source(x, w0);
 		if (a >= 0 && w0->ne[1] > 1 && w0->nb[1] != ggml_row_size(w0->type, w0->ne[0]))
-			a = g_cast(x, a, QGRAPH_TYPE_F16);
-		return g_op(x, QGRAPH_OP_MUL_MAT, a, source(x, act), 0);
+			a = qgg_cast(x, a, QGRAPH_TYPE_F16);
+		return qgg_op(x, QGRAPH_OP_MUL_MAT, a, qgg_source(x, act), 0);
 	}
 	if (weights_in_arena(w0)) {
 		if (w0->view_src) {	/* the whole as rows, then the view's rows gathered */
 			const int64_t ne[4] = { base->ne[0], rows, 1, 1 };
-			wi = source(x, base);
-			wi = gathered_weights(x, w0, wi < 0 ? wi : g_reshape(x, wi, ne), rows);
+			wi = qgg_source(x, base);
+			wi = gathered_weights(x, w0, wi < 0 ? wi : qgg_reshape(x, wi, ne), rows);
 		} else {
-			wi = source(x, w0);
+			wi = qgg_source(x, w0);
 		}
-		a = wi < 0 ? wi : source(x, act);
-		return a < 0 ? a : g_op(x, QGRAPH_OP_MUL_MAT, wi, a, 0);
+		a = wi < 0 ? wi : qgg_source(x, act);
+		return a < 0 ? a : qgg_op(x, QGRAPH_OP_MUL_MAT, wi, a, 0);
 	}
 	if (!w || !w->n_handles)
-		return xlate_fail(x, -ENOENT, "weights %s are not in qgraphd (%s)", w0->name,
-				  wb && wb->error[0] ? wb->error : "never set");
+		return qgg_fail(x, -ENOENT, "weights %s are not in qgraphd (%s)", w0->name,
+				wb && wb->error[0] ? wb->error : "never set");
 	if (wb->error[0])
-		return xlate_fail(x, -EIO, "%s", wb->error);
+		return qgg_fail(x, -EIO, "%s", wb->error);
 	if (w0->view_src) {	/* supports_op saw a type held whole, as one matrix */
 		if (w->n_handles != 1)
-			return xlate_fail(x, -EINVAL, "weights %s are held by slice", base->name);
-		wi = gathered_weights(x, w0, g_weights(x, w->handles[0], w->stored, rows, base->ne[0]), rows);
-		a = wi < 0 ? wi : source(x, act);
-		return a < 0 ? a : g_op(x, QGRAPH_OP_MUL_MAT, wi, a, 0);
+			return qgg_fail(x, -EINVAL, "weights %s are held by slice", base->name);
+		wi = gathered_weights(x, w0, qgg_leaf_weights(x, w->handles[0], w->stored, rows, base->ne[0]), rows);
+		a = wi < 0 ? wi : qgg_source(x, act);
+		return a < 0 ? a : qgg_op(x, QGRAPH_OP_MUL_MAT, wi, a, 0);
 	}
-	a = source(x, act);
+	a = qgg_source(x, act);
 	if (a < 0)
 		return a;
 	if (w->n_handles == 1)
-		return g_op(x, QGRAPH_OP_MUL_MAT, g_weights_nd(x, w->handles[0], w->stored, w->ne), a, 0);
+		return qgg_op(x, QGRAPH_OP_MUL_MAT, qgg_leaf_weights_nd(x, w->handles[0], w->stored, w->ne), a, 0);
 	/* a matrix per slice: a product per batch, each written to its place in T (supports_op saw to alignment) */
 	int64_t r2 = act->ne[2] / w->ne[2], r3 = act->ne[3] / w->ne[3];
 	int r = 0;
@@ -513,10 +143,10 @@ static int mul_mat(struct xlate *x, const struct ggml_tensor *t, int64_t off, bo
 			size_t slice = (size_t)(i2 / r2 + i3 / r3 * w->ne[2]);
 			const int64_t ane[4] = { act->ne[0], act->ne[1], 1, 1 };
 			const uint64_t anb[3] = { act->nb[1], act->nb[1] * act->ne[1], act->nb[1] * act->ne[1] };
-			int ws = g_weights(x, w->handles[slice], w->stored, w->ne[1], w->ne[0]);
-			int av = g_view(x, a, ane, anb, (uint64_t)(i2 * act->nb[2] + i3 * act->nb[3]));
-			r = g_output(x, g_op(x, QGRAPH_OP_MUL_MAT, ws, av, 0),
-				     off + (int64_t)(i2 * t->nb[2] + i3 * t->nb[3]));
+			int ws = qgg_leaf_weights(x, w->handles[slice], w->stored, w->ne[1], w->ne[0]);
+			int av = qgg_view(x, a, ane, anb, (uint64_t)(i2 * act->nb[2] + i3 * act->nb[3]));
+			r = qgg_output(x, qgg_op(x, QGRAPH_OP_MUL_MAT, ws, av, 0),
+				       off + (int64_t)(i2 * t->nb[2] + i3 * t->nb[3]));
 		}
 	}
 	return r;
@@ -565,38 +195,38 @@ static int node(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool 
 		return mul_mat(x, t, off, fixed);
 	case GGML_OP_ADD:
 	case GGML_OP_MUL:
-		a = source(x, t->src[0]);
-		b = source(x, t->src[1]);
-		return g_op(x, t->op == GGML_OP_ADD ? QGRAPH_OP_ADD : QGRAPH_OP_MUL, a, b, 0);
+		a = qgg_source(x, t->src[0]);
+		b = qgg_source(x, t->src[1]);
+		return qgg_op(x, t->op == GGML_OP_ADD ? QGRAPH_OP_ADD : QGRAPH_OP_MUL, a, b, 0);
 	case GGML_OP_SCALE:
-		return g_op(x, QGRAPH_OP_SCALE, source(x, t->src[0]), -1, fparam(t, 0));
+		return qgg_op(x, QGRAPH_OP_SCALE, qgg_source(x, t->src[0]), -1, fparam(t, 0));
 	case GGML_OP_RMS_NORM:
-		return g_op(x, QGRAPH_OP_RMS_NORM, source(x, t->src[0]), -1, fparam(t, 0));
+		return qgg_op(x, QGRAPH_OP_RMS_NORM, qgg_source(x, t->src[0]), -1, fparam(t, 0));
 	case GGML_OP_UNARY:
-		a = source(x, t->src[0]);
-		return g_op(x, ggml_get_unary_op(t) == GGML_UNARY_OP_SILU ? QGRAPH_OP_SILU : QGRAPH_OP_GELU, a, -1, 0);
+		a = qgg_source(x, t->src[0]);
+		return qgg_op(x, ggml_get_unary_op(t) == GGML_UNARY_OP_SILU ? QGRAPH_OP_SILU : QGRAPH_OP_GELU, a, -1, 0);
 	case GGML_OP_SOFT_MAX: {
 		const struct ggml_tensor *m = t->src[1];
-		a = source(x, t->src[0]);
-		b = m ? source(x, m) : -1;
+		a = qgg_source(x, t->src[0]);
+		b = m ? qgg_source(x, m) : -1;
 		if (m && m->ne[1] != t->ne[1] && b >= 0) {	/* ggml reads the mask's first rows only */
 			const int64_t ne[4] = { m->ne[0], t->ne[1], m->ne[2], m->ne[3] };
 			const uint64_t nb[3] = { m->nb[1], m->nb[2], m->nb[3] };
-			b = g_view(x, b, ne, nb, 0);
+			b = qgg_view(x, b, ne, nb, 0);
 		}
-		return g_op(x, QGRAPH_OP_SOFT_MAX, a, b, fparam(t, 0));
+		return qgg_op(x, QGRAPH_OP_SOFT_MAX, a, b, fparam(t, 0));
 	}
 	case GGML_OP_GET_ROWS:
-		a = source(x, t->src[0]);
-		b = source(x, t->src[1]);
-		return g_op(x, QGRAPH_OP_GET_ROWS, a, b, 0);
+		a = qgg_source(x, t->src[0]);
+		b = qgg_source(x, t->src[1]);
+		return qgg_op(x, QGRAPH_OP_GET_ROWS, a, b, 0);
 	case GGML_OP_CPY:
 	case GGML_OP_CONT: {
 		const struct ggml_tensor *s = t->src[0];
-		a = source(x, s);
+		a = qgg_source(x, s);
 		if (a >= 0 && !ggml_are_same_shape(s, t))	/* supports_op saw S contiguous */
-			a = g_reshape(x, a, t->ne);
-		return g_cast(x, a, (enum qgraph_type)qtype(t->type));
+			a = qgg_reshape(x, a, t->ne);
+		return qgg_cast(x, a, (enum qgraph_type)qgg_qtype(t->type));
 	}
 	case GGML_OP_ROPE:	/* a, positions[, frequency factors]; ggml's sixteen words */
 	case GGML_OP_GLU:	/* a[, b]: the gate and whether swapped */
@@ -604,11 +234,11 @@ static int node(struct xlate *x, const struct ggml_tensor *t, int64_t off, bool 
 	case GGML_OP_FLASH_ATTN_EXT: {	/* q, k, v[, mask]: scale, max_bias, softcap, precision */
 		int src[4], n = 0;
 		for (; n < 4 && t->src[n]; n++)
-			src[n] = source(x, t->src[n]);
-		return g_op_ex(x, ex_op(t->op), n, src, t, ex_words(t->op));
+			src[n] = qgg_source(x, t->src[n]);
+		return qgg_op_ex(x, ex_op(t->op), n, src, t, ex_words(t->op));
 	}
 	default:
-		return xlate_fail(x, -EINVAL, "op %s is not supported here", ggml_op_desc(t));
+		return qgg_fail(x, -EINVAL, "op %s is not supported here", ggml_op_desc(t));
 	}
 }
 
@@ -624,9 +254,9 @@ static int run(struct xlate *x)
 
 	for (size_t i = 0; i < x->n_done && err >= 0; i++)
 		if (!x->done[i].input && !x->done[i].dead)
-			err = g_output(x, x->done[i].id, x->done[i].off);
+			err = qgg_output(x, x->done[i].id, x->done[i].off);
 	if (err < 0)
-		return xlate_fail(x, err, "cannot make the results outputs: %s", strerror(-err));
+		return qgg_fail(x, err, "cannot make the results outputs: %s", strerror(-err));
 	h = qgg_key_hash(x->key, x->n_key);
 	cached = x->n_key != SIZE_MAX && qgg_cache_find(x->key, x->n_key, h, &handle) == 0;
 	if (cached) {
@@ -647,7 +277,7 @@ static int run(struct xlate *x)
 		    res.compute_ns / 1e3, (double)(ts.tv_sec * 1000000000ll + ts.tv_nsec - x->t0) / 1e3);
 	}
 	if (err)
-		return xlate_fail(x, err, "qgraphd: %s", qgraph_session_error(qgg.s));
+		return qgg_fail(x, err, "qgraphd: %s", qgraph_session_error(qgg.s));
 	qgg.n_graphs++;
 	if (!cached && x->n_key != SIZE_MAX)
 		qgg_cache_add(x->key, x->n_key, h, res.handle);
@@ -661,7 +291,7 @@ static int xlate_reset(struct xlate *x)
 	x->n_key = x->n_done = x->n_fixed = 0;
 	x->n_nodes = 0;
 	x->g = qgraph_graph_new();
-	return x->g ? 0 : xlate_fail(x, -ENOMEM, "out of memory");
+	return x->g ? 0 : qgg_fail(x, -ENOMEM, "out of memory");
 }
 
 /*
@@ -673,7 +303,7 @@ static int xlate_reset(struct xlate *x)
 static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, int64_t hi)
 {
 	for (size_t i = 0; i < x->n_done; i++) {
-		if (x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi)) {
+		if (x->done[i].input && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi)) {
 			if (qgg.trace)
 				say("%s writes over %s, which the graph reads: the graph so far runs first", t->name,
 				    x->done[i].t->name);
@@ -681,16 +311,16 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 		}
 	}
 	for (size_t i = 0; i < x->n_fixed; i++)
-		if (overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi))
+		if (qgg_overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi))
 			return true;
 	for (int k = 0; k < GGML_MAX_SRC && t->src[k]; k++) {
 		int64_t slo, shi;
 		if (t->op == GGML_OP_MUL_MAT && k == 0 && !weights_in_arena(t->src[0]))
 			continue;	/* the weights are in the daemon */
-		if (!reads_arena(x, t->src[k]) || !tensor_span(t->src[k], &slo, &shi))
+		if (!qgg_reads_arena(x, t->src[k]) || !qgg_tensor_span(t->src[k], &slo, &shi))
 			continue;
 		for (size_t i = 0; i < x->n_done; i++) {
-			if (!x->done[i].input && !x->done[i].dead && overlap(slo, shi, x->done[i].lo, x->done[i].hi)) {
+			if (!x->done[i].input && !x->done[i].dead && qgg_overlap(slo, shi, x->done[i].lo, x->done[i].hi)) {
 				if (qgg.trace)
 					say("%s reads %s from bytes %s writes: the graph so far runs first", t->name,
 					    t->src[k]->name, x->done[i].t->name);
@@ -698,7 +328,7 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 			}
 		}
 		for (size_t i = 0; i < x->n_fixed; i++)
-			if (overlap(slo, shi, x->fixed[i].lo, x->fixed[i].hi))
+			if (qgg_overlap(slo, shi, x->fixed[i].lo, x->fixed[i].hi))
 				return true;
 	}
 	return false;
@@ -715,49 +345,49 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 static int add_set_rows(struct xlate *x, const struct ggml_tensor *t)
 {
 	const struct ggml_tensor *dst = t->src[2];
-	int64_t off = arena_offset(dst), lo, hi;
+	int64_t off = qgg_arena_offset(dst), lo, hi;
 	int src[3], id, err;
 	bool busy = false;
 
-	if (off < 0 || !tensor_span(dst, &lo, &hi))
-		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", dst->name);
+	if (off < 0 || !qgg_tensor_span(dst, &lo, &hi))
+		return qgg_fail(x, -EINVAL, "%s is not in a qgraph buffer", dst->name);
 	for (size_t i = 0; i < x->n_done && !busy; i++)
-		busy = !x->done[i].dead && overlap(lo, hi, x->done[i].lo, x->done[i].hi);
+		busy = !x->done[i].dead && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi);
 	for (size_t i = 0; i < x->n_fixed && !busy; i++)
-		busy = overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi);
+		busy = qgg_overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi);
 	if (busy) {
 		if (qgg.trace)
 			say("%s writes bytes the graph so far uses: that graph runs first", t->name);
 		if ((err = run(x)) || (err = xlate_reset(x)))
 			return err;
 	}
-	src[0] = source(x, t->src[0]);
-	src[1] = source(x, t->src[1]);
-	src[2] = src[0] < 0 || src[1] < 0 ? -EINVAL : input_at(x, dst, off, lo, hi);
-	id = g_effect(x, g_op_ex(x, QGRAPH_OP_SET_ROWS, 3, src, t, 0));
+	src[0] = qgg_source(x, t->src[0]);
+	src[1] = qgg_source(x, t->src[1]);
+	src[2] = src[0] < 0 || src[1] < 0 ? -EINVAL : qgg_input_at(x, dst, off, lo, hi);
+	id = qgg_effect(x, qgg_op_ex(x, QGRAPH_OP_SET_ROWS, 3, src, t, 0));
 	if (id < 0)
-		return xlate_fail(x, id, "cannot express %s = %s(%s, %s, %s) in a qgraph graph: %s", t->name,
-				  ggml_op_desc(t), t->src[0]->name, t->src[1]->name, dst->name, strerror(-id));
+		return qgg_fail(x, id, "cannot express %s = %s(%s, %s, %s) in a qgraph graph: %s", t->name,
+				ggml_op_desc(t), t->src[0]->name, t->src[1]->name, dst->name, strerror(-id));
 	x->n_nodes++;
 	/* dead: no output; a later reader of T reads the destination's bytes after the write */
-	err = done_add(x, (struct qgg_done){ .t = t, .id = id, .off = off, .lo = lo, .hi = hi, .dead = true });
-	return err ? xlate_fail(x, err, "out of memory") : 0;
+	err = qgg_done_add(x, (struct qgg_done){ .t = t, .id = id, .off = off, .lo = lo, .hi = hi, .dead = true });
+	return err ? qgg_fail(x, err, "out of memory") : 0;
 }
 
 /* Add node T to X, running what X holds first where the two cannot share a graph.  0 or -errno. */
 static int add_node(struct xlate *x, const struct ggml_tensor *t)
 {
-	int64_t off = arena_offset(t), lo, hi;
+	int64_t off = qgg_arena_offset(t), lo, hi;
 	bool fixed = false;
 	int err, id;
 
 	if (t->op == GGML_OP_SET_ROWS)
 		return add_set_rows(x, t);
-	if (off < 0 || !tensor_span(t, &lo, &hi))
-		return xlate_fail(x, -EINVAL, "%s is not in a qgraph buffer", t->name);
+	if (off < 0 || !qgg_tensor_span(t, &lo, &hi))
+		return qgg_fail(x, -EINVAL, "%s is not in a qgraph buffer", t->name);
 	if (off % QGG_ALIGN || !ggml_is_contiguous(t))
-		return xlate_fail(x, -EINVAL, "%s (%s) is not contiguous at an aligned offset (%" PRId64 ")", t->name,
-				  ggml_op_desc(t), off);
+		return qgg_fail(x, -EINVAL, "%s (%s) is not contiguous at an aligned offset (%" PRId64 ")", t->name,
+				ggml_op_desc(t), off);
 	lo = off;
 	if (x->n_nodes && conflicts(x, t, lo, hi)) {
 		if ((err = run(x)) || (err = xlate_reset(x)))
@@ -765,32 +395,32 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 	}
 	/* results this one writes over are dead: nothing reads them after this graph */
 	for (size_t i = 0; i < x->n_done; i++)
-		if (!x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi))
+		if (!x->done[i].input && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi))
 			x->done[i].dead = true;
 	id = node(x, t, off, &fixed);
 	if (id < 0)
-		return xlate_fail(x, id,
-				  "cannot express %s = %s(%s%s%s) in a qgraph graph (result [%" PRId64 ", %" PRId64
+		return qgg_fail(x, id,
+				"cannot express %s = %s(%s%s%s) in a qgraph graph (result [%" PRId64 ", %" PRId64
 				  ", %" PRId64 ", %" PRId64 "]): %s",
 				  t->name, ggml_op_desc(t), t->src[0] ? t->src[0]->name : "",
 				  t->src[1] ? ", " : "", t->src[1] ? t->src[1]->name : "", t->ne[0], t->ne[1], t->ne[2],
 				  t->ne[3], strerror(-id));
 	/* a source read from the arena under the result (not staged above): the daemon cannot write what it reads */
 	for (size_t i = 0; i < x->n_done; i++)
-		if (x->done[i].input && overlap(lo, hi, x->done[i].lo, x->done[i].hi))
-			return xlate_fail(x, -EINVAL, "%s (%s) writes over its own source %s", t->name,
-					  ggml_op_desc(t), x->done[i].t->name);
+		if (x->done[i].input && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi))
+			return qgg_fail(x, -EINVAL, "%s (%s) writes over its own source %s", t->name,
+					ggml_op_desc(t), x->done[i].t->name);
 	x->n_nodes++;
 	if (fixed) {
 		void *p = realloc(x->fixed, (x->n_fixed + 1) * sizeof *x->fixed);
 		if (!p)
-			return xlate_fail(x, -ENOMEM, "out of memory");
+			return qgg_fail(x, -ENOMEM, "out of memory");
 		x->fixed = p;
 		x->fixed[x->n_fixed++] = (struct qgg_fixed){ lo, hi };
 		return 0;
 	}
-	err = done_add(x, (struct qgg_done){ .t = t, .id = id, .off = off, .lo = lo, .hi = hi });
-	return err ? xlate_fail(x, err, "out of memory") : 0;
+	err = qgg_done_add(x, (struct qgg_done){ .t = t, .id = id, .off = off, .lo = lo, .hi = hi });
+	return err ? qgg_fail(x, err, "out of memory") : 0;
 }
 
 /*
@@ -828,14 +458,14 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 	pthread_mutex_lock(&qgg.lock);
 	if (!(x.g = qgraph_graph_new()) ||
 	    !(x.writes = calloc((size_t)ggml_graph_n_nodes(cgraph) + 1, sizeof *x.writes)))
-		err = xlate_fail(&x, -ENOMEM, "out of memory");
+		err = qgg_fail(&x, -ENOMEM, "out of memory");
 	for (int i = 0; i < ggml_graph_n_nodes(cgraph) && !err; i++) {
 		const struct ggml_tensor *t = ggml_graph_node(cgraph, i);
 		struct qgg_write *w = &x.writes[x.n_writes++];
-		if (moves_nothing(t) || !tensor_span(t, &w->lo, &w->hi))
+		if (moves_nothing(t) || !qgg_tensor_span(t, &w->lo, &w->hi))
 			w->lo = w->hi = 0;
 		else
-			w->lo = arena_offset(t);	/* a result starts where it is, not aligned down */
+			w->lo = qgg_arena_offset(t);	/* a result starts where it is, not aligned down */
 	}
 	for (int i = 0; i < ggml_graph_n_nodes(cgraph) && !err; i++) {
 		const struct ggml_tensor *t = ggml_graph_node(cgraph, i);

@@ -7,6 +7,7 @@
  *   ggml-qgraph.c          the device, the backend and the registry; the exports
  *   ggml-qgraph-buffer.c   the buffer type, buffers, weights in the daemon
  *   ggml-qgraph-graph.c    graph_compute: a ggml graph translated to a qgraph one
+ *   ggml-qgraph-xlate.c    its pieces: the graph builders and the key, sources
  *   ggml-qgraph-cache.c    the graphs registered with the daemon, by key
  *
  * Calls go down that list only (the cache calls none of the others).
