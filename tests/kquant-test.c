@@ -299,6 +299,64 @@ static void random_blocks(struct qg_block_q4_K *w4, struct qg_block_q6_K *w6, st
 	}
 }
 
+/*
+ * The GEMMs against the one-row reference, bit for bit: NC weight rows
+ * over every tile tail (16 rows a tile), NR activation rows over every
+ * group tail, K over one and several chunks, outputs LDS apart with the
+ * cells between them left alone.
+ */
+static void test_gemm(void)
+{
+	enum { MAXC = 37, MAXR = 19, MAXB = 5, LDS = MAXC + 3 };
+	static struct qg_block_q4_K w4[MAXC * MAXB];
+	static struct qg_block_q6_K w6[MAXC * MAXB];
+	static struct qg_block_q8_K a[MAXC * MAXB];
+	static float s[MAXR * LDS];
+
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		const struct qg_kq_kernel *kn = qg_kq_kernel_get(f);
+		if (!kn || (!kn->q4_K_gemm && !kn->q6_K_gemm))
+			continue;
+		tap_ok(kn->q4_K_gemm && kn->q6_K_gemm && kn->gemm_rows >= 1, "%s: both GEMMs, used from %d rows",
+		       kn->name, kn->gemm_rows);
+		int bad = 0, cases = 0, stray = 0;
+		for (int iter = 0; iter < 60; iter++) {
+			const int extreme = iter < 3 ? iter + 1 : 0;
+			const int nc = iter < 3 ? MAXC : 1 + (int)(rnd() % MAXC);
+			const int nr = iter < 3 ? MAXR : 1 + (int)(rnd() % MAXR);
+			const int nb = iter < 3 ? MAXB : 1 + (int)(rnd() % MAXB);
+			random_blocks(w4, w6, a, MAXC * MAXB, extreme);
+			for (int t = 0; t < 2; t++) {
+				const void *w = t ? (const void *)w6 : (const void *)w4;
+				const size_t stride = (size_t)nb * (t ? sizeof w6[0] : sizeof w4[0]);
+				for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+					s[i] = -1e30f;
+				(t ? kn->q6_K_gemm : kn->q4_K_gemm)(256 * nb, s, LDS, w, stride, nc, a, nr);
+				for (int r = 0; r < nr; r++) {
+					for (int c = 0; c < nc; c++) {
+						const void *wr = (const uint8_t *)w + (size_t)c * stride;
+						float want = t ? qg_vec_dot_q6_K_q8_K(256 * nb, wr, a + r * nb)
+							       : qg_vec_dot_q4_K_q8_K(256 * nb, wr, a + r * nb);
+						cases++;
+						if (memcmp(&want, &s[r * LDS + c], 4) != 0) {
+							if (!bad)
+								tap_diag("%s %s gemm: nc %d nr %d nb %d: [%d][%d] %.9g, want %.9g",
+									 kn->name, t ? "q6_K" : "q4_K", nc, nr, nb, r, c,
+									 s[r * LDS + c], want);
+							bad++;
+						}
+					}
+					for (int c = nc; c < LDS; c++)
+						stray += s[r * LDS + c] != -1e30f;
+				}
+			}
+		}
+		tap_ok(bad == 0 && stray == 0,
+		       "%s: %d GEMM outputs equal the reference bit for bit (%d differ, %d cells past NC written)",
+		       kn->name, cases, bad, stray);
+	}
+}
+
 static void test_kernels(void)
 {
 	enum { NB = 40 };	/* four rows of up to ten: every grouping and its tail */
@@ -345,10 +403,11 @@ static void test_kernels(void)
 				bad++;
 			}
 		}
-		tap_ok(kn->family == f && bad == 0, "%s: %d dot products equal the reference bit for bit (%d differ)",
+		tap_ok((int)kn->family == f && bad == 0, "%s: %d dot products equal the reference bit for bit (%d differ)",
 		       kn->name, cases, bad);
 	}
 	tap_diag("%d K-quant kernel families run on this CPU", ran);
+	test_gemm();
 
 	/* Q8_0 x Q8_0: weights over every byte, -128 included; activations in -127..127 */
 	static struct qg_block_q8_0 w8[NB * 8], a8[NB * 8];

@@ -175,6 +175,15 @@ typedef void (*qg_kq_dot4_fn)(int64_t k, const void *restrict w, const void *res
 			      float *restrict out);
 
 /*
+ * Many activation rows against many weight rows: NC Q4_K or Q6_K weight
+ * rows (WSTRIDE bytes apart) against NR rows of K/256 block_q8_K (one
+ * after another); S[r * LDS + c] gets activation row r against weight
+ * row c, the one-row kernel's result bit for bit.
+ */
+typedef void (*qg_kq_gemm_fn)(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+			      int nc, const void *restrict a, int nr);
+
+/*
  * The plain (not interleaved) block types that mul_mat meets one weight
  * row at a time: the K-quants against Q8_K, and Q8_0 against Q8_0 (K a
  * multiple of 32, NBA counted in block_q8_0; its one-row kernels equal
@@ -190,6 +199,9 @@ struct qg_kq_kernel {
 	qg_kq_dot4_fn q6_K_x4;	/* optional */
 	qg_kq_dot_fn q8_0;	/* optional (NULL: qg_vec_dot_q8_0_q8_0) */
 	qg_kq_dot4_fn q8_0_x4;	/* optional */
+	qg_kq_gemm_fn q4_K_gemm;	/* optional (NULL: the four-row kernel) */
+	qg_kq_gemm_fn q6_K_gemm;	/* optional */
+	int gemm_rows;		/* the fewest activation rows the GEMMs are used for */
 };
 
 /* FAMILY's K-quant kernels if this build has them and this CPU runs them, else NULL. */

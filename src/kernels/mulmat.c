@@ -291,7 +291,9 @@ static float dot_q8_0_ref(int64_t k, const void *restrict w, const void *restric
 
 /*
  * Q4_K, Q6_K, Q8_0 W: rows [ROW0, ROW1) of Y, every activation row, in
- * tiles as below, four activation rows at a time where the kernels can.
+ * tiles as below: by the family's GEMM where it has one and N is at
+ * least its gemm_rows, else four activation rows at a time where the
+ * kernels can, and one at a time.  All give the one-row kernel's bits.
  */
 static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
@@ -311,8 +313,12 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 		ab = sizeof(struct qg_block_q8_K);
 		qk = QG_QK_K;
 	}
+	const qg_kq_gemm_fn gemm = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_gemm
+				   : mm->wtype == QG_TYPE_Q6_K ? kn->q6_K_gemm : NULL;
+	const int use_gemm = gemm && mm->n >= kn->gemm_rows;
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
-	const int64_t tile = tile_rows(row_bytes, 1);
+	/* the GEMM builds tiles of 16 weight rows */
+	const int64_t tile = tile_rows(row_bytes, use_gemm ? 16 : 1);
 	const int64_t nbk = mm->k / qk;
 	const size_t arow = (size_t)nbk * ab;
 	const uint8_t *xa = scratch;
@@ -320,6 +326,12 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 	for (int64_t t0 = row0; t0 < row1; t0 += tile) {
 		const int64_t t1 = row1 - t0 < tile ? row1 : t0 + tile;
 		int64_t i = 0;
+		for (; use_gemm && i < mm->n; i += GEMM_GROUPS) {
+			const int64_t nr = mm->n - i < GEMM_GROUPS ? mm->n - i : GEMM_GROUPS;
+			gemm(mm->k, mm->y + (size_t)i * mm->ldy + (size_t)t0, mm->ldy,
+			     (const uint8_t *)mm->w + (size_t)t0 * row_bytes, row_bytes, (int)(t1 - t0),
+			     xa + (size_t)i * arow, (int)nr);
+		}
 		for (; dot4 && i + 4 <= mm->n; i += 4) {
 			for (int64_t r = t0; r < t1; r++) {
 				float out[4];

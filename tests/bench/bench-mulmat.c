@@ -725,7 +725,7 @@ int main(int argc, char **argv)
 	 * against ggml's vec_dot on the same bytes in interleaved rounds.
 	 */
 	static const enum qg_type plain_types[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K, QG_TYPE_Q8_0 };
-	static const int plain_ns[] = { 1, 8, 32, 128 };
+	static const int plain_ns[] = { 1, 8, 16, 32, 128 };
 	struct gg gg;
 	const int have_gg = o.ggml_lib && gg_open(&gg, o.ggml_lib) == 0;
 	if (!o.json && o.ggml_lib && !have_gg)
