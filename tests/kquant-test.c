@@ -355,6 +355,63 @@ static void test_gemm(void)
 		       "%s: %d GEMM outputs equal the reference bit for bit (%d differ, %d cells past NC written)",
 		       kn->name, cases, bad, stray);
 	}
+
+	/* Q8_0: every code of the weights, activations down to -128, K over one and several chunks */
+	enum { MAXB8 = 40 };
+	static struct qg_block_q8_0 w8[MAXC * MAXB8], a8[MAXR * MAXB8];
+	static struct qg_q8_0_aux aux[MAXR * MAXB8];
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		const struct qg_kq_kernel *kn = qg_kq_kernel_get(f);
+		if (!kn || !kn->q8_0_gemm)
+			continue;
+		int bad = 0, cases = 0, stray = 0;
+		for (int iter = 0; iter < 40; iter++) {
+			const int extreme = iter < 2 ? iter + 1 : 0;
+			const int nc = iter < 2 ? MAXC : 1 + (int)(rnd() % MAXC);
+			const int nr = iter < 2 ? MAXR : 1 + (int)(rnd() % MAXR);
+			const int nb = iter < 2 ? MAXB8 : 1 + (int)(rnd() % MAXB8);
+			for (int b = 0; b < MAXC * MAXB8; b++) {
+				w8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				for (int i = 0; i < QG_QK; i++)
+					w8[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+			}
+			for (int b = 0; b < MAXR * MAXB8; b++) {
+				a8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				int sum = 0;
+				for (int i = 0; i < QG_QK; i++) {
+					a8[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+					sum += a8[b].qs[i];
+				}
+				aux[b] = (struct qg_q8_0_aux){ .d = qg_fp16_to_fp32(a8[b].d), .nsum = -128 * sum };
+			}
+			const size_t stride = (size_t)nb * sizeof w8[0];
+			for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+				s[i] = -1e30f;
+			/* activation rows NB blocks apart, as mul_mat lays them out */
+			for (int r = 0; r < nr; r++) {
+				memmove(&a8[r * nb], &a8[r * MAXB8], (size_t)nb * sizeof a8[0]);
+				memmove(&aux[r * nb], &aux[r * MAXB8], (size_t)nb * sizeof aux[0]);
+			}
+			kn->q8_0_gemm(QG_QK * nb, s, LDS, w8, stride, nc, a8, aux, nr);
+			for (int r = 0; r < nr; r++) {
+				for (int c = 0; c < nc; c++) {
+					const float want = qg_vec_dot_q8_0_q8_0(QG_QK * nb, w8 + (size_t)c * nb, a8 + r * nb);
+					cases++;
+					if (memcmp(&want, &s[r * LDS + c], 4) != 0) {
+						if (!bad)
+							tap_diag("%s q8_0 gemm: nc %d nr %d nb %d: [%d][%d] %.9g, want %.9g",
+								 kn->name, nc, nr, nb, r, c, s[r * LDS + c], want);
+						bad++;
+					}
+				}
+				for (int c = nc; c < LDS; c++)
+					stray += s[r * LDS + c] != -1e30f;
+			}
+		}
+		tap_ok(bad == 0 && stray == 0,
+		       "%s: %d q8_0 GEMM outputs equal the reference bit for bit (%d differ, %d cells past NC written)",
+		       kn->name, cases, bad, stray);
+	}
 }
 
 static void test_kernels(void)
@@ -450,7 +507,7 @@ static void test_kernels(void)
 /* mul_mat with K-quant weights: the dequantized product, split over any thread count alike. */
 static void test_mulmat(void)
 {
-	enum { M = 24, K = 512, N = 5 };
+	enum { M = 24, K = 512, N = 21 };	/* N past the GEMMs' gemm_rows, with a group tail */
 	static float w[M * K], x[N * K], wd[M * K], y[N * M], y3[N * M];
 	static uint8_t wq[M * K / 256 * 210];
 	static _Alignas(64) uint8_t scratch[N * K / 256 * 292];
@@ -496,7 +553,7 @@ static void test_mulmat(void)
 	{
 		enum { K8 = 32 * 19 };	/* two groups of eight blocks and a tail */
 		static struct qg_block_q8_0 w8[M * K8 / 32], x8[N * K8 / 32];
-		static _Alignas(64) uint8_t scr8[N * K8 / 32 * 34];
+		static _Alignas(64) uint8_t scr8[N * K8 / 32 * (34 + 8) + 8];
 		static float wf8[M * K8], xf8[N * K8], y8[N * M], y83[N * M];
 		struct qg_mm mm = { .wtype = QG_TYPE_Q8_0, .w = w8, .m = M, .k = K8, .x = xf8, .ldx = K8, .n = N,
 				    .y = y8, .ldy = M };
@@ -507,7 +564,7 @@ static void test_mulmat(void)
 		qg_quantize(QG_TYPE_Q8_0, wf8, w8, sizeof w8, M, K8, NULL);
 		qg_quantize(QG_TYPE_Q8_0, xf8, x8, sizeof x8, N, K8, NULL);
 		tap_ok(qg_mul_mat_check(&mm) == 0 && qg_mul_mat_scratch_size(&mm) == sizeof scr8 &&
-		       qg_mul_mat(&mm, scr8) == 0, "q8_0 mul_mat: accepted, scratch is N rows of Q8_0");
+		       qg_mul_mat(&mm, scr8) == 0, "q8_0 mul_mat: accepted, scratch is N rows of Q8_0 and their aux");
 		int bad = 0;
 		for (int i = 0; i < N; i++)
 			for (int r = 0; r < M; r++) {

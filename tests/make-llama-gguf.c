@@ -4,7 +4,7 @@
  *
  *	make-llama-gguf [--preset tiny|1b] [--dim N] [--ffn N] [--layers N]
  *	                [--heads N] [--kv-heads N] [--vocab N] [--ctx N]
- *	                [--tied] [--ftype q4_0|q4_K_M] [--seed S] [--threads N] -o FILE
+ *	                [--tied] [--ftype q4_0|q4_K_M|q8_0] [--seed S] [--threads N] -o FILE
  *	make-llama-gguf --version
  *
  * The file holds what llama.cpp (at the pinned commit) needs to load and
@@ -19,7 +19,8 @@
  * and down; output.weight unless --tied) and F32 norms.  --ftype q4_K_M
  * writes the mix llama-quantize calls Q4_K_M instead: Q4_K matrices, and
  * Q6_K for the output and, in the layers that mix gives more bits, for
- * attn_v and ffn_down (see more_bits).
+ * attn_v and ffn_down (see more_bits); --ftype q8_0 makes every matrix
+ * Q8_0, as llama-quantize's Q8_0 does.
  *
  * The weights come from the seed alone: each row of each tensor draws from
  * its own generator, keyed by the seed, the tensor's name and the row, so
@@ -69,10 +70,13 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_BYTE = 6 };
 #define MAX_VOCAB (TOK_WORD0 + ALPHABET + ALPHABET * ALPHABET + ALPHABET * ALPHABET * ALPHABET)
 #define QK 32			/* values per Q4_0 block */
 
+enum { FT_Q4_0, FT_Q4_K_M, FT_Q8_0 };
+static const char *const ftype_names[] = { "q4_0", "q4_K_M", "q8_0" };
+
 struct shape {
 	long dim, ffn, layers, heads, kv_heads, vocab, ctx;
 	int tied;
-	int kquants;		/* --ftype q4_K_M */
+	int ftype;		/* --ftype: FT_Q4_0, FT_Q4_K_M or FT_Q8_0 */
 };
 
 static const struct preset {
@@ -128,8 +132,8 @@ static void usage(FILE *f)
 		"      --vocab N       tokens, %d to %d\n"
 		"      --ctx N         training context length\n"
 		"      --tied          no output.weight: the output reuses the token embedding\n"
-		"      --ftype NAME    q4_0 (the default) or q4_K_M: Q4_K matrices, some Q6_K\n"
-		"                        (dim and ffn multiples of 256)\n"
+		"      --ftype NAME    q4_0 (the default), q4_K_M (Q4_K matrices, some Q6_K;\n"
+		"                        dim and ffn multiples of 256) or q8_0\n"
 		"  -s, --seed S        the weights' seed (default 1)\n"
 		"  -t, --threads N     threads that make the weights (default: the CPUs online)\n"
 		"  -o, --output FILE   the model file\n"
@@ -158,7 +162,7 @@ static void check_shape(const struct shape *s)
 {
 	if (s->dim % QK || s->ffn % QK)
 		usage_error("--dim %ld and --ffn %ld must be multiples of %d (Q4_0 blocks)", s->dim, s->ffn, QK);
-	if (s->kquants && (s->dim % QG_QK_K || s->ffn % QG_QK_K))
+	if (s->ftype == FT_Q4_K_M && (s->dim % QG_QK_K || s->ffn % QG_QK_K))
 		usage_error("--dim %ld and --ffn %ld must be multiples of %d for --ftype q4_K_M (K-quant blocks)",
 			    s->dim, s->ffn, QG_QK_K);
 	if (s->dim % s->heads || (s->dim / s->heads) % 2)
@@ -220,7 +224,7 @@ struct job {
 	long rows, cols;
 	float mean, std;
 	uint64_t key;		/* the seed mixed with the name */
-	enum qg_type type;	/* Q4_0, Q4_K, Q6_K or F32 */
+	enum qg_type type;	/* Q4_0, Q4_K, Q6_K, Q8_0 or F32 */
 	unsigned char *dst;
 	size_t row_bytes;
 	atomic_long next;	/* the first row no thread has taken */
@@ -296,7 +300,8 @@ static int add_tensor(struct qg_gguf_writer *w, const char *name, enum qg_type t
 	if (!ret)
 		ret = qg_gguf_writer_tensor(w, name,
 					    type == QG_TYPE_F32 ? QG_GGML_F32 : type == QG_TYPE_Q4_K ? QG_GGML_Q4_K
-					    : type == QG_TYPE_Q6_K ? QG_GGML_Q6_K : QG_GGML_Q4_0,
+					    : type == QG_TYPE_Q6_K ? QG_GGML_Q6_K : type == QG_TYPE_Q8_0 ? QG_GGML_Q8_0
+					    : QG_GGML_Q4_0,
 					    rows ? 2 : 1, ne, j.dst);
 	free(j.dst);
 	return ret;
@@ -390,8 +395,9 @@ static int add_hparams(struct qg_gguf_writer *w, const struct shape *s, const ch
 	if ((ret = qg_gguf_writer_kv_string(w, "general.architecture", "llama")) ||
 	    (ret = qg_gguf_writer_kv_string(w, "general.name", name)) ||
 	    (ret = qg_gguf_writer_kv_string(w, "qgraph.generator", gen)) ||
-	    /* llama_ftype: MOSTLY_Q4_0, MOSTLY_Q4_K_M */
-	    (ret = qg_gguf_writer_kv_u64(w, "general.file_type", QG_GGUF_U32, s->kquants ? 15 : 2)) ||
+	    /* llama_ftype: MOSTLY_Q4_0, MOSTLY_Q4_K_M, MOSTLY_Q8_0 */
+	    (ret = qg_gguf_writer_kv_u64(w, "general.file_type", QG_GGUF_U32,
+					 s->ftype == FT_Q4_K_M ? 15 : s->ftype == FT_Q8_0 ? 7 : 2)) ||
 	    (ret = qg_gguf_writer_kv_u64(w, "general.quantization_version", QG_GGUF_U32, 2)) ||
 	    (ret = qg_gguf_writer_kv_u64(w, "llama.context_length", QG_GGUF_U32, (uint64_t)s->ctx)) ||
 	    (ret = qg_gguf_writer_kv_u64(w, "llama.embedding_length", QG_GGUF_U32, (uint64_t)s->dim)) ||
@@ -423,8 +429,9 @@ static int add_weights(struct qg_gguf_writer *w, const struct shape *s, uint64_t
 {
 	const long kv_dim = s->dim / s->heads * s->kv_heads;
 	const float sd = 1.0f / sqrtf((float)s->dim), sf = 1.0f / sqrtf((float)s->ffn);
-	const enum qg_type mat = s->kquants ? QG_TYPE_Q4_K : QG_TYPE_Q4_0;
-	const enum qg_type big = s->kquants ? QG_TYPE_Q6_K : QG_TYPE_Q4_0;
+	/* llama-quantize's choices: Q4_K_M gives some matrices and the output Q6_K, Q8_0 all Q8_0 */
+	const enum qg_type mat = s->ftype == FT_Q4_K_M ? QG_TYPE_Q4_K : s->ftype == FT_Q8_0 ? QG_TYPE_Q8_0 : QG_TYPE_Q4_0;
+	const enum qg_type big = s->ftype == FT_Q4_K_M ? QG_TYPE_Q6_K : mat;
 	char name[64];
 	int ret;
 
@@ -541,7 +548,7 @@ int main(int argc, char **argv)
 	/* what the options set, applied over the preset at the end */
 	long set[O_TIED - O_DIM + 1] = { 0 };
 	uint64_t seed = 1;
-	int kquants = 0;
+	int ftype = FT_Q4_0;
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	int nth = online > 0 ? (online < MAX_THREADS ? (int)online : MAX_THREADS) : 1;
 	int c;
@@ -559,9 +566,10 @@ int main(int argc, char **argv)
 			set[c - O_DIM] = 1;
 			break;
 		case O_FTYPE:
-			if (strcmp(optarg, "q4_0") && strcmp(optarg, "q4_K_M"))
-				usage_error("--ftype: '%s' is not q4_0 or q4_K_M", optarg);
-			kquants = strcmp(optarg, "q4_K_M") == 0;
+			for (ftype = 0; ftype < 3 && strcmp(optarg, ftype_names[ftype]); ftype++)
+				;
+			if (ftype == 3)
+				usage_error("--ftype: '%s' is not q4_0, q4_K_M or q8_0", optarg);
 			break;
 		case 's': {
 			char *end;
@@ -605,7 +613,7 @@ int main(int argc, char **argv)
 		if (set[i])
 			*field[i] = set[i];
 	s.tied = set[O_TIED - O_DIM] != 0;
-	s.kquants = kquants;
+	s.ftype = ftype;
 	check_shape(&s);
 
 	double t0 = now();
@@ -630,8 +638,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(file);
-	fprintf(stderr, PROG ": %s: llama dim %ld ffn %ld layers %ld heads %ld/%ld vocab %ld%s%s seed %" PRIu64
+	fprintf(stderr, PROG ": %s: llama dim %ld ffn %ld layers %ld heads %ld/%ld vocab %ld%s %s seed %" PRIu64
 		": %zu bytes in %.2f s (%d threads)\n", out, s.dim, s.ffn, s.layers, s.heads, s.kv_heads, s.vocab,
-		s.tied ? " tied" : "", s.kquants ? " q4_K_M" : "", seed, len, now() - t0, nth);
+		s.tied ? " tied" : "", ftype_names[s.ftype], seed, len, now() - t0, nth);
 	return 0;
 }

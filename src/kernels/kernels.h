@@ -184,6 +184,23 @@ typedef void (*qg_kq_gemm_fn)(int64_t k, float *restrict s, size_t lds, const vo
 			      int nc, const void *restrict a, int nr);
 
 /*
+ * Beside every Q8_0 activation block mul_mat keeps, for the Q8_0 GEMMs,
+ * its scale as a float and -128 times the sum of its codes.
+ */
+struct qg_q8_0_aux {
+	float d;
+	int32_t nsum;
+};
+
+/*
+ * The same for Q8_0 weights: NR rows of K/32 block_q8_0, AUX their
+ * blocks' qg_q8_0_aux in the same order; S as above, each output
+ * qg_vec_dot_q8_0_q8_0's bits.
+ */
+typedef void (*qg_q8_0_gemm_fn)(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+				int nc, const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
+
+/*
  * The plain (not interleaved) block types that mul_mat meets one weight
  * row at a time: the K-quants against Q8_K, and Q8_0 against Q8_0 (K a
  * multiple of 32, NBA counted in block_q8_0; its one-row kernels equal
@@ -201,6 +218,7 @@ struct qg_kq_kernel {
 	qg_kq_dot4_fn q8_0_x4;	/* optional */
 	qg_kq_gemm_fn q4_K_gemm;	/* optional (NULL: the four-row kernel) */
 	qg_kq_gemm_fn q6_K_gemm;	/* optional */
+	qg_q8_0_gemm_fn q8_0_gemm;	/* optional */
 	int gemm_rows;		/* the fewest activation rows the GEMMs are used for */
 };
 

@@ -539,5 +539,6 @@ const struct qg_kq_kernel qg_kq_avx512vnni = {
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
 	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 	.q4_K_gemm = qg_kq_gemm_q4_K_avx512vnni, .q6_K_gemm = qg_kq_gemm_q6_K_avx512vnni,
+	.q8_0_gemm = qg_kq_gemm_q8_0_avx512vnni,
 	.gemm_rows = 16,
 };

@@ -337,3 +337,104 @@ void qg_kq_gemm_q6_K_avx512vnni(int64_t k, float *restrict s, size_t lds, const 
 {
 	gemm_any(1, k, s, lds, w, wstride, nc, a, nr);
 }
+
+/* --- Q8_0 weights --------------------------------------------------------- */
+
+/*
+ * Q8_0 blocks carry one scale per 32 values, so a tile is a chunk of KC8
+ * blocks of 16 rows, each eight quads and the rows' scales.  The codes
+ * are signed: stored XOR 0x80 they are code + 128 as unsigned bytes for
+ * vpdpbusd, and sum((w + 128) * a) - 128 * sum(a) = sum(w * a) exactly,
+ * the second term (qg_q8_0_aux.nsum, made with the activations) starting
+ * the accumulator.  A lane's sum is at most 32 * 255 * 128.  The float
+ * part is the reference's: sum += (float)sumi * (dw * da).
+ */
+#define KC8 16
+
+struct tile8 {
+	uint8_t q[8][64];	/* quad i: row r's four codes + 128 in bytes 4r .. 4r + 3 */
+	float d[16];
+};
+
+static void tile_q8_0(const uint8_t *const row[16], size_t off, struct tile8 *t)
+{
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	const uint8_t *sb[16];
+	__m512i v[8];
+
+	for (int r = 0; r < 16; r++)
+		sb[r] = row[r] + off;
+	transpose16x8(sb, offsetof(struct qg_block_q8_0, qs), v);
+	for (int m = 0; m < 8; m++)
+		_mm512_store_si512(t->q[m], _mm512_xor_si512(v[m], flip));
+	_mm512_store_ps(t->d, halves(words(sb, offsetof(struct qg_block_q8_0, d), 2), 0));
+}
+
+static ALWAYS_INLINE void run_tiles8(const int G, const struct tile8 *T, int kc, const struct qg_block_q8_0 *a,
+				     const struct qg_q8_0_aux *aux, size_t nba, float *s, size_t lds, int first,
+				     __mmask16 mask)
+{
+	__m512 acc[GM];
+
+#pragma GCC unroll 8
+	for (int g = 0; g < G; g++)
+		acc[g] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, s + (size_t)g * lds);
+	for (int b = 0; b < kc; b++) {
+		const struct tile8 *t = &T[b];
+		__m512i x[GM];
+
+#pragma GCC unroll 8
+		for (int g = 0; g < G; g++)
+			x[g] = _mm512_set1_epi32(aux[g * nba + b].nsum);
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++) {
+			const __m512i w = _mm512_load_si512(t->q[i]);
+#pragma GCC unroll 8
+			for (int g = 0; g < G; g++)
+				x[g] = _mm512_dpbusd_epi32(x[g], w, _mm512_set1_epi32(load32(a[g * nba + b].qs + 4 * i)));
+		}
+		const __m512 d = _mm512_load_ps(t->d);
+#pragma GCC unroll 8
+		for (int g = 0; g < G; g++)
+			acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(_mm512_cvtepi32_ps(x[g]),
+								     _mm512_mul_ps(d, _mm512_set1_ps(aux[g * nba + b].d))));
+	}
+#pragma GCC unroll 8
+	for (int g = 0; g < G; g++)
+		_mm512_mask_storeu_ps(s + (size_t)g * lds, mask, acc[g]);
+}
+
+void qg_kq_gemm_q8_0_avx512vnni(int64_t k, float *restrict s, size_t lds, const void *restrict vw, size_t wstride,
+				int nc, const void *restrict va, const struct qg_q8_0_aux *restrict aux, int nr)
+{
+	const uint8_t *w = vw;
+	const struct qg_block_q8_0 *a = va;
+	const int64_t nb = k / QG_QK;
+	_Alignas(64) struct tile8 T[KC8];
+
+	for (int64_t b0 = 0; b0 < nb; b0 += KC8) {
+		const int kc = nb - b0 < KC8 ? (int)(nb - b0) : KC8;
+		for (int c0 = 0; c0 < nc; c0 += 16) {
+			const uint8_t *row[16];
+			for (int r = 0; r < 16; r++)
+				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
+			for (int b = 0; b < kc; b++)
+				tile_q8_0(row, (size_t)(b0 + b) * sizeof(struct qg_block_q8_0), &T[b]);
+			const __mmask16 mask = nc - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nc - c0)) - 1);
+			const int first = b0 == 0;
+			int g0 = 0;
+			for (; g0 + GM <= nr; g0 += GM)
+				run_tiles8(GM, T, kc, a + (size_t)g0 * nb + b0, aux + (size_t)g0 * nb + b0, (size_t)nb,
+					   s + (size_t)g0 * lds + c0, lds, first, mask);
+			const struct qg_block_q8_0 *ag = a + (size_t)g0 * nb + b0;
+			const struct qg_q8_0_aux *xg = aux + (size_t)g0 * nb + b0;
+			float *sg = s + (size_t)g0 * lds + c0;
+			switch (nr - g0) {
+			case 3: run_tiles8(3, T, kc, ag, xg, (size_t)nb, sg, lds, first, mask); break;
+			case 2: run_tiles8(2, T, kc, ag, xg, (size_t)nb, sg, lds, first, mask); break;
+			case 1: run_tiles8(1, T, kc, ag, xg, (size_t)nb, sg, lds, first, mask); break;
+			default: break;
+			}
+		}
+	}
+}

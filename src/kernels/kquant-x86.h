@@ -35,11 +35,13 @@
 
 #define KQ_X86_INLINE inline __attribute__((always_inline))
 
-/* kquant-gemm-avx512vnni.c: the family's qg_kq_gemm_fn */
+/* kquant-gemm-avx512vnni.c: the family's GEMMs */
 void qg_kq_gemm_q4_K_avx512vnni(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
 				int nc, const void *restrict a, int nr);
 void qg_kq_gemm_q6_K_avx512vnni(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
 				int nc, const void *restrict a, int nr);
+void qg_kq_gemm_q8_0_avx512vnni(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+				int nc, const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
 
 static KQ_X86_INLINE int32_t kq_x86_hsum_epi32(__m256i v)
 {

@@ -6,7 +6,9 @@
  *   interleaved Q4_0 W:  N/4 groups of NB block_q8_0x4 (rows 4g..4g+3 of X,
  *                        interleaved as the kernel's act_ileave says), then
  *                        N%4 rows of NB block_q8_0 (the last rows of X)
- *   Q4_0, Q8_0 W:        N rows of NB block_q8_0
+ *   Q4_0 W:              N rows of NB block_q8_0
+ *   Q8_0 W:              the same, then (from the next multiple of 8)
+ *                        N * NB qg_q8_0_aux, one per block in order
  *   Q4_K, Q6_K W:        N rows of K/256 block_q8_K (4-byte aligned: their
  *                        scale is a float)
  *   F32, F16 W:          nothing (X is read as it is)
@@ -83,13 +85,23 @@ static size_t scratch_bytes(const struct qg_mm *mm, int *ovf)
 		return 0;
 	}
 	const uint64_t gbytes = nb * sizeof(struct qg_block_q8_0x4);	/* nb < 2^26 */
-	const uint64_t rbytes = nb * sizeof(struct qg_block_q8_0);
-	const uint64_t lim = PTRDIFF_MAX < SIZE_MAX ? (uint64_t)PTRDIFF_MAX : (uint64_t)SIZE_MAX;
+	/* Q8_0 W: each row's blocks, and their aux after all rows */
+	const uint64_t rbytes = nb * (sizeof(struct qg_block_q8_0) +
+				      (mm->wtype == QG_TYPE_Q8_0 ? sizeof(struct qg_q8_0_aux) : 0));
+	const uint64_t lim = PTRDIFF_MAX < SIZE_MAX ? (uint64_t)PTRDIFF_MAX - 8 : (uint64_t)SIZE_MAX - 8;
 	if (groups > lim / gbytes || rows > lim / rbytes || groups * gbytes > lim - rows * rbytes) {
 		*ovf = 1;
 		return 0;
 	}
-	return (size_t)(groups * gbytes + rows * rbytes);
+	return (size_t)(groups * gbytes + rows * rbytes + (mm->wtype == QG_TYPE_Q8_0 ? 8 : 0));
+}
+
+/* Where the qg_q8_0_aux of a Q8_0 W's activations start in SCRATCH. */
+static struct qg_q8_0_aux *q8_0_aux(const struct qg_mm *mm, const void *scratch)
+{
+	const size_t rows = (size_t)mm->n * (size_t)(mm->k / QG_QK) * sizeof(struct qg_block_q8_0);
+
+	return (struct qg_q8_0_aux *)((uintptr_t)scratch + ((rows + 7) & ~(size_t)7));
 }
 
 int qg_mul_mat_check(const struct qg_mm *mm)
@@ -163,9 +175,11 @@ uintptr_t qg_mul_mat_act_form(const struct qg_mm *mm)
 	if (layout >= 0)
 		return (uintptr_t)mm_kernel(mm, layout);
 	if (is_kquant(mm->wtype))
-		return 2;	/* Q8_K rows; no kernel sits at address 1 or 2 */
-	if (mm->wtype == QG_TYPE_Q4_0 || mm->wtype == QG_TYPE_Q8_0)
+		return 2;	/* Q8_K rows; no kernel sits at address 1, 2 or 3 */
+	if (mm->wtype == QG_TYPE_Q4_0)
 		return 1;	/* Q8_0 rows */
+	if (mm->wtype == QG_TYPE_Q8_0)
+		return 3;	/* Q8_0 rows and their aux */
 	return 0;
 }
 
@@ -207,9 +221,18 @@ void qg_mul_mat_quantize(const struct qg_mm *mm, void *scratch, int ith, int nth
 			qg_quantize_row_q8_K(mm->x + (size_t)r * mm->ldx, ra + r * nbk, mm->k);
 	} else if (mm->wtype == QG_TYPE_Q4_0 || mm->wtype == QG_TYPE_Q8_0) {
 		struct qg_block_q8_0 *ra = scratch;
+		struct qg_q8_0_aux *aux = mm->wtype == QG_TYPE_Q8_0 ? q8_0_aux(mm, scratch) : NULL;
 		const int64_t r0 = share_start(mm->n, ith, nth), r1 = share_start(mm->n, ith + 1, nth);
-		for (int64_t r = r0; r < r1; r++)
+		for (int64_t r = r0; r < r1; r++) {
 			qg_quantize_row_q8_0(mm->x + (size_t)r * mm->ldx, ra + r * nb, mm->k);
+			for (int64_t b = 0; aux && b < nb; b++) {
+				const struct qg_block_q8_0 *blk = &ra[r * nb + b];
+				int32_t sum = 0;
+				for (int i = 0; i < QG_QK; i++)
+					sum += blk->qs[i];
+				aux[r * nb + b] = (struct qg_q8_0_aux){ .d = qg_fp16_to_fp32(blk->d), .nsum = -128 * sum };
+			}
+		}
 	}
 	/* F32 and F16 read X as it is */
 }
@@ -315,7 +338,8 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 	}
 	const qg_kq_gemm_fn gemm = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_gemm
 				   : mm->wtype == QG_TYPE_Q6_K ? kn->q6_K_gemm : NULL;
-	const int use_gemm = gemm && mm->n >= kn->gemm_rows;
+	const qg_q8_0_gemm_fn gemm8 = mm->wtype == QG_TYPE_Q8_0 ? kn->q8_0_gemm : NULL;
+	const int use_gemm = (gemm || gemm8) && mm->n >= kn->gemm_rows;
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
 	/* the GEMM builds tiles of 16 weight rows */
 	const int64_t tile = tile_rows(row_bytes, use_gemm ? 16 : 1);
@@ -328,9 +352,13 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 		int64_t i = 0;
 		for (; use_gemm && i < mm->n; i += GEMM_GROUPS) {
 			const int64_t nr = mm->n - i < GEMM_GROUPS ? mm->n - i : GEMM_GROUPS;
-			gemm(mm->k, mm->y + (size_t)i * mm->ldy + (size_t)t0, mm->ldy,
-			     (const uint8_t *)mm->w + (size_t)t0 * row_bytes, row_bytes, (int)(t1 - t0),
-			     xa + (size_t)i * arow, (int)nr);
+			float *y = mm->y + (size_t)i * mm->ldy + (size_t)t0;
+			const uint8_t *w = (const uint8_t *)mm->w + (size_t)t0 * row_bytes;
+			if (gemm8)
+				gemm8(mm->k, y, mm->ldy, w, row_bytes, (int)(t1 - t0), xa + (size_t)i * arow,
+				      q8_0_aux(mm, scratch) + i * nbk, (int)nr);
+			else
+				gemm(mm->k, y, mm->ldy, w, row_bytes, (int)(t1 - t0), xa + (size_t)i * arow, (int)nr);
 		}
 		for (; dot4 && i + 4 <= mm->n; i += 4) {
 			for (int64_t r = t0; r < t1; r++) {

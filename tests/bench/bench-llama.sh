@@ -4,15 +4,15 @@
 # processes on one model).
 #
 #   bench-llama.sh [--json] [--rounds N] [--threads LIST] [--depth LIST]
-#                  [--preset 1b|tiny] [--ftype q4_0|q4_K_M] [--seed S]
+#                  [--preset 1b|tiny] [--ftype q4_0|q4_K_M|q8_0] [--seed S]
 #                  [--model FILE] [--procs LIST]
 #                  [--speed | --memory | --procs-only]
 #
 # The model comes from tests/make-llama-gguf (--preset 1b: dim 2048, ffn
 # 8192, 16 layers, 32/8 heads, vocab 4096, Q4_0, about 0.56 GB; --ftype
-# q4_K_M: the Q4_K_M mix of Q4_K and Q6_K), made once and cached as
-# $QG_CACHE/models/llama-PRESET[-q4_K_M]-gGENVERSION-sSEED.gguf (QG_CACHE
-# defaults to ~/.cache/qgraph); --model FILE takes another.
+# q4_K_M: the Q4_K_M mix of Q4_K and Q6_K; q8_0: all Q8_0), made once
+# and cached as $QG_CACHE/models/llama-PRESET[-FTYPE]-gGENVERSION-sSEED.gguf
+# (QG_CACHE defaults to ~/.cache/qgraph); --model FILE takes another.
 # llama.cpp is the pinned GGML_BACKEND_DL build (.ci/llama.sh, or the bin
 # directory QG_LLAMA_DL); the backend is QG_GGML_PLUGIN (loaded through
 # GGML_BACKEND_PATH, with the VAR=VALUE words of QG_GGML_ENV): without it,
