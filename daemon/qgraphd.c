@@ -116,7 +116,11 @@ static void print_info(void)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		printf("%-9s %-22s %s\n", qg_type_name(qg_layout_type((enum qg_layout)l)),
 		       qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
-	printf("%-9s %-22s %s\n", "q4_K q6_K q8_0", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+	const struct qg_kq_kernel *kq = qg_kq_kernel_for();
+	printf("%-9s %-22s %s\n", "q4_K q6_K q8_0", kq->name, qg_kq_kernel_reason());
+	if (kq->q4_K_gemm || kq->q6_K_gemm || kq->q8_0_gemm)
+		printf("%-14s gemm:%s%s%s, from %d activation rows\n", "", kq->q4_K_gemm ? " q4_K" : "",
+		       kq->q6_K_gemm ? " q6_K" : "", kq->q8_0_gemm ? " q8_0" : "", kq->gemm_rows);
 	printf("%-9s %-22s %s\n", "row ops", qg_rowops_for()->name, "norms, SiLU, SwiGLU, RoPE: as the K-quant family");
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
 }
