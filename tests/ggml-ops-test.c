@@ -329,7 +329,8 @@ static void test_set_rows(enum qg_type rt, enum qg_type dt, enum qg_type it, int
 static void test_flash_attn(int nth, bool masked, int64_t hk, float prec)
 {
 	struct qg_ctx *ctx = qg_ctx_new(8);
-	const int64_t dk = 64, dv = 48, n = 3, h = 4, n_kv = 37;
+	/* n_kv: two whole blocks of keys of the op's 64 and a tail */
+	const int64_t dk = 64, dv = 48, n = 3, h = 4, n_kv = 150;
 	struct qg_tensor *q = qg_tensor_new_3d(ctx, QG_TYPE_F32, dk, n, h);
 	struct qg_tensor *k = qg_tensor_new_3d(ctx, QG_TYPE_F16, dk, n_kv, hk);
 	struct qg_tensor *v = qg_tensor_new_3d(ctx, QG_TYPE_F16, dv, n_kv, hk);
@@ -350,6 +351,8 @@ static void test_flash_attn(int nth, bool masked, int64_t hk, float prec)
 				*f16_at(m, c, i1, 0, 0) = 0xfc00;	/* -inf */
 		for (int64_t c = 0; c < n_kv + 3; c++)	/* a row masked whole gives zeros */
 			*f16_at(m, c, 1, 0, 0) = 0xfc00;
+		for (int64_t c = 0; c < 64; c++)	/* row 2: a first block masked whole, the others not */
+			*f16_at(m, c, 2, 0, 0) = 0xfc00;
 	}
 	struct qg_tensor *y = qg_op_ex(ctx, QG_OP_FLASH_ATTN_EXT, src, m ? 4 : 3, p, 4);
 	double *ref = calloc((size_t)(dv * h * n), sizeof *ref), *s = calloc((size_t)n_kv, sizeof *s);

@@ -143,6 +143,34 @@ static void test_family(enum qg_kfamily f)
 	}
 	tap_ok(bad == 0, "%s: sum of squares, scale, silu, swiglu (in place) and rope (in place) equal the portable ones, "
 	       "lengths 0 to %d", r->name, N_MAX);
+
+	/* attention's softmax blocks: some scores masked, a block masked whole, a first block and a later one */
+	int sbad = 0;
+	for (int64_t n = 1; n <= N_MAX; n += n < 40 ? 1 : 37) {
+		for (int kind = 0; kind < 4; kind++) {
+			/* kind 0: first block (M -inf); 1: a later block; 2: every score masked; 3: M above every score */
+			float m0 = kind == 0 || kind == 2 ? -INFINITY : kind == 1 ? 0.5f : 100.0f, m1 = m0;
+			float r0, r1;
+			fill(x, n, 8.0f);
+			for (int64_t i = 0; i < n; i++)
+				if (kind == 2 || i % 5 == 3)
+					x[i] = -INFINITY;
+			memcpy(y0, x, (size_t)n * sizeof *y0);
+			memcpy(y1, x, (size_t)n * sizeof *y1);
+			const float s0 = p->softmax_block(y0, n, &m0, &r0), s1 = r->softmax_block(y1, n, &m1, &r1);
+			int ok = m0 == m1 && near(s1, s0, 1e-5, 1e-30) && near(r1, r0, 4e-7, 1e-30);
+			for (int64_t i = 0; i < n; i++)
+				ok &= near(y1[i], y0[i], 4e-7, 1e-30) && (x[i] != -INFINITY || y1[i] == 0.0f);
+			if (kind == 2)
+				ok &= s1 == 0.0f && r1 == 1.0f && m1 == -INFINITY;
+			if (!ok && !sbad)
+				tap_diag("%s softmax block, n %lld, kind %d: sum %g/%g, rescale %g/%g, max %g/%g", r->name,
+					 (long long)n, kind, s1, s0, r1, r0, m1, m0);
+			sbad += !ok;
+		}
+	}
+	tap_ok(sbad == 0, "%s: attention's softmax blocks equal the portable ones (masked scores 0 exactly), "
+	       "lengths 1 to %d", r->name, N_MAX);
 }
 
 int main(void)

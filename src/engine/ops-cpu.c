@@ -510,10 +510,20 @@ static int compute_set_rows(const struct qg_tensor *t, int ith, int nth, void *s
 
 /* --- FLASH_ATTN_EXT ------------------------------------------------------ */
 
-/* Bytes of one thread's FLASH_ATTN_EXT scratch: q as halves, the V accumulator. */
+/*
+ * Keys a FLASH_ATTN_EXT row meets at a time: their scores are made, then
+ * softmaxed together (one vector exp over the block, one rescale of the
+ * accumulator per block rather than per new maximum), then their values
+ * added.  A block whose keys are all masked (the causal mask's tail) is
+ * passed over after its mask is read.
+ */
+#define FA_KEYS 64
+
+/* Bytes of one thread's FLASH_ATTN_EXT scratch: q as halves, the V accumulator, a block's scores. */
 static size_t fa_slot(const struct qg_tensor *t)
 {
-	return align_up((size_t)t->src[0]->ne[0] * sizeof(qg_fp16)) + align_up((size_t)t->ne[0] * sizeof(float));
+	return align_up((size_t)t->src[0]->ne[0] * sizeof(qg_fp16)) + align_up((size_t)t->ne[0] * sizeof(float)) +
+	       align_up(FA_KEYS * sizeof(float));
 }
 
 static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void *scratch)
@@ -527,6 +537,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 	const struct qg_rowops *ro = qg_rowops_for();
 	qg_fp16 *qh = (qg_fp16 *)((char *)scratch + (size_t)ith * fa_slot(t));
 	float *acc = (float *)((char *)qh + align_up((size_t)dk * sizeof(qg_fp16)));
+	float *sc = (float *)((char *)acc + align_up((size_t)dv * sizeof(float)));
 	int64_t r0, r1;
 
 	qg_op_split(q->ne[1] * q->ne[2] * q->ne[3], ith, nth, &r0, &r1);
@@ -540,28 +551,35 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 		for (int64_t i = 0; i < dk; i++)
 			qh[i] = qg_fp32_to_fp16(qr[i]);
 		memset(acc, 0, (size_t)dv * sizeof *acc);
-		for (int64_t c = 0; c < n_kv; c++) {
-			float mv = 0.0f;
-			if (mr) {
-				qg_fp16 h;
-				memcpy(&h, mr + c * m->nb[0], sizeof h);
-				mv = qg_fp16_to_fp32(h);
-				if (mv == -INFINITY)
-					continue;
+		for (int64_t c0 = 0; c0 < n_kv; c0 += FA_KEYS) {
+			const int64_t nk = n_kv - c0 < FA_KEYS ? n_kv - c0 : FA_KEYS;
+			int live = 0;
+			for (int64_t j = 0; j < nk; j++) {
+				float mv = 0.0f;
+				if (mr) {
+					qg_fp16 h;
+					memcpy(&h, mr + (c0 + j) * m->nb[0], sizeof h);
+					mv = qg_fp16_to_fp32(h);
+					if (mv == -INFINITY) {
+						sc[j] = -INFINITY;
+						continue;
+					}
+				}
+				const qg_fp16 *kr = (const qg_fp16 *)row_at(k, c0 + j, i2 / rk2, i3);
+				sc[j] = dot(kr, qh, dk) * scale + mv;
+				live = 1;
 			}
-			const qg_fp16 *kr = (const qg_fp16 *)row_at(k, c, i2 / rk2, i3);
-			const float s = dot(kr, qh, dk) * scale + mv;
-			/* online softmax: a new maximum rescales what was summed so far */
-			float ms = 1.0f, vs = 1.0f;
-			if (s > mx) {
-				ms = mx == -INFINITY ? 0.0f : expf(mx - s);
-				mx = s;
-				ro->scale(acc, acc, ms, dv);
-			} else {
-				vs = expf(s - mx);
-			}
-			mad(acc, (const qg_fp16 *)row_at(v, c, i2 / rv2, i3), vs, dv);
-			sum = sum * ms + vs;
+			if (!live)
+				continue;
+			/* the new maximum rescales what was summed so far */
+			float rescale;
+			const float bsum = ro->softmax_block(sc, nk, &mx, &rescale);
+			if (rescale != 1.0f)
+				ro->scale(acc, acc, rescale, dv);
+			sum = sum * rescale + bsum;
+			for (int64_t j = 0; j < nk; j++)
+				if (sc[j] != 0.0f)
+					mad(acc, (const qg_fp16 *)row_at(v, c0 + j, i2 / rv2, i3), sc[j], dv);
 		}
 		float *y = (float *)row_at(t, i2, i1, i3);
 		ro->scale(y, acc, sum == 0.0f ? 0.0f : 1.0f / sum, dv);

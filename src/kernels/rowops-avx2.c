@@ -2,7 +2,7 @@
  * rowops-avx2.c - the row kernels of rowops.h with AVX2 and FMA, eight
  * floats a step, the rest as the portable ones do it.
  *
- * exp(x) for SILU: x = n ln2 + r with n an integer and |r| <= ln2/2 (ln2
+ * exp(x) for SILU and attention's softmax: x = n ln2 + r with n an integer and |r| <= ln2/2 (ln2
  * in two parts, so that r keeps its bits), exp(r) by its Taylor series to
  * r^6 (the first term left out is below 2^-23 of the sum there), times
  * 2^n made in the exponent field.  X is clamped first to where 2^n is a
@@ -134,6 +134,54 @@ static void rope_avx2(float *y, const float *x, const float *cs, int64_t half, b
 	}
 }
 
+/* The largest of N scores and MX. */
+static float max_avx2(const float *s, int64_t n, float mx)
+{
+	__m256 v = _mm256_set1_ps(mx);
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		v = _mm256_max_ps(v, _mm256_loadu_ps(s + i));
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	mx = _mm_cvtss_f32(h);
+	for (; i < n; i++)
+		mx = s[i] > mx ? s[i] : mx;
+	return mx;
+}
+
+static float softmax_block_avx2(float *s, int64_t n, float *m, float *rescale)
+{
+	const float mx = max_avx2(s, n, *m);
+	const __m256 vmx = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
+	__m256 acc = _mm256_setzero_ps();
+	float sum = 0.0f;
+	int64_t i = 0;
+
+	if (mx == -INFINITY) {
+		for (; i < n; i++)
+			s[i] = 0.0f;
+		*rescale = 1.0f;
+		return 0.0f;
+	}
+	for (; i + 8 <= n; i += 8) {
+		const __m256 x = _mm256_loadu_ps(s + i);
+		/* masked scores give 0, not the clamp's exp(-87) */
+		const __m256 e = _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), exp8(_mm256_sub_ps(x, vmx)));
+		_mm256_storeu_ps(s + i, e);
+		acc = _mm256_add_ps(acc, e);
+	}
+	sum = hsum8(acc);
+	for (; i < n; i++) {
+		s[i] = s[i] == -INFINITY ? 0.0f : expf(s[i] - mx);
+		sum += s[i];
+	}
+	*rescale = *m == -INFINITY ? 0.0f : expf(*m - mx);
+	*m = mx;
+	return sum;
+}
+
 const struct qg_rowops qg_rowops_avx2 = {
 	.name = "avx2",
 	.family = QG_KF_AVX2,
@@ -142,4 +190,5 @@ const struct qg_rowops qg_rowops_avx2 = {
 	.silu = silu_avx2,
 	.swiglu = swiglu_avx2,
 	.rope = rope_avx2,
+	.softmax_block = softmax_block_avx2,
 };

@@ -3,7 +3,7 @@
  * dot product and accumulation (kernels.h), with aarch64's baseline
  * Advanced SIMD: four floats a step, halves widened by FCVTL.
  *
- * exp(x) for SILU as rowops-avx2.c computes it: x = n ln2 + r, exp(r) by
+ * exp(x) for SILU and attention's softmax as rowops-avx2.c computes it: x = n ln2 + r, exp(r) by
  * its Taylor series to r^6, 2^n made in the exponent field, x clamped to
  * where 2^n is a normal float.
  */
@@ -122,6 +122,43 @@ static void rope_neon(float *y, const float *x, const float *cs, int64_t half, b
 	}
 }
 
+static float softmax_block_neon(float *s, int64_t n, float *m, float *rescale)
+{
+	float32x4_t v = vdupq_n_f32(*m);
+	float mx, sum;
+	int64_t i = 0;
+
+	for (; i + 4 <= n; i += 4)
+		v = vmaxq_f32(v, vld1q_f32(s + i));
+	mx = vmaxvq_f32(v);
+	for (; i < n; i++)
+		mx = s[i] > mx ? s[i] : mx;
+	if (mx == -INFINITY) {
+		for (i = 0; i < n; i++)
+			s[i] = 0.0f;
+		*rescale = 1.0f;
+		return 0.0f;
+	}
+	const float32x4_t vmx = vdupq_n_f32(mx), ninf = vdupq_n_f32(-INFINITY);
+	float32x4_t acc = vdupq_n_f32(0.0f);
+	for (i = 0; i + 4 <= n; i += 4) {
+		const float32x4_t x = vld1q_f32(s + i);
+		/* masked scores give 0, not the clamp's exp(-87) */
+		const float32x4_t e = vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(exp4(vsubq_f32(x, vmx))),
+								     vceqq_f32(x, ninf)));
+		vst1q_f32(s + i, e);
+		acc = vaddq_f32(acc, e);
+	}
+	sum = vaddvq_f32(acc);
+	for (; i < n; i++) {
+		s[i] = s[i] == -INFINITY ? 0.0f : expf(s[i] - mx);
+		sum += s[i];
+	}
+	*rescale = *m == -INFINITY ? 0.0f : expf(*m - mx);
+	*m = mx;
+	return sum;
+}
+
 const struct qg_rowops qg_rowops_neon = {
 	.name = "neon",
 	.family = QG_KF_NEON,
@@ -130,6 +167,7 @@ const struct qg_rowops qg_rowops_neon = {
 	.silu = silu_neon,
 	.swiglu = swiglu_neon,
 	.rope = rope_neon,
+	.softmax_block = softmax_block_neon,
 };
 
 /* Four halves at P as floats. */

@@ -45,6 +45,27 @@ static void rope_portable(float *y, const float *x, const float *cs, int64_t hal
 	}
 }
 
+static float softmax_block_portable(float *s, int64_t n, float *m, float *rescale)
+{
+	float mx = *m, sum = 0.0f;
+
+	for (int64_t i = 0; i < n; i++)
+		mx = s[i] > mx ? s[i] : mx;
+	if (mx == -INFINITY) {
+		for (int64_t i = 0; i < n; i++)
+			s[i] = 0.0f;
+		*rescale = 1.0f;
+		return 0.0f;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		s[i] = s[i] == -INFINITY ? 0.0f : expf(s[i] - mx);
+		sum += s[i];
+	}
+	*rescale = *m == -INFINITY ? 0.0f : expf(*m - mx);
+	*m = mx;
+	return sum;
+}
+
 static const struct qg_rowops rowops_portable = {
 	.name = "portable",
 	.family = QG_KF_PORTABLE,
@@ -53,6 +74,7 @@ static const struct qg_rowops rowops_portable = {
 	.silu = silu_portable,
 	.swiglu = swiglu_portable,
 	.rope = rope_portable,
+	.softmax_block = softmax_block_portable,
 };
 
 const struct qg_rowops *qg_rowops_get(enum qg_kfamily family)

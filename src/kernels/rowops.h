@@ -1,7 +1,8 @@
 /*
  * rowops.h - the row kernels of the ops beside MUL_MAT that a decode step
  * spends its time in: RMS_NORM's sum of squares and scaling, SILU and
- * SwiGLU, ROPE's turn of a row.  Rows are packed floats.
+ * SwiGLU, ROPE's turn of a row, FLASH_ATTN_EXT's softmax over a block of
+ * keys.  Rows are packed floats.
  *
  * One table per family: the portable one is the reference, the others
  * (AVX2 on x86-64, NEON on aarch64) sum in another order and compute exp
@@ -35,6 +36,17 @@ struct qg_rowops {
 	 * may be X); the values around them are not touched.
 	 */
 	void (*rope)(float *y, const float *x, const float *cs, int64_t half, bool neox);
+	/*
+	 * One block of attention's online softmax: N scores S (scaled and
+	 * masked, -INFINITY where masked) against the running maximum *M.
+	 * With M' = max(*M, max S): S[i] = exp(S[i] - M') (exactly 0 where
+	 * masked), *M = M', *RESCALE = exp(M - M') (what the sums before
+	 * this block are multiplied by: 0 when M was -INFINITY, 1 when M'
+	 * is M), and the return value is the sum of the new S.  A block
+	 * with every score masked (M' still -INFINITY) gives zeros, a
+	 * rescale of 1 and 0.
+	 */
+	float (*softmax_block)(float *s, int64_t n, float *m, float *rescale);
 };
 
 /* FAMILY's table in this build and on this CPU (portable, avx2 or neon), or NULL. */
