@@ -1132,69 +1132,6 @@ static void test_env(struct env_result *r_portable, struct env_result *r_bogus,
 	tap_ok(ok, "QGRAPH_KERNELS: an unknown name or a family the CPU cannot run is reported and ignored; auto is automatic");
 }
 
-/*
- * The F16 vector ops FLASH_ATTN_EXT uses: every variant this CPU runs
- * against the portable reference, over lengths that leave every tail,
- * within the rounding of another order of summation; and the choice
- * follows the matrix kernels' (portable when those are forced so).
- */
-static void test_f16_vectors(struct tap_rng *rng)
-{
-	static const struct {
-		const char *name;
-		qg_dot_f16_fn dot;
-		qg_mad_f16_fn mad;
-	} v[] = {
-#if defined(__x86_64__) && defined(HAVE_AVX2)
-		{ "avx2", qg_dot_f16_avx2, qg_mad_f16_avx2 },
-#endif
-#if defined(__aarch64__) && defined(HAVE_NEON)
-		{ "neon", qg_dot_f16_neon, qg_mad_f16_neon },
-#endif
-		{ "portable", qg_dot_f16_portable, qg_mad_f16_portable },
-	};
-	uint16_t a[300], b[300];
-	float y0[300], y1[300];
-
-	for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-		if (strcmp(v[k].name, "avx2") == 0) {
-			const struct qg_cpu *c = qg_cpu_features();
-			if (!c->avx2 || !c->fma || !c->f16c) {
-				tap_skip("this CPU has no avx2, fma and f16c for the f16 vector ops");
-				continue;
-			}
-		}
-		int bad = 0;
-		for (int64_t n = 0; n <= 300; n += n < 40 ? 1 : 37) {
-			double mag = 0;
-			for (int64_t i = 0; i < n; i++) {
-				a[i] = qg_fp32_to_fp16(tap_randf(rng, -2, 2));
-				b[i] = qg_fp32_to_fp16(tap_randf(rng, -2, 2));
-				mag += fabs((double)qg_fp16_to_fp32(a[i]) * qg_fp16_to_fp32(b[i]));
-				y0[i] = y1[i] = tap_randf(rng, -1, 1);
-			}
-			float d0 = qg_dot_f16_portable(a, b, n), d1 = v[k].dot(a, b, n);
-			if (fabs((double)d0 - d1) > 1e-6 * (mag + 1)) {
-				tap_diag("%s dot, n %lld: %g against %g", v[k].name, (long long)n, d1, d0);
-				bad++;
-			}
-			qg_mad_f16_portable(y0, a, 0.375f, n);
-			v[k].mad(y1, a, 0.375f, n);
-			for (int64_t i = 0; i < n; i++)
-				if (fabsf(y0[i] - y1[i]) > 1e-6f * (fabsf(y0[i]) + 1)) {
-					tap_diag("%s mad, n %lld, i %lld: %g against %g", v[k].name, (long long)n,
-						 (long long)i, y1[i], y0[i]);
-					bad++;
-					break;
-				}
-		}
-		tap_ok(bad == 0, "f16 dot and mad, %s: equal the portable ones over lengths 0 to 300", v[k].name);
-	}
-	tap_ok(qg_kernels_force(QG_KF_PORTABLE) == 0 && qg_dot_f16_for() == qg_dot_f16_portable &&
-	       qg_mad_f16_for() == qg_mad_f16_portable && qg_kernels_force(QG_KF_COUNT) == 0,
-	       "forced to portable, the f16 vector ops are the portable ones");
-}
-
 int main(void)
 {
 	struct tap_rng rng = { 0x9e3779b97f4a7c15ULL };
@@ -1226,6 +1163,5 @@ int main(void)
 	test_cpu_and_choice();
 	test_force();
 	test_env(&r_portable, &r_bogus, &r_foreign, &r_auto);
-	test_f16_vectors(&rng);
 	return tap_done();
 }

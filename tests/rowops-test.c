@@ -171,6 +171,61 @@ static void test_family(enum qg_kfamily f)
 	}
 	tap_ok(sbad == 0, "%s: attention's softmax blocks equal the portable ones (masked scores 0 exactly), "
 	       "lengths 1 to %d", r->name, N_MAX);
+
+	/* attention's block products: rows 0..9 of widths that leave every tail; some weights 0 */
+	enum { R = 9, W = 140 };
+	static float a[R * W], yd0[W], yd1[W];
+	static uint16_t h[W];
+	int dbad = 0;
+	for (int64_t n = 1; n <= W; n += n < 40 ? 1 : 33) {
+		for (int64_t rows = 0; rows <= R; rows++) {
+			double mag[R] = { 0 };
+			fill(a, rows * n, 1.0f);
+			fill(x, n, 1.0f);
+			for (int64_t j = 0; j < rows; j++) {
+				for (int64_t i = 0; i < n; i++)
+					mag[j] += fabs((double)a[j * n + i] * x[i]);
+				g[j] = j % 3 == 1 ? 0.0f : tap_randf(&rng, 0.0f, 1.0f);
+			}
+			p->dot_rows(yd0, a, rows, n, x);
+			r->dot_rows(yd1, a, rows, n, x);
+			for (int64_t j = 0; j < rows; j++)
+				if (fabs((double)yd1[j] - yd0[j]) > 1e-6 * mag[j] + 1e-30) {
+					if (!dbad)
+						tap_diag("%s dot_rows, n %lld, row %lld: %.9g against %.9g", r->name,
+							 (long long)n, (long long)j, yd1[j], yd0[j]);
+					dbad++;
+				}
+			memcpy(yd0, x, (size_t)n * sizeof *yd0);
+			memcpy(yd1, x, (size_t)n * sizeof *yd1);
+			p->mad_rows(yd0, a, g, rows, n);
+			r->mad_rows(yd1, a, g, rows, n);
+			for (int64_t i = 0; i < n; i++) {
+				/* within the rounding of the terms (FMA rounds once where the portable code rounds twice) */
+				double terms = fabs((double)x[i]);
+				for (int64_t j = 0; j < rows; j++)
+					terms += fabs((double)g[j] * a[j * n + i]);
+				if (fabs((double)yd1[i] - yd0[i]) > 1e-6 * terms + 1e-30) {
+					if (!dbad)
+						tap_diag("%s mad_rows, n %lld, rows %lld, i %lld: %.9g against %.9g", r->name,
+							 (long long)n, (long long)rows, (long long)i, yd1[i], yd0[i]);
+					dbad++;
+				}
+			}
+		}
+		for (int64_t i = 0; i < n; i++)
+			h[i] = (uint16_t)tap_rand(&rng);	/* any bits: NaN and infinity included */
+		p->from_f16(yd0, h, n);
+		r->from_f16(yd1, h, n);
+		for (int64_t i = 0; i < n; i++)
+			if (memcmp(&yd0[i], &yd1[i], 4) != 0 && !(isnan(yd0[i]) && isnan(yd1[i]))) {
+				if (!dbad)
+					tap_diag("%s from_f16(0x%04x): %.9g against %.9g", r->name, h[i], yd1[i], yd0[i]);
+				dbad++;
+			}
+	}
+	tap_ok(dbad == 0, "%s: attention's block products equal the portable ones, halves to floats exactly (%d off)",
+	       r->name, dbad);
 }
 
 int main(void)

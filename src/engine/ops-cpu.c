@@ -511,19 +511,50 @@ static int compute_set_rows(const struct qg_tensor *t, int ith, int nth, void *s
 /* --- FLASH_ATTN_EXT ------------------------------------------------------ */
 
 /*
- * Keys a FLASH_ATTN_EXT row meets at a time: their scores are made, then
- * softmaxed together (one vector exp over the block, one rescale of the
- * accumulator per block rather than per new maximum), then their values
- * added.  A block whose keys are all masked (the causal mask's tail) is
- * passed over after its mask is read.
+ * FLASH_ATTN_EXT in units of queries that read the same keys and values:
+ * up to FA_QUERIES of them, the heads of a group sharing a K/V head
+ * (grouped-query attention) times a run of tokens.  A unit meets the
+ * keys FA_KEYS at a time: the block of keys is turned into floats once
+ * for all its queries, each query's scores are made (rowops dot_rows),
+ * softmaxed together (softmax_block: one vector exp over the block, one
+ * rescale of the query's accumulator per block), and the block's values,
+ * also turned once, are added with the weights (mad_rows).  A block that
+ * every query of the unit has masked (the causal mask's tail) is passed
+ * over after its mask is read.  Q is rounded to F16 first, as ggml's CPU
+ * backend does, so each product of a score is an exact product of two
+ * halves.
  */
 #define FA_KEYS 64
+#define FA_QUERIES 32
 
-/* Bytes of one thread's FLASH_ATTN_EXT scratch: q as halves, the V accumulator, a block's scores. */
+/* A unit's queries: G heads (GRP of them in Q's third dimension) of TB tokens. */
+struct fa_units {
+	int64_t g, tb, ngrp, ntb;
+};
+
+static struct fa_units fa_units(const struct qg_tensor *t)
+{
+	const struct qg_tensor *q = t->src[0], *k = t->src[1], *v = t->src[2];
+	struct fa_units u;
+
+	/* the heads of a group share their K head and their V head */
+	u.g = k->ne[2] == v->ne[2] && q->ne[2] / k->ne[2] <= FA_QUERIES ? q->ne[2] / k->ne[2] : 1;
+	u.tb = FA_QUERIES / u.g;
+	u.ngrp = q->ne[2] / u.g;
+	u.ntb = (q->ne[1] + u.tb - 1) / u.tb;
+	return u;
+}
+
+/* Floats of one thread's FLASH_ATTN_EXT scratch, each part aligned. */
 static size_t fa_slot(const struct qg_tensor *t)
 {
-	return align_up((size_t)t->src[0]->ne[0] * sizeof(qg_fp16)) + align_up((size_t)t->ne[0] * sizeof(float)) +
-	       align_up(FA_KEYS * sizeof(float));
+	const size_t dk = (size_t)t->src[0]->ne[0], dv = (size_t)t->ne[0];
+
+	return align_up(FA_QUERIES * dk * sizeof(float)) +	/* the queries */
+	       align_up(FA_KEYS * dk * sizeof(float)) + align_up(FA_KEYS * dv * sizeof(float)) + /* a block's K, V */
+	       align_up(FA_QUERIES * dv * sizeof(float)) +	/* the accumulators */
+	       2 * align_up(FA_QUERIES * FA_KEYS * sizeof(float)) +	/* scores, mask */
+	       2 * align_up(FA_QUERIES * sizeof(float));	/* maxima, sums */
 }
 
 static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void *scratch)
@@ -532,57 +563,80 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 	const int64_t dk = q->ne[0], dv = v->ne[0], n_kv = k->ne[1];
 	const int64_t rk2 = q->ne[2] / k->ne[2], rv2 = q->ne[2] / v->ne[2];
 	const float scale = qg_op_param_f32(t, 0);
-	const qg_dot_f16_fn dot = qg_dot_f16_for();
-	const qg_mad_f16_fn mad = qg_mad_f16_for();
 	const struct qg_rowops *ro = qg_rowops_for();
-	qg_fp16 *qh = (qg_fp16 *)((char *)scratch + (size_t)ith * fa_slot(t));
-	float *acc = (float *)((char *)qh + align_up((size_t)dk * sizeof(qg_fp16)));
-	float *sc = (float *)((char *)acc + align_up((size_t)dv * sizeof(float)));
-	int64_t r0, r1;
+	const struct fa_units u = fa_units(t);
+	const int mshared = m && m->ne[2] == 1;
+	char *p = (char *)scratch + (size_t)ith * fa_slot(t);
+	float *qf = (float *)p;
+	float *kf = (float *)(p += align_up(FA_QUERIES * (size_t)dk * sizeof(float)));
+	float *vf = (float *)(p += align_up(FA_KEYS * (size_t)dk * sizeof(float)));
+	float *acc = (float *)(p += align_up(FA_KEYS * (size_t)dv * sizeof(float)));
+	float *sc = (float *)(p += align_up(FA_QUERIES * (size_t)dv * sizeof(float)));
+	float *mv = (float *)(p += align_up(FA_QUERIES * FA_KEYS * sizeof(float)));
+	float *mx = (float *)(p += align_up(FA_QUERIES * FA_KEYS * sizeof(float)));
+	float *sum = (float *)(p += align_up(FA_QUERIES * sizeof(float)));
+	int64_t u0, u1;
 
-	qg_op_split(q->ne[1] * q->ne[2] * q->ne[3], ith, nth, &r0, &r1);
-	for (int64_t r = r0; r < r1; r++) {
-		/* query row (i1, head i2, i3), its result row (i2, i1, i3) */
-		const int64_t i1 = r % q->ne[1], i2 = r / q->ne[1] % q->ne[2], i3 = r / (q->ne[1] * q->ne[2]);
-		const float *qr = (const float *)row_at(q, i1, i2, i3);
-		const char *mr = m ? row_at(m, i1, bcast(i2, m->ne[2]), bcast(i3, m->ne[3])) : NULL;
-		float mx = -INFINITY, sum = 0.0f;
+	qg_op_split(u.ngrp * u.ntb * q->ne[3], ith, nth, &u0, &u1);
+	for (int64_t un = u0; un < u1; un++) {
+		const int64_t i3 = un / (u.ngrp * u.ntb), grp = un / u.ntb % u.ngrp, t0 = un % u.ntb * u.tb;
+		const int64_t nt = q->ne[1] - t0 < u.tb ? q->ne[1] - t0 : u.tb, nq = nt * u.g;
+		/* query qi: token t0 + qi / g, head grp * g + qi % g; all read K head kh and V head vh */
+		const int64_t kh = grp * u.g / rk2, vh = grp * u.g / rv2;
 
-		for (int64_t i = 0; i < dk; i++)
-			qh[i] = qg_fp32_to_fp16(qr[i]);
-		memset(acc, 0, (size_t)dv * sizeof *acc);
+		for (int64_t qi = 0; qi < nq; qi++) {
+			const float *qr = (const float *)row_at(q, t0 + qi / u.g, grp * u.g + qi % u.g, i3);
+			for (int64_t i = 0; i < dk; i++)
+				qf[qi * dk + i] = qg_fp16_to_fp32(qg_fp32_to_fp16(qr[i]));
+			memset(acc + qi * dv, 0, (size_t)dv * sizeof *acc);
+			mx[qi] = -INFINITY;
+			sum[qi] = 0.0f;
+		}
 		for (int64_t c0 = 0; c0 < n_kv; c0 += FA_KEYS) {
 			const int64_t nk = n_kv - c0 < FA_KEYS ? n_kv - c0 : FA_KEYS;
-			int live = 0;
-			for (int64_t j = 0; j < nk; j++) {
-				float mv = 0.0f;
-				if (mr) {
-					qg_fp16 h;
-					memcpy(&h, mr + (c0 + j) * m->nb[0], sizeof h);
-					mv = qg_fp16_to_fp32(h);
-					if (mv == -INFINITY) {
-						sc[j] = -INFINITY;
-						continue;
+			/* the mask's rows as floats: one per token when every head reads the same */
+			int live = !m;
+			for (int64_t mi = 0; m && mi < (mshared ? nt : nq); mi++) {
+				const int64_t tok = t0 + (mshared ? mi : mi / u.g), h = grp * u.g + (mshared ? 0 : mi % u.g);
+				const char *mr = row_at(m, tok, bcast(h, m->ne[2]), bcast(i3, m->ne[3])) + c0 * m->nb[0];
+				float *mq = mv + mi * FA_KEYS;
+				if (m->nb[0] == sizeof(qg_fp16)) {
+					ro->from_f16(mq, (const uint16_t *)mr, nk);
+				} else {
+					for (int64_t j = 0; j < nk; j++) {
+						qg_fp16 hv;
+						memcpy(&hv, mr + j * m->nb[0], sizeof hv);
+						mq[j] = qg_fp16_to_fp32(hv);
 					}
 				}
-				const qg_fp16 *kr = (const qg_fp16 *)row_at(k, c0 + j, i2 / rk2, i3);
-				sc[j] = dot(kr, qh, dk) * scale + mv;
-				live = 1;
+				for (int64_t j = 0; j < nk; j++)
+					live |= mq[j] != -INFINITY;
 			}
 			if (!live)
 				continue;
-			/* the new maximum rescales what was summed so far */
-			float rescale;
-			const float bsum = ro->softmax_block(sc, nk, &mx, &rescale);
-			if (rescale != 1.0f)
-				ro->scale(acc, acc, rescale, dv);
-			sum = sum * rescale + bsum;
-			for (int64_t j = 0; j < nk; j++)
-				if (sc[j] != 0.0f)
-					mad(acc, (const qg_fp16 *)row_at(v, c0 + j, i2 / rv2, i3), sc[j], dv);
+			for (int64_t j = 0; j < nk; j++) {
+				ro->from_f16(kf + j * dk, (const uint16_t *)row_at(k, c0 + j, kh, i3), dk);
+				ro->from_f16(vf + j * dv, (const uint16_t *)row_at(v, c0 + j, vh, i3), dv);
+			}
+			for (int64_t qi = 0; qi < nq; qi++) {
+				float *s = sc + qi * FA_KEYS, rescale;
+				ro->dot_rows(s, kf, nk, dk, qf + qi * dk);
+				const float *mq = mv + (mshared ? qi / u.g : qi) * FA_KEYS;
+				for (int64_t j = 0; j < nk; j++) {
+					const float mj = m ? mq[j] : 0.0f;
+					s[j] = mj == -INFINITY ? -INFINITY : s[j] * scale + mj;
+				}
+				const float bsum = ro->softmax_block(s, nk, &mx[qi], &rescale);
+				if (rescale != 1.0f)
+					ro->scale(acc + qi * dv, acc + qi * dv, rescale, dv);
+				sum[qi] = sum[qi] * rescale + bsum;
+				ro->mad_rows(acc + qi * dv, vf, s, nk, dv);
+			}
 		}
-		float *y = (float *)row_at(t, i2, i1, i3);
-		ro->scale(y, acc, sum == 0.0f ? 0.0f : 1.0f / sum, dv);
+		for (int64_t qi = 0; qi < nq; qi++) {
+			float *y = (float *)row_at(t, grp * u.g + qi % u.g, t0 + qi / u.g, i3);
+			ro->scale(y, acc + qi * dv, sum[qi] == 0.0f ? 0.0f : 1.0f / sum[qi], dv);
+		}
 	}
 	return 0;
 }

@@ -243,18 +243,3 @@ const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT] = {
 		.quant_row = qg_quantize_row_q8_0, .quant_x4 = qg_quantize_rows_q8_0x4,
 	},
 };
-
-float qg_dot_f16_portable(const uint16_t *a, const uint16_t *b, int64_t n)
-{
-	float sum = 0.0f;
-
-	for (int64_t i = 0; i < n; i++)
-		sum += qg_fp16_to_fp32(a[i]) * qg_fp16_to_fp32(b[i]);
-	return sum;
-}
-
-void qg_mad_f16_portable(float *y, const uint16_t *x, float s, int64_t n)
-{
-	for (int64_t i = 0; i < n; i++)
-		y[i] += qg_fp16_to_fp32(x[i]) * s;
-}

@@ -131,32 +131,6 @@ const struct qg_kernel *qg_kernel_get(enum qg_kfamily family, enum qg_layout lay
 /* The weight layout that runs fastest on this CPU (used when repacking). */
 enum qg_type qg_best_weight_type(void);
 
-/*
- * F16 vectors, as FLASH_ATTN_EXT reads its keys and values: the dot
- * product of N halves at A and B, summed in F32, and Y[i] += X[i] * S
- * over N halves at X.  The portable ones are the reference; the others
- * sum in another order.
- */
-typedef float (*qg_dot_f16_fn)(const uint16_t *a, const uint16_t *b, int64_t n);
-typedef void (*qg_mad_f16_fn)(float *y, const uint16_t *x, float s, int64_t n);
-float qg_dot_f16_portable(const uint16_t *a, const uint16_t *b, int64_t n);
-void qg_mad_f16_portable(float *y, const uint16_t *x, float s, int64_t n);
-#if defined(__x86_64__)
-float qg_dot_f16_avx2(const uint16_t *a, const uint16_t *b, int64_t n);
-void qg_mad_f16_avx2(float *y, const uint16_t *x, float s, int64_t n);
-#endif
-#if defined(__aarch64__)
-float qg_dot_f16_neon(const uint16_t *a, const uint16_t *b, int64_t n);	/* in rowops-neon.c */
-void qg_mad_f16_neon(float *y, const uint16_t *x, float s, int64_t n);
-#endif
-/*
- * The ones this CPU runs best, chosen with the matrix kernels (forcing
- * those to the portable family, by qg_kernels_force or QGRAPH_KERNELS,
- * forces these too).
- */
-qg_dot_f16_fn qg_dot_f16_for(void);
-qg_mad_f16_fn qg_mad_f16_for(void);
-
 /* --- K-quant dot products ------------------------------------------------ */
 
 /*

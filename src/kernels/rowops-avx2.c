@@ -1,6 +1,6 @@
 /*
- * rowops-avx2.c - the row kernels of rowops.h with AVX2 and FMA, eight
- * floats a step, the rest as the portable ones do it.
+ * rowops-avx2.c - the row kernels of rowops.h with AVX2, FMA and F16C,
+ * eight floats a step, the rest as the portable ones do it.
  *
  * exp(x) for SILU and attention's softmax: x = n ln2 + r with n an integer and |r| <= ln2/2 (ln2
  * in two parts, so that r keeps its bits), exp(r) by its Taylor series to
@@ -182,6 +182,89 @@ static float softmax_block_avx2(float *s, int64_t n, float *m, float *rescale)
 	return sum;
 }
 
+/* Four rows' scores at once: four chains of FMAs, one reduction of the four. */
+static void dot_rows_avx2(float *y, const float *a, int64_t rows, int64_t n, const float *x)
+{
+	int64_t j = 0;
+
+	for (; j + 4 <= rows && n >= 8; j += 4) {
+		const float *r = a + j * n;
+		__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+		int64_t i = 0;
+		for (; i + 8 <= n; i += 8) {
+			const __m256 v = _mm256_loadu_ps(x + i);
+			s0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + i), v, s0);
+			s1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + n + i), v, s1);
+			s2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 2 * n + i), v, s2);
+			s3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 3 * n + i), v, s3);
+		}
+		/* lane k of each 128-bit half: a part of row k's sum */
+		const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+		__m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+		for (; i < n; i++)
+			sum = _mm_add_ps(sum, _mm_mul_ps(_mm_set_ps(r[3 * n + i], r[2 * n + i], r[n + i], r[i]),
+							 _mm_set1_ps(x[i])));
+		_mm_storeu_ps(y + j, sum);
+	}
+	for (; j < rows; j++) {
+		const float *r = a + j * n;
+		__m256 s0 = _mm256_setzero_ps();
+		int64_t i = 0;
+		for (; i + 8 <= n; i += 8)
+			s0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + i), _mm256_loadu_ps(x + i), s0);
+		float sum = hsum8(s0);
+		for (; i < n; i++)
+			sum += r[i] * x[i];
+		y[j] = sum;
+	}
+}
+
+/* Y kept in registers 32 floats at a time while the rows go by. */
+static void mad_rows_avx2(float *y, const float *a, const float *p, int64_t rows, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 32 <= n; i += 32) {
+		__m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
+		__m256 y2 = _mm256_loadu_ps(y + i + 16), y3 = _mm256_loadu_ps(y + i + 24);
+		for (int64_t j = 0; j < rows; j++) {
+			if (p[j] == 0.0f)
+				continue;
+			const __m256 s = _mm256_set1_ps(p[j]);
+			const float *r = a + j * n + i;
+			y0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), s, y0);
+			y1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 8), s, y1);
+			y2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 16), s, y2);
+			y3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 24), s, y3);
+		}
+		_mm256_storeu_ps(y + i, y0);
+		_mm256_storeu_ps(y + i + 8, y1);
+		_mm256_storeu_ps(y + i + 16, y2);
+		_mm256_storeu_ps(y + i + 24, y3);
+	}
+	for (; i + 8 <= n; i += 8) {
+		__m256 y0 = _mm256_loadu_ps(y + i);
+		for (int64_t j = 0; j < rows; j++)
+			if (p[j] != 0.0f)
+				y0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j * n + i), _mm256_set1_ps(p[j]), y0);
+		_mm256_storeu_ps(y + i, y0);
+	}
+	for (; i < n; i++)
+		for (int64_t j = 0; j < rows; j++)
+			if (p[j] != 0.0f)
+				y[i] += p[j] * a[j * n + i];
+}
+
+static void from_f16_avx2(float *y, const uint16_t *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+	for (; i < n; i++)
+		y[i] = _cvtsh_ss(x[i]);
+}
+
 const struct qg_rowops qg_rowops_avx2 = {
 	.name = "avx2",
 	.family = QG_KF_AVX2,
@@ -191,4 +274,7 @@ const struct qg_rowops qg_rowops_avx2 = {
 	.swiglu = swiglu_avx2,
 	.rope = rope_avx2,
 	.softmax_block = softmax_block_avx2,
+	.dot_rows = dot_rows_avx2,
+	.mad_rows = mad_rows_avx2,
+	.from_f16 = from_f16_avx2,
 };

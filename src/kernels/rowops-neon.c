@@ -1,6 +1,5 @@
 /*
- * rowops-neon.c - the row kernels of rowops.h, and FLASH_ATTN_EXT's F16
- * dot product and accumulation (kernels.h), with aarch64's baseline
+ * rowops-neon.c - the row kernels of rowops.h with aarch64's baseline
  * Advanced SIMD: four floats a step, halves widened by FCVTL.
  *
  * exp(x) for SILU and attention's softmax as rowops-avx2.c computes it: x = n ln2 + r, exp(r) by
@@ -159,6 +158,90 @@ static float softmax_block_neon(float *s, int64_t n, float *m, float *rescale)
 	return sum;
 }
 
+/* Four halves at P as floats. */
+static inline float32x4_t load_f16x4(const uint16_t *p)
+{
+	return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
+/* Four rows' scores at once: four chains of FMAs, one pairwise reduction of the four. */
+static void dot_rows_neon(float *y, const float *a, int64_t rows, int64_t n, const float *x)
+{
+	int64_t j = 0;
+
+	for (; j + 4 <= rows && n >= 4; j += 4) {
+		const float *r = a + j * n;
+		float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+		int64_t i = 0;
+		for (; i + 4 <= n; i += 4) {
+			const float32x4_t v = vld1q_f32(x + i);
+			s0 = vfmaq_f32(s0, vld1q_f32(r + i), v);
+			s1 = vfmaq_f32(s1, vld1q_f32(r + n + i), v);
+			s2 = vfmaq_f32(s2, vld1q_f32(r + 2 * n + i), v);
+			s3 = vfmaq_f32(s3, vld1q_f32(r + 3 * n + i), v);
+		}
+		float32x4_t sum = vpaddq_f32(vpaddq_f32(s0, s1), vpaddq_f32(s2, s3));
+		for (; i < n; i++) {
+			const float t[4] = { r[i], r[n + i], r[2 * n + i], r[3 * n + i] };
+			sum = vfmaq_n_f32(sum, vld1q_f32(t), x[i]);
+		}
+		vst1q_f32(y + j, sum);
+	}
+	for (; j < rows; j++) {
+		const float *r = a + j * n;
+		float32x4_t s0 = vdupq_n_f32(0.0f);
+		int64_t i = 0;
+		for (; i + 4 <= n; i += 4)
+			s0 = vfmaq_f32(s0, vld1q_f32(r + i), vld1q_f32(x + i));
+		float sum = vaddvq_f32(s0);
+		for (; i < n; i++)
+			sum += r[i] * x[i];
+		y[j] = sum;
+	}
+}
+
+/* Y kept in registers 32 floats at a time while the rows go by. */
+static void mad_rows_neon(float *y, const float *a, const float *p, int64_t rows, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 32 <= n; i += 32) {
+		float32x4_t v[8];
+		for (int k = 0; k < 8; k++)
+			v[k] = vld1q_f32(y + i + 4 * k);
+		for (int64_t j = 0; j < rows; j++) {
+			if (p[j] == 0.0f)
+				continue;
+			const float *r = a + j * n + i;
+			for (int k = 0; k < 8; k++)
+				v[k] = vfmaq_n_f32(v[k], vld1q_f32(r + 4 * k), p[j]);
+		}
+		for (int k = 0; k < 8; k++)
+			vst1q_f32(y + i + 4 * k, v[k]);
+	}
+	for (; i + 4 <= n; i += 4) {
+		float32x4_t v = vld1q_f32(y + i);
+		for (int64_t j = 0; j < rows; j++)
+			if (p[j] != 0.0f)
+				v = vfmaq_n_f32(v, vld1q_f32(a + j * n + i), p[j]);
+		vst1q_f32(y + i, v);
+	}
+	for (; i < n; i++)
+		for (int64_t j = 0; j < rows; j++)
+			if (p[j] != 0.0f)
+				y[i] += p[j] * a[j * n + i];
+}
+
+static void from_f16_neon(float *y, const uint16_t *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 4 <= n; i += 4)
+		vst1q_f32(y + i, load_f16x4(x + i));
+	for (; i < n; i++)
+		y[i] = qg_fp16_to_fp32(x[i]);
+}
+
 const struct qg_rowops qg_rowops_neon = {
 	.name = "neon",
 	.family = QG_KF_NEON,
@@ -168,37 +251,7 @@ const struct qg_rowops qg_rowops_neon = {
 	.swiglu = swiglu_neon,
 	.rope = rope_neon,
 	.softmax_block = softmax_block_neon,
+	.dot_rows = dot_rows_neon,
+	.mad_rows = mad_rows_neon,
+	.from_f16 = from_f16_neon,
 };
-
-/* Four halves at P as floats. */
-static inline float32x4_t load_f16x4(const uint16_t *p)
-{
-	return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-}
-
-float qg_dot_f16_neon(const uint16_t *a, const uint16_t *b, int64_t n)
-{
-	float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
-	int64_t i = 0;
-
-	for (; i + 8 <= n; i += 8) {
-		a0 = vfmaq_f32(a0, load_f16x4(a + i), load_f16x4(b + i));
-		a1 = vfmaq_f32(a1, load_f16x4(a + i + 4), load_f16x4(b + i + 4));
-	}
-	for (; i + 4 <= n; i += 4)
-		a0 = vfmaq_f32(a0, load_f16x4(a + i), load_f16x4(b + i));
-	float sum = vaddvq_f32(vaddq_f32(a0, a1));
-	for (; i < n; i++)
-		sum += qg_fp16_to_fp32(a[i]) * qg_fp16_to_fp32(b[i]);
-	return sum;
-}
-
-void qg_mad_f16_neon(float *y, const uint16_t *x, float s, int64_t n)
-{
-	int64_t i = 0;
-
-	for (; i + 4 <= n; i += 4)
-		vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), load_f16x4(x + i), s));
-	for (; i < n; i++)
-		y[i] += qg_fp16_to_fp32(x[i]) * s;
-}

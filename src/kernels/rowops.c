@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "fp16.h"
 #include "rowops.h"
 
 static float sumsq_portable(const float *x, int64_t n)
@@ -66,6 +67,29 @@ static float softmax_block_portable(float *s, int64_t n, float *m, float *rescal
 	return sum;
 }
 
+static void dot_rows_portable(float *y, const float *a, int64_t rows, int64_t n, const float *x)
+{
+	for (int64_t j = 0; j < rows; j++) {
+		float sum = 0.0f;
+		for (int64_t i = 0; i < n; i++)
+			sum += a[j * n + i] * x[i];
+		y[j] = sum;
+	}
+}
+
+static void mad_rows_portable(float *y, const float *a, const float *p, int64_t rows, int64_t n)
+{
+	for (int64_t j = 0; j < rows; j++)
+		for (int64_t i = 0; p[j] != 0.0f && i < n; i++)
+			y[i] += p[j] * a[j * n + i];
+}
+
+static void from_f16_portable(float *y, const uint16_t *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = qg_fp16_to_fp32(x[i]);
+}
+
 static const struct qg_rowops rowops_portable = {
 	.name = "portable",
 	.family = QG_KF_PORTABLE,
@@ -75,6 +99,9 @@ static const struct qg_rowops rowops_portable = {
 	.swiglu = swiglu_portable,
 	.rope = rope_portable,
 	.softmax_block = softmax_block_portable,
+	.dot_rows = dot_rows_portable,
+	.mad_rows = mad_rows_portable,
+	.from_f16 = from_f16_portable,
 };
 
 const struct qg_rowops *qg_rowops_get(enum qg_kfamily family)
@@ -85,7 +112,7 @@ const struct qg_rowops *qg_rowops_get(enum qg_kfamily family)
 #if defined(__x86_64__) && defined(HAVE_AVX2)
 	case QG_KF_AVX2: {
 		const struct qg_cpu *c = qg_cpu_features();
-		return c->avx2 && c->fma ? &qg_rowops_avx2 : NULL;
+		return c->avx2 && c->fma && c->f16c ? &qg_rowops_avx2 : NULL;
 	}
 #endif
 #if defined(__aarch64__) && defined(HAVE_NEON)

@@ -47,6 +47,16 @@ struct qg_rowops {
 	 * rescale of 1 and 0.
 	 */
 	float (*softmax_block)(float *s, int64_t n, float *m, float *rescale);
+	/*
+	 * Attention over a block of keys held as floats: Y[j] = sum_i A[j * N
+	 * + i] * X[i] for ROWS rows of N (one query's scores against the
+	 * keys), and Y[i] += sum_j P[j] * A[j * N + i] over ROWS rows of N
+	 * (the values its weights P pick; rows whose P[j] is 0 are skipped).
+	 */
+	void (*dot_rows)(float *y, const float *a, int64_t rows, int64_t n, const float *x);
+	void (*mad_rows)(float *y, const float *a, const float *p, int64_t rows, int64_t n);
+	/* Y[i] = X[i], N halves to floats (exact). */
+	void (*from_f16)(float *y, const uint16_t *x, int64_t n);
 };
 
 /* FAMILY's table in this build and on this CPU (portable, avx2 or neon), or NULL. */
