@@ -504,29 +504,35 @@ static void test_kernels(void)
 	}
 }
 
-/* mul_mat with K-quant weights: the dequantized product, split over any thread count alike. */
+/*
+ * mul_mat with K-quant weights: the dequantized product, split over any
+ * thread count alike, with N activation rows (the four-row kernels and a
+ * tail) and NG (the GEMMs, where a family has them: gemm_rows <= NG).
+ */
 static void test_mulmat(void)
 {
-	enum { M = 24, K = 512, N = 21 };	/* N past the GEMMs' gemm_rows, with a group tail */
-	static float w[M * K], x[N * K], wd[M * K], y[N * M], y3[N * M];
+	enum { M = 24, K = 512, N = 5, NG = 21 };
+	static float w[M * K], x[NG * K], wd[M * K], y[NG * M], y3[NG * M];
 	static uint8_t wq[M * K / 256 * 210];
-	static _Alignas(64) uint8_t scratch[N * K / 256 * 292];
+	static _Alignas(64) uint8_t scratch[NG * K / 256 * 292];
 	const enum qg_type types[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K };
 
 	for (int i = 0; i < M * K; i++)
 		w[i] = frand();
-	for (int i = 0; i < N * K; i++)
+	for (int i = 0; i < NG * K; i++)
 		x[i] = frand();
-	for (int t = 0; t < 2; t++) {
-		struct qg_mm mm = { .wtype = types[t], .w = wq, .m = M, .k = K, .x = x, .ldx = K, .n = N, .y = y,
+	for (int tn = 0; tn < 4; tn++) {
+		const int t = tn % 2, n = tn < 2 ? N : NG;
+		const size_t ybytes = (size_t)n * M * sizeof y[0];
+		struct qg_mm mm = { .wtype = types[t], .w = wq, .m = M, .k = K, .x = x, .ldx = K, .n = n, .y = y,
 				    .ldy = M };
 		qg_quantize(types[t], w, wq, sizeof wq, M, K, NULL);
 		qg_dequantize(types[t], wq, wd, sizeof wd, M, K);
-		tap_ok(qg_mul_mat_check(&mm) == 0 && qg_mul_mat_scratch_size(&mm) == N * K / 256 * 292,
-		       "%s mul_mat: accepted, scratch is N rows of Q8_K", qg_type_name(types[t]));
+		tap_ok(qg_mul_mat_check(&mm) == 0 && qg_mul_mat_scratch_size(&mm) == (size_t)n * K / 256 * 292,
+		       "%s mul_mat, n %d: accepted, scratch is n rows of Q8_K", qg_type_name(types[t]), n);
 		qg_mul_mat(&mm, scratch);
 		int bad = 0;
-		for (int i = 0; i < N; i++)
+		for (int i = 0; i < n; i++)
 			for (int r = 0; r < M; r++) {
 				double exact = 0, mag = 0;
 				for (int c = 0; c < K; c++) {
@@ -536,37 +542,37 @@ static void test_mulmat(void)
 				/* Q8_K rounds each activation by at most half a step of 1/127 of its block's largest */
 				bad += fabs(y[i * M + r] - exact) > 0.01 * mag + 1e-6;
 			}
-		tap_ok(bad == 0, "%s mul_mat: within Q8_K's rounding of the dequantized product (%d off)",
-		       qg_type_name(types[t]), bad);
+		tap_ok(bad == 0, "%s mul_mat, n %d: within Q8_K's rounding of the dequantized product (%d off)",
+		       qg_type_name(types[t]), n, bad);
 		mm.y = y3;
 		for (int ith = 0; ith < 3; ith++)
 			qg_mul_mat_quantize(&mm, scratch, ith, 3);
 		for (int ith = 0; ith < 3; ith++)
 			qg_mul_mat_compute(&mm, scratch, ith, 3);
-		tap_ok(memcmp(y, y3, sizeof y) == 0, "%s mul_mat: three threads give the same bits as one",
-		       qg_type_name(types[t]));
+		tap_ok(memcmp(y, y3, ybytes) == 0, "%s mul_mat, n %d: three threads give the same bits as one",
+		       qg_type_name(types[t]), n);
 		mm.kq_kernel = &qg_kq_portable;
-		tap_ok(qg_mul_mat(&mm, scratch) == 0 && memcmp(y, y3, sizeof y) == 0,
-		       "%s mul_mat: the portable kernels, asked for, give the same bits", qg_type_name(types[t]));
+		tap_ok(qg_mul_mat(&mm, scratch) == 0 && memcmp(y, y3, ybytes) == 0,
+		       "%s mul_mat, n %d: the portable kernels, asked for, give the same bits", qg_type_name(types[t]), n);
 	}
 	/* Q8_0 weights: every output is the reference dot of the quantized rows, bit for bit */
 	{
 		enum { K8 = 32 * 19 };	/* two groups of eight blocks and a tail */
-		static struct qg_block_q8_0 w8[M * K8 / 32], x8[N * K8 / 32];
-		static _Alignas(64) uint8_t scr8[N * K8 / 32 * (34 + 8) + 8];
-		static float wf8[M * K8], xf8[N * K8], y8[N * M], y83[N * M];
-		struct qg_mm mm = { .wtype = QG_TYPE_Q8_0, .w = w8, .m = M, .k = K8, .x = xf8, .ldx = K8, .n = N,
+		static struct qg_block_q8_0 w8[M * K8 / 32], x8[NG * K8 / 32];
+		static _Alignas(64) uint8_t scr8[NG * K8 / 32 * (34 + 8) + 8];
+		static float wf8[M * K8], xf8[NG * K8], y8[NG * M], y83[NG * M];
+		struct qg_mm mm = { .wtype = QG_TYPE_Q8_0, .w = w8, .m = M, .k = K8, .x = xf8, .ldx = K8, .n = NG,
 				    .y = y8, .ldy = M };
 		for (int i = 0; i < M * K8; i++)
 			wf8[i] = frand();
-		for (int i = 0; i < N * K8; i++)
+		for (int i = 0; i < NG * K8; i++)
 			xf8[i] = frand();
 		qg_quantize(QG_TYPE_Q8_0, wf8, w8, sizeof w8, M, K8, NULL);
-		qg_quantize(QG_TYPE_Q8_0, xf8, x8, sizeof x8, N, K8, NULL);
+		qg_quantize(QG_TYPE_Q8_0, xf8, x8, sizeof x8, NG, K8, NULL);
 		tap_ok(qg_mul_mat_check(&mm) == 0 && qg_mul_mat_scratch_size(&mm) == sizeof scr8 &&
-		       qg_mul_mat(&mm, scr8) == 0, "q8_0 mul_mat: accepted, scratch is N rows of Q8_0 and their aux");
+		       qg_mul_mat(&mm, scr8) == 0, "q8_0 mul_mat: accepted, scratch is the rows of Q8_0 and their aux");
 		int bad = 0;
-		for (int i = 0; i < N; i++)
+		for (int i = 0; i < NG; i++)
 			for (int r = 0; r < M; r++) {
 				float want = qg_vec_dot_q8_0_q8_0(K8, w8 + r * K8 / 32, x8 + i * K8 / 32);
 				bad += memcmp(&want, &y8[i * M + r], 4) != 0;

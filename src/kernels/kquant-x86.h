@@ -43,6 +43,12 @@ void qg_kq_gemm_q6_K_avx512vnni(int64_t k, float *restrict s, size_t lds, const 
 void qg_kq_gemm_q8_0_avx512vnni(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
 				int nc, const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
 
+/* kquant-gemm-avx2.c: the AVX2 family's */
+void qg_kq_gemm_q4_K_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a, int nr);
+void qg_kq_gemm_q6_K_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a, int nr);
+
 static KQ_X86_INLINE int32_t kq_x86_hsum_epi32(__m256i v)
 {
 	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

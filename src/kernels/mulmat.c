@@ -341,7 +341,7 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 	const qg_q8_0_gemm_fn gemm8 = mm->wtype == QG_TYPE_Q8_0 ? kn->q8_0_gemm : NULL;
 	const int use_gemm = (gemm || gemm8) && mm->n >= kn->gemm_rows;
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
-	/* the GEMM builds tiles of 16 weight rows */
+	/* the GEMMs build tiles of 16 weight rows (AVX2's of 8) */
 	const int64_t tile = tile_rows(row_bytes, use_gemm ? 16 : 1);
 	const int64_t nbk = mm->k / qk;
 	const size_t arow = (size_t)nbk * ab;
