@@ -20,6 +20,12 @@
 #include "kernels.h"
 #include "kquant.h"
 
+/* kquant-gemm-dotprod.c: the dotprod family's qg_kq_gemm_fn */
+void qg_kq_gemm_q4_K_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+			     int nc, const void *restrict a, int nr);
+void qg_kq_gemm_q6_K_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+			     int nc, const void *restrict a, int nr);
+
 /* ACC plus, in some order over its four lanes, the sum of the 16 products X[i] * Y[i]. */
 typedef int32x4_t (*kq_arm_dot16)(int32x4_t acc, int8x16_t x, int8x16_t y);
 

@@ -1,6 +1,11 @@
 /*
  * kquant-dotprod.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with the
  * aarch64 dot-product instructions (sdot); the body is kquant-arm.h's.
+ * Two or more activation rows go to the GEMM (kquant-gemm-dotprod.c),
+ * which there counts a fraction of the four- and one-row kernels'
+ * instructions (bench-mulmat --kernel-only under qemu); one row stays
+ * with the one-row kernel, which streams each weight row once and
+ * writes no tile.
  */
 #include "config.h"
 
@@ -17,4 +22,6 @@ const struct qg_kq_kernel qg_kq_dotprod = {
 	.name = "dotprod k-quants", .family = QG_KF_DOTPROD,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+	.q4_K_gemm = qg_kq_gemm_q4_K_dotprod, .q6_K_gemm = qg_kq_gemm_q6_K_dotprod,
+	.gemm_rows = 2,
 };

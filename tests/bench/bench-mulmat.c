@@ -6,6 +6,8 @@
  *                [--threads LIST] [--layout L] [--n N]
  *   bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]
  *                [--row-by-row]
+ *   bench-mulmat --kernel-only --type T --n N --repeat R [--kernel FAMILY]
+ *                [--gemm-rows G]
  *
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
  * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
@@ -66,6 +68,7 @@ static const int ns_all[] = { 1, 8, 32, 128, 512 };
 struct opts {
 	int json, quick, all_kernels, kernel_only, limits_only;
 	int row_by_row;		/* --kernel-only: one GEMV per row even where gemv_rows exists */
+	int gemm_rows;		/* --kernel-only --type: the K-quant GEMM from this many rows; 0: the family's */
 	int family;		/* -1: dispatched */
 	int layout;		/* -1: all */
 	int n;			/* 0: all */
@@ -84,6 +87,8 @@ static void usage(FILE *f)
 		"                    [--type q4_K|q6_K|q8_0] [--rounds R] [--ggml LIBGGML_CPU]\n"
 		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n"
 		"                    [--row-by-row]\n"
+		"       bench-mulmat --kernel-only --type q4_K|q6_K|q8_0 --n N --repeat R [--kernel FAMILY]\n"
+		"                    [--gemm-rows G]\n"
 		"       bench-mulmat --limits [--json] [--quick] [--threads 1,2]\n");
 }
 
@@ -350,9 +355,40 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
 }
 
 /*
- * --kernel-only --type T: T's plain-type kernels alone, the four-row
- * entry on each group of four activation rows and the one-row entry on
- * the rest, R times over m = k = 4096.
+ * M x K weights of plain type WT (WBYTES): random bytes with every
+ * block's scales set to 2^-8 (and Q4_K's dmin to 2^-10), so that the
+ * products are finite; the values do not matter for speed, and
+ * quantizing M * K floats would cost a qemu run many times the kernel.
+ */
+static uint8_t *make_plain_weights(enum qg_type wt, int64_t m, int64_t k, size_t wbytes)
+{
+	uint8_t *w = bench_alloc(wbytes);
+	uint64_t st = 0x13198a2e03707344ULL;
+	const qg_fp16 d = qg_fp32_to_fp16(1.0f / 256), dmin = qg_fp32_to_fp16(1.0f / 1024);
+
+	for (size_t i = 0; i < wbytes; i++) {
+		st ^= st >> 12, st ^= st << 25, st ^= st >> 27;
+		w[i] = (uint8_t)((st * 0x2545f4914f6cdd1dULL) >> 56);
+	}
+	for (int64_t b = 0; b < m * k / (wt == QG_TYPE_Q8_0 ? QG_QK : QG_QK_K); b++) {
+		if (wt == QG_TYPE_Q4_K) {
+			((struct qg_block_q4_K *)(void *)w)[b].d = d;
+			((struct qg_block_q4_K *)(void *)w)[b].dmin = dmin;
+		} else if (wt == QG_TYPE_Q6_K) {
+			((struct qg_block_q6_K *)(void *)w)[b].d = d;
+		} else {
+			((struct qg_block_q8_0 *)(void *)w)[b].d = d;
+		}
+	}
+	return w;
+}
+
+/*
+ * --kernel-only --type T: T's plain-type kernels alone, R times over
+ * m = k = 4096, as mul_mat runs them: the family's GEMM where N is at
+ * least its gemm_rows (--gemm-rows G in its place: a G above N measures
+ * the four-row path), else the four-row entry on each group of four
+ * activation rows and the one-row entry on the rest.
  */
 static int kernel_only_plain(const struct opts *o)
 {
@@ -368,9 +404,8 @@ static int kernel_only_plain(const struct opts *o)
 	const size_t arow = wt == QG_TYPE_Q8_0 ? (size_t)qg_row_size(QG_TYPE_Q8_0, k)
 				: (size_t)(k / QG_QK_K) * sizeof(struct qg_block_q8_K);
 	const int64_t nba = wt == QG_TYPE_Q8_0 ? k / QG_QK : k / QG_QK_K;
-	float *wf = make_x(m, k), *x = make_x(n, k), *y = bench_alloc((size_t)(n * m) * sizeof *y);
-	uint8_t *w = bench_alloc(wbytes), *a = bench_alloc((size_t)n * arow);
-	qg_quantize(wt, wf, w, wbytes, m, k, NULL);
+	float *x = make_x(n, k), *y = bench_alloc((size_t)(n * m) * sizeof *y);
+	uint8_t *w = make_plain_weights(wt, m, k, wbytes), *a = bench_alloc((size_t)n * arow);
 	for (int64_t r = 0; r < n; r++) {
 		if (wt == QG_TYPE_Q8_0)
 			qg_quantize_row_q8_0(x + r * k, (struct qg_block_q8_0 *)(a + (size_t)r * arow), k);
@@ -379,9 +414,15 @@ static int kernel_only_plain(const struct opts *o)
 	}
 	const qg_kq_dot_fn dot = wt == QG_TYPE_Q4_K ? kq->q4_K : wt == QG_TYPE_Q6_K ? kq->q6_K : kq->q8_0;
 	const qg_kq_dot4_fn dot4 = wt == QG_TYPE_Q4_K ? kq->q4_K_x4 : wt == QG_TYPE_Q6_K ? kq->q6_K_x4 : kq->q8_0_x4;
+	const qg_kq_gemm_fn gemm = wt == QG_TYPE_Q4_K ? kq->q4_K_gemm : wt == QG_TYPE_Q6_K ? kq->q6_K_gemm : NULL;
+	const int use_gemm = gemm && n >= (o->gemm_rows > 0 ? o->gemm_rows : kq->gemm_rows);
 	const size_t wrow = wbytes / (size_t)m;
 	for (long it = 0; it < o->repeat; it++) {
 		int64_t i = 0;
+		if (use_gemm) {
+			gemm(k, y, (size_t)m, w, wrow, (int)m, a, (int)n);
+			i = n;
+		}
 		for (; dot4 && i + 4 <= n; i += 4)
 			for (int64_t r = 0; r < m; r++) {
 				float out[4];
@@ -395,10 +436,9 @@ static int kernel_only_plain(const struct opts *o)
 						   : qg_vec_dot_q8_0_q8_0(k, (const void *)(w + (size_t)r * wrow),
 									  (const void *)(a + (size_t)i * arow));
 	}
-	printf("kernel: %s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
-	       kq->name, qg_type_name(wt), (long long)m, (long long)n, (long long)k, o->repeat,
-	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
-	free(wf);
+	printf("kernel: %s%s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
+	       kq->name, use_gemm ? " (gemm)" : "", qg_type_name(wt), (long long)m, (long long)n, (long long)k,
+	       o->repeat, (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
 	free(x);
 	free(y);
 	free(w);
@@ -492,6 +532,7 @@ int main(int argc, char **argv)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "kernel-only", no_argument, NULL, 'o' },
 		{ "row-by-row", no_argument, NULL, 'B' },
+		{ "gemm-rows", required_argument, NULL, 'G' },
 		{ "limits", no_argument, NULL, 'L' },
 		{ "type", required_argument, NULL, 'T' },
 		{ "rounds", required_argument, NULL, 'R' },
@@ -508,6 +549,13 @@ int main(int argc, char **argv)
 		case 'a': o.all_kernels = 1; break;
 		case 'o': o.kernel_only = 1; break;
 		case 'B': o.row_by_row = 1; break;
+		case 'G':
+			o.gemm_rows = atoi(optarg);
+			if (o.gemm_rows < 1) {
+				fprintf(stderr, "bench-mulmat: --gemm-rows wants a count >= 1\n");
+				return 2;
+			}
+			break;
 		case 'L': o.limits_only = 1; break;
 		case 'K':
 			o.family = qg_kfamily_from_name(optarg);
