@@ -497,6 +497,11 @@ const struct qg_kq_kernel *qg_kq_kernel_get(enum qg_kfamily family)
 		t = &qg_kq_dotprod;
 		break;
 #endif
+#if defined(__aarch64__) && defined(HAVE_I8MM)
+	case QG_KF_I8MM:
+		t = &qg_kq_i8mm;
+		break;
+#endif
 	default:
 		break;
 	}

@@ -216,6 +216,7 @@ extern const struct qg_kq_kernel qg_kq_avx512vnni;
 #if defined(__aarch64__)
 extern const struct qg_kq_kernel qg_kq_neon;
 extern const struct qg_kq_kernel qg_kq_dotprod;
+extern const struct qg_kq_kernel qg_kq_i8mm;
 #endif
 extern const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT];
 #if defined(__x86_64__)

@@ -11,20 +11,37 @@
  * the float part is qg_kq_accum, and the files
  * that include this are built without contraction, so the result is the
  * portable kernel's bit for bit.
+ *
+ * Also the pieces the GEMMs (kquant-gemm-dotprod.c, kquant-gemm-i8mm.c)
+ * build their weight tiles from: four rows' words transposed, four rows'
+ * scales, mins and fp16 scales decoded at once, Q6_K's codes.
  */
 #ifndef QG_KQUANT_ARM_H
 #define QG_KQUANT_ARM_H
 
 #include <arm_neon.h>
+#include <stddef.h>
 
 #include "kernels.h"
 #include "kquant.h"
 
-/* kquant-gemm-dotprod.c: the dotprod family's qg_kq_gemm_fn */
+/* kquant-gemm-dotprod.c, kquant-gemm-i8mm.c: the families' qg_kq_gemm_fn */
 void qg_kq_gemm_q4_K_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
 			     int nc, const void *restrict a, int nr);
 void qg_kq_gemm_q6_K_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
 			     int nc, const void *restrict a, int nr);
+void qg_kq_gemm_q4_K_i8mm(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a, int nr);
+void qg_kq_gemm_q6_K_i8mm(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a, int nr);
+
+#if defined(__ARM_FEATURE_DOTPROD)
+/* The dotprod and i8mm families' 16-byte step: one sdot. */
+static inline int32x4_t kq_arm_sdot16(int32x4_t acc, int8x16_t x, int8x16_t y)
+{
+	return vdotq_s32(acc, x, y);
+}
+#endif
 
 /* ACC plus, in some order over its four lanes, the sum of the 16 products X[i] * Y[i]. */
 typedef int32x4_t (*kq_arm_dot16)(int32x4_t acc, int8x16_t x, int8x16_t y);
@@ -141,6 +158,116 @@ static inline __attribute__((always_inline)) void kq_arm_q6_K(int64_t k, const v
 	}
 	for (int r = 0; r < R; r++)
 		out[r] = acc[r];
+}
+
+/* --- the GEMMs' tiles: several weight rows' super-blocks at once ------- */
+
+#define KQ_ARM_INLINE static inline __attribute__((always_inline))
+
+/*
+ * The 16 bytes at OFF of rows ROW[0..3] as four vectors, V[m] holding
+ * bytes 4m .. 4m + 3 of row r in 32-bit lane r.
+ */
+KQ_ARM_INLINE void kq_arm_transpose4(const uint8_t *const row[4], size_t off, uint8x16_t v[4])
+{
+	const uint32x4_t x0 = vreinterpretq_u32_u8(vld1q_u8(row[0] + off));
+	const uint32x4_t x1 = vreinterpretq_u32_u8(vld1q_u8(row[1] + off));
+	const uint32x4_t x2 = vreinterpretq_u32_u8(vld1q_u8(row[2] + off));
+	const uint32x4_t x3 = vreinterpretq_u32_u8(vld1q_u8(row[3] + off));
+	const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(x0, x1)), t1 = vreinterpretq_u64_u32(vtrn2q_u32(x0, x1));
+	const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(x2, x3)), t3 = vreinterpretq_u64_u32(vtrn2q_u32(x2, x3));
+
+	v[0] = vreinterpretq_u8_u64(vtrn1q_u64(t0, t2));
+	v[1] = vreinterpretq_u8_u64(vtrn1q_u64(t1, t3));
+	v[2] = vreinterpretq_u8_u64(vtrn2q_u64(t0, t2));
+	v[3] = vreinterpretq_u8_u64(vtrn2q_u64(t1, t3));
+}
+
+/* Byte J of each 32-bit lane of V, zero-extended: a table lookup whose out-of-range indices give 0. */
+KQ_ARM_INLINE int32x4_t kq_arm_byte_lanes(uint8x16_t v, int j)
+{
+	const uint8x16_t idx = vreinterpretq_u8_u32(vdupq_n_u32(0xffffff00u | (uint32_t)j) +
+						     (uint32x4_t){ 0, 4, 8, 12 });
+
+	return vreinterpretq_s32_u8(vqtbl1q_u8(v, idx));
+}
+
+/* The head of four rows' Q4_K super-blocks, lane r (bytes 4r .. 4r + 3) row r's. */
+struct kq_arm_q4_K_head {
+	int32x4_t sc[8];	/* the eight scales */
+	uint8x16_t mn[2];	/* byte 4r + j: min j (MN[0]) and min 4 + j (MN[1]) */
+	float32x4_t d, dmin;
+};
+
+/*
+ * The Q4_K super-blocks at OFF of rows ROW[0..3]: their first 16 bytes,
+ * transposed, are d and dmin (word 0) and the 12 scale bytes (words 1-3).
+ * Scales 0-3 and mins 0-3 are the low six bits of words 1 and 2; scales
+ * and mins 4-7 the nibbles of word 3 with their top two bits in bits 6-7
+ * of words 1 and 2 (qg_q4_K_scale_min, four rows at once).
+ */
+KQ_ARM_INLINE void kq_arm_q4_K_head(const uint8_t *const row[4], size_t off, struct kq_arm_q4_K_head *h)
+{
+	const uint8x16_t low4 = vdupq_n_u8(0x0f), m63 = vdupq_n_u8(0x3f), m48 = vdupq_n_u8(0x30);
+	uint8x16_t y[4];
+
+	kq_arm_transpose4(row, off, y);
+	const uint32x4_t dd = vreinterpretq_u32_u8(y[0]);
+	h->d = vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(dd)));
+	h->dmin = vcvt_f32_f16(vreinterpret_f16_u16(vshrn_n_u32(dd, 16)));
+	const uint8x16_t sl = vandq_u8(y[1], m63);
+	const uint8x16_t sh = vorrq_u8(vandq_u8(y[3], low4), vandq_u8(vshrq_n_u8(y[1], 2), m48));
+	h->mn[0] = vandq_u8(y[2], m63);
+	h->mn[1] = vorrq_u8(vshrq_n_u8(y[3], 4), vandq_u8(vshrq_n_u8(y[2], 2), m48));
+	#pragma GCC unroll 4
+	for (int j = 0; j < 4; j++) {
+		h->sc[j] = kq_arm_byte_lanes(sl, j);
+		h->sc[4 + j] = kq_arm_byte_lanes(sh, j);
+	}
+}
+
+/* The sixteen int8 scales (SC) and d of the Q6_K super-blocks at OFF of rows ROW[0..3], lane r row r's. */
+KQ_ARM_INLINE void kq_arm_q6_K_head(const uint8_t *const row[4], size_t off, int32x4_t sc[16], float32x4_t *d)
+{
+	const size_t od = off + offsetof(struct qg_block_q6_K, d);
+	uint8x16_t y[4];
+
+	/* word w holds scales 4w .. 4w + 3: byte e to the top, then down with its sign */
+	kq_arm_transpose4(row, off + offsetof(struct qg_block_q6_K, scales), y);
+	#pragma GCC unroll 4
+	for (int w = 0; w < 4; w++) {
+		const int32x4_t x = vreinterpretq_s32_u8(y[w]);
+		sc[4 * w] = vshrq_n_s32(vshlq_n_s32(x, 24), 24);
+		sc[4 * w + 1] = vshrq_n_s32(vshlq_n_s32(x, 16), 24);
+		sc[4 * w + 2] = vshrq_n_s32(vshlq_n_s32(x, 8), 24);
+		sc[4 * w + 3] = vshrq_n_s32(x, 24);
+	}
+	uint16x4_t h = vdup_n_u16(0);
+	h = vld1_lane_u16((const uint16_t *)(const void *)(row[0] + od), h, 0);
+	h = vld1_lane_u16((const uint16_t *)(const void *)(row[1] + od), h, 1);
+	h = vld1_lane_u16((const uint16_t *)(const void *)(row[2] + od), h, 2);
+	h = vld1_lane_u16((const uint16_t *)(const void *)(row[3] + od), h, 3);
+	*d = vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+
+/*
+ * Q6_K codes - 32, as signed bytes, of 16 values l .. l + 15 of each
+ * quarter q of a half (value 128h + 32q + l) from the 16 bytes L0 at
+ * ql[64h + l], L1 at ql[64h + 32 + l] and HB at qh[32h + l]: the low four
+ * bits are L0's (q = 0) or L1's (q = 1) low nibbles, their high nibbles
+ * for q = 2, 3; the top two HB's bits 2q.  A nibble and two bits are
+ * joined by one shift-and-insert, the bits above six masked off.  The
+ * operations are bytewise, so the bytes may be in any order.
+ */
+KQ_ARM_INLINE void kq_arm_q6_K_codes(uint8x16_t l0, uint8x16_t l1, uint8x16_t hb, uint8x16_t c[4])
+{
+	const uint8x16_t low6 = vdupq_n_u8(0x3f), bias = vdupq_n_u8(32);
+	const uint8x16_t h2 = vshrq_n_u8(hb, 2);
+
+	c[0] = vsubq_u8(vandq_u8(vsliq_n_u8(l0, hb, 4), low6), bias);
+	c[1] = vsubq_u8(vandq_u8(vsliq_n_u8(l1, h2, 4), low6), bias);
+	c[2] = vsubq_u8(vandq_u8(vsriq_n_u8(hb, l0, 4), low6), bias);
+	c[3] = vsubq_u8(vandq_u8(vsriq_n_u8(h2, l1, 4), low6), bias);
 }
 
 /* One family's entries (DOT its 16-byte step): one row, and four rows per weight load. */

@@ -11,12 +11,7 @@
 
 #include "kquant-arm.h"
 
-static inline int32x4_t dot16(int32x4_t acc, int8x16_t x, int8x16_t y)
-{
-	return vdotq_s32(acc, x, y);
-}
-
-KQ_ARM_ENTRIES(dot16)
+KQ_ARM_ENTRIES(kq_arm_sdot16)
 
 const struct qg_kq_kernel qg_kq_dotprod = {
 	.name = "dotprod k-quants", .family = QG_KF_DOTPROD,

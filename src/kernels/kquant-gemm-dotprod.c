@@ -71,34 +71,6 @@ struct tile {
 	float d[16], dmin[16];
 };
 
-/*
- * The 16 bytes at OFF of rows ROW[0..3] as four vectors, V[m] holding
- * bytes 4m .. 4m + 3 of row r in 32-bit lane r.
- */
-INLINE void transpose4(const uint8_t *const row[4], size_t off, uint8x16_t v[4])
-{
-	const uint32x4_t x0 = vreinterpretq_u32_u8(vld1q_u8(row[0] + off));
-	const uint32x4_t x1 = vreinterpretq_u32_u8(vld1q_u8(row[1] + off));
-	const uint32x4_t x2 = vreinterpretq_u32_u8(vld1q_u8(row[2] + off));
-	const uint32x4_t x3 = vreinterpretq_u32_u8(vld1q_u8(row[3] + off));
-	const uint64x2_t t0 = vreinterpretq_u64_u32(vtrn1q_u32(x0, x1)), t1 = vreinterpretq_u64_u32(vtrn2q_u32(x0, x1));
-	const uint64x2_t t2 = vreinterpretq_u64_u32(vtrn1q_u32(x2, x3)), t3 = vreinterpretq_u64_u32(vtrn2q_u32(x2, x3));
-
-	v[0] = vreinterpretq_u8_u64(vtrn1q_u64(t0, t2));
-	v[1] = vreinterpretq_u8_u64(vtrn1q_u64(t1, t3));
-	v[2] = vreinterpretq_u8_u64(vtrn2q_u64(t0, t2));
-	v[3] = vreinterpretq_u8_u64(vtrn2q_u64(t1, t3));
-}
-
-/* Byte J of each 32-bit lane of V, zero-extended: a table lookup whose out-of-range indices give 0. */
-INLINE int32x4_t byte_lanes(uint8x16_t v, int j)
-{
-	const uint8x16_t idx = vreinterpretq_u8_u32(vdupq_n_u32(0xffffff00u | (uint32_t)j) +
-						     (uint32x4_t){ 0, 4, 8, 12 });
-
-	return vreinterpretq_s32_u8(vqtbl1q_u8(v, idx));
-}
-
 /* Scales (int32, lanes = rows 4v .. 4v + 3) of the N sub-blocks as the tile keeps them: differences. */
 INLINE void store_scales(struct tile *t, int v, const int32x4_t sc[], const int n)
 {
@@ -110,7 +82,7 @@ INLINE void store_scales(struct tile *t, int v, const int32x4_t sc[], const int 
 /* The Q4_K super-block at byte OFF of each of the 16 rows into T. */
 static void tile_q4_K(const uint8_t *const row[16], size_t off, struct tile *t)
 {
-	const uint8x16_t low4 = vdupq_n_u8(0x0f), m63 = vdupq_n_u8(0x3f), m48 = vdupq_n_u8(0x30);
+	const uint8x16_t low4 = vdupq_n_u8(0x0f);
 	const size_t qs = off + offsetof(struct qg_block_q4_K, qs);
 
 	for (int v = 0; v < 4; v++) {
@@ -120,7 +92,7 @@ static void tile_q4_K(const uint8_t *const row[16], size_t off, struct tile *t)
 			UNROLL
 			for (int h = 0; h < 2; h++) {
 				uint8x16_t y[4];
-				transpose4(r4, qs + 32 * (size_t)c + 16 * (size_t)h, y);
+				kq_arm_transpose4(r4, qs + 32 * (size_t)c + 16 * (size_t)h, y);
 				UNROLL
 				for (int m = 0; m < 4; m++) {
 					vst1q_u8((uint8_t *)t->q[16 * c + 4 * h + m] + 16 * v, vandq_u8(y[m], low4));
@@ -128,30 +100,16 @@ static void tile_q4_K(const uint8_t *const row[16], size_t off, struct tile *t)
 				}
 			}
 		}
-		/*
-		 * The block's first 16 bytes, lane r row 4v + r's: word 0 d and
-		 * dmin, words 1, 2 and 3 the 12 scale bytes.  Scales 0-3 and mins
-		 * 0-3 are the low six bits of words 1 and 2; scales and mins 4-7
-		 * the nibbles of word 3 with their top two bits in bits 6-7 of
-		 * words 1 and 2 (qg_q4_K_scale_min, four rows at once).
-		 */
-		uint8x16_t y[4];
-		transpose4(r4, off, y);
-		const uint32x4_t dd = vreinterpretq_u32_u8(y[0]);
-		vst1q_f32(t->d + 4 * v, vcvt_f32_f16(vreinterpret_f16_u16(vmovn_u32(dd))));
-		vst1q_f32(t->dmin + 4 * v, vcvt_f32_f16(vreinterpret_f16_u16(vshrn_n_u32(dd, 16))));
-		const uint8x16_t sl = vandq_u8(y[1], m63), ml = vandq_u8(y[2], m63);
-		const uint8x16_t sh = vorrq_u8(vandq_u8(y[3], low4), vandq_u8(vshrq_n_u8(y[1], 2), m48));
-		const uint8x16_t mh = vorrq_u8(vshrq_n_u8(y[3], 4), vandq_u8(vshrq_n_u8(y[2], 2), m48));
-		int32x4_t sc[8];
+		struct kq_arm_q4_K_head hd;
+		kq_arm_q4_K_head(r4, off, &hd);
+		vst1q_f32(t->d + 4 * v, hd.d);
+		vst1q_f32(t->dmin + 4 * v, hd.dmin);
 		UNROLL
 		for (int j = 0; j < 4; j++) {
-			sc[j] = byte_lanes(sl, j);
-			sc[4 + j] = byte_lanes(sh, j);
-			vst1_s16(t->mn[v][j], vmovn_s32(byte_lanes(ml, j)));
-			vst1_s16(t->mn[v][4 + j], vmovn_s32(byte_lanes(mh, j)));
+			vst1_s16(t->mn[v][j], vmovn_s32(kq_arm_byte_lanes(hd.mn[0], j)));
+			vst1_s16(t->mn[v][4 + j], vmovn_s32(kq_arm_byte_lanes(hd.mn[1], j)));
 		}
-		store_scales(t, v, sc, 8);
+		store_scales(t, v, hd.sc, 8);
 	}
 }
 
@@ -163,7 +121,6 @@ static void tile_q4_K(const uint8_t *const row[16], size_t off, struct tile *t)
  */
 static void tile_q6_K(const uint8_t *const row[16], size_t off, struct tile *t)
 {
-	const uint8x16_t low6 = vdupq_n_u8(0x3f), bias = vdupq_n_u8(32);
 	const size_t ql = off + offsetof(struct qg_block_q6_K, ql), qh = off + offsetof(struct qg_block_q6_K, qh);
 
 	for (int v = 0; v < 4; v++) {
@@ -172,43 +129,24 @@ static void tile_q6_K(const uint8_t *const row[16], size_t off, struct tile *t)
 			UNROLL
 			for (int s = 0; s < 2; s++) {
 				uint8x16_t l0[4], l1[4], hb[4];
-				transpose4(r4, ql + 64 * (size_t)h + 16 * (size_t)s, l0);
-				transpose4(r4, ql + 64 * (size_t)h + 32 + 16 * (size_t)s, l1);
-				transpose4(r4, qh + 32 * (size_t)h + 16 * (size_t)s, hb);
-				/* a nibble and two bits by one shift-and-insert, the bits above six masked off */
+				kq_arm_transpose4(r4, ql + 64 * (size_t)h + 16 * (size_t)s, l0);
+				kq_arm_transpose4(r4, ql + 64 * (size_t)h + 32 + 16 * (size_t)s, l1);
+				kq_arm_transpose4(r4, qh + 32 * (size_t)h + 16 * (size_t)s, hb);
 				UNROLL
 				for (int m = 0; m < 4; m++) {
-					const uint8x16_t h2 = vshrq_n_u8(hb[m], 2);
-					const uint8x16_t c[4] = {
-						vsliq_n_u8(l0[m], hb[m], 4), vsliq_n_u8(l1[m], h2, 4),
-						vsriq_n_u8(hb[m], l0[m], 4), vsriq_n_u8(h2, l1[m], 4),
-					};
+					uint8x16_t c[4];
+					kq_arm_q6_K_codes(l0[m], l1[m], hb[m], c);
 					UNROLL
 					for (int q = 0; q < 4; q++)
-						vst1q_u8((uint8_t *)t->q[32 * h + 8 * q + 4 * s + m] + 16 * v,
-							 vsubq_u8(vandq_u8(c[q], low6), bias));
+						vst1q_u8((uint8_t *)t->q[32 * h + 8 * q + 4 * s + m] + 16 * v, c[q]);
 				}
 			}
 		}
-		/* the sixteen int8 scales, word w holding 4w .. 4w + 3: byte e to the top, then down with its sign */
-		uint8x16_t y[4];
-		transpose4(r4, off + offsetof(struct qg_block_q6_K, scales), y);
 		int32x4_t sc[16];
-		UNROLL
-		for (int w = 0; w < 4; w++) {
-			const int32x4_t x = vreinterpretq_s32_u8(y[w]);
-			sc[4 * w] = vshrq_n_s32(vshlq_n_s32(x, 24), 24);
-			sc[4 * w + 1] = vshrq_n_s32(vshlq_n_s32(x, 16), 24);
-			sc[4 * w + 2] = vshrq_n_s32(vshlq_n_s32(x, 8), 24);
-			sc[4 * w + 3] = vshrq_n_s32(x, 24);
-		}
+		float32x4_t d;
+		kq_arm_q6_K_head(r4, off, sc, &d);
+		vst1q_f32(t->d + 4 * v, d);
 		store_scales(t, v, sc, 16);
-		uint16x4_t d = vdup_n_u16(0);
-		d = vld1_lane_u16((const uint16_t *)(const void *)(r4[0] + off + offsetof(struct qg_block_q6_K, d)), d, 0);
-		d = vld1_lane_u16((const uint16_t *)(const void *)(r4[1] + off + offsetof(struct qg_block_q6_K, d)), d, 1);
-		d = vld1_lane_u16((const uint16_t *)(const void *)(r4[2] + off + offsetof(struct qg_block_q6_K, d)), d, 2);
-		d = vld1_lane_u16((const uint16_t *)(const void *)(r4[3] + off + offsetof(struct qg_block_q6_K, d)), d, 3);
-		vst1q_f32(t->d + 4 * v, vcvt_f32_f16(vreinterpret_f16_u16(d)));
 	}
 }
 
