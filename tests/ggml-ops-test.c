@@ -353,6 +353,9 @@ static void test_flash_attn(int nth, bool masked, int64_t hk, float prec)
 			*f16_at(m, c, 1, 0, 0) = 0xfc00;
 		for (int64_t c = 0; c < 64; c++)	/* row 2: a first block masked whole, the others not */
 			*f16_at(m, c, 2, 0, 0) = 0xfc00;
+		for (int64_t i1 = 0; i1 < n; i1++)	/* every row: the second block's first keys */
+			for (int64_t c = 64; c < 70; c++)
+				*f16_at(m, c, i1, 0, 0) = 0xfc00;
 	}
 	struct qg_tensor *y = qg_op_ex(ctx, QG_OP_FLASH_ATTN_EXT, src, m ? 4 : 3, p, 4);
 	double *ref = calloc((size_t)(dv * h * n), sizeof *ref), *s = calloc((size_t)n_kv, sizeof *s);

@@ -518,9 +518,10 @@ static int compute_set_rows(const struct qg_tensor *t, int ith, int nth, void *s
  * for all its queries, each query's scores are made (rowops dot_rows),
  * softmaxed together (softmax_block: one vector exp over the block, one
  * rescale of the query's accumulator per block), and the block's values,
- * also turned once, are added with the weights (mad_rows).  A block that
- * every query of the unit has masked (the causal mask's tail) is passed
- * over after its mask is read.  Q is rounded to F16 first, as ggml's CPU
+ * also turned once, are added with the weights (mad_rows).  Only the
+ * keys between the first and the last that some query of the unit has
+ * not masked are turned and met: a decode step near the start of its
+ * context, or the causal mask's tail, skips the rest of the block.  Q is rounded to F16 first, as ggml's CPU
  * backend does, so each product of a score is an exact product of two
  * halves.
  */
@@ -595,7 +596,8 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 		for (int64_t c0 = 0; c0 < n_kv; c0 += FA_KEYS) {
 			const int64_t nk = n_kv - c0 < FA_KEYS ? n_kv - c0 : FA_KEYS;
 			/* the mask's rows as floats: one per token when every head reads the same */
-			int live = !m;
+			/* keys [lo, hi) of the block are the ones some query of the unit has not masked */
+			int64_t lo = m ? nk : 0, hi = m ? 0 : nk;
 			for (int64_t mi = 0; m && mi < (mshared ? nt : nq); mi++) {
 				const int64_t tok = t0 + (mshared ? mi : mi / u.g), h = grp * u.g + (mshared ? 0 : mi % u.g);
 				const char *mr = row_at(m, tok, bcast(h, m->ne[2]), bcast(i3, m->ne[3])) + c0 * m->nb[0];
@@ -609,28 +611,33 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 						mq[j] = qg_fp16_to_fp32(hv);
 					}
 				}
-				for (int64_t j = 0; j < nk; j++)
-					live |= mq[j] != -INFINITY;
+				for (int64_t j = 0; j < nk; j++) {
+					if (mq[j] != -INFINITY) {
+						lo = j < lo ? j : lo;
+						hi = j + 1 > hi ? j + 1 : hi;
+					}
+				}
 			}
-			if (!live)
+			if (lo >= hi)
 				continue;
-			for (int64_t j = 0; j < nk; j++) {
-				ro->from_f16(kf + j * dk, (const uint16_t *)row_at(k, c0 + j, kh, i3), dk);
-				ro->from_f16(vf + j * dv, (const uint16_t *)row_at(v, c0 + j, vh, i3), dv);
+			const int64_t nl = hi - lo;
+			for (int64_t j = 0; j < nl; j++) {
+				ro->from_f16(kf + j * dk, (const uint16_t *)row_at(k, c0 + lo + j, kh, i3), dk);
+				ro->from_f16(vf + j * dv, (const uint16_t *)row_at(v, c0 + lo + j, vh, i3), dv);
 			}
 			for (int64_t qi = 0; qi < nq; qi++) {
 				float *s = sc + qi * FA_KEYS, rescale;
-				ro->dot_rows(s, kf, nk, dk, qf + qi * dk);
-				const float *mq = mv + (mshared ? qi / u.g : qi) * FA_KEYS;
-				for (int64_t j = 0; j < nk; j++) {
+				ro->dot_rows(s, kf, nl, dk, qf + qi * dk);
+				const float *mq = mv + (mshared ? qi / u.g : qi) * FA_KEYS + lo;
+				for (int64_t j = 0; j < nl; j++) {
 					const float mj = m ? mq[j] : 0.0f;
 					s[j] = mj == -INFINITY ? -INFINITY : s[j] * scale + mj;
 				}
-				const float bsum = ro->softmax_block(s, nk, &mx[qi], &rescale);
+				const float bsum = ro->softmax_block(s, nl, &mx[qi], &rescale);
 				if (rescale != 1.0f)
 					ro->scale(acc + qi * dv, acc + qi * dv, rescale, dv);
 				sum[qi] = sum[qi] * rescale + bsum;
-				ro->mad_rows(acc + qi * dv, vf, s, nk, dv);
+				ro->mad_rows(acc + qi * dv, vf, s, nl, dv);
 			}
 		}
 		for (int64_t qi = 0; qi < nq; qi++) {
