@@ -315,46 +315,7 @@ static ALWAYS_INLINE void run_rows(const int q6, const struct tile *T, int kc, c
 			run_tiles(g, q6, T, kc, a + (size_t)g0 * nba, nba, s + (size_t)g0 * lds, lds, first, ns);
 }
 
-/*
- * The whole product: chunks of KC super-blocks, and in each the 8-row
- * tiles of the NC weight rows, each built once and met by all NR
- * activation rows.  Tiles past the last row repeat it (their lanes are
- * computed and not stored), so nothing is read out of bounds.
- */
-static ALWAYS_INLINE void gemm_any(const int q6, int64_t k, float *restrict s, size_t lds, const void *restrict vw,
-				   size_t wstride, int nc, const void *restrict va, int nr)
-{
-	const uint8_t *w = vw;
-	const struct qg_block_q8_K *a = va;
-	const int64_t nsb = k / QG_QK_K;
-	const size_t bsz = q6 ? sizeof(struct qg_block_q6_K) : sizeof(struct qg_block_q4_K);
-	_Alignas(32) struct tile T[KC];
-
-	for (int64_t b0 = 0; b0 < nsb; b0 += KC) {
-		const int kc = nsb - b0 < KC ? (int)(nsb - b0) : KC;
-		for (int c0 = 0; c0 < nc; c0 += 8) {
-			const uint8_t *row[8];
-			for (int r = 0; r < 8; r++)
-				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
-			for (int b = 0; b < kc; b++) {
-				if (q6)
-					tile_q6_K(row, (size_t)(b0 + b) * bsz, &T[b]);
-				else
-					tile_q4_K(row, (size_t)(b0 + b) * bsz, &T[b]);
-			}
-			run_rows(q6, T, kc, a + b0, (size_t)nsb, nr, s + c0, lds, b0 == 0, nc - c0 >= 8 ? 8 : nc - c0);
-		}
-	}
-}
-
-void qg_kq_gemm_q4_K_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
-			  const void *restrict a, int nr)
-{
-	gemm_any(0, k, s, lds, w, wstride, nc, a, nr);
-}
-
-void qg_kq_gemm_q6_K_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
-			  const void *restrict a, int nr)
-{
-	gemm_any(1, k, s, lds, w, wstride, nc, a, nr);
-}
+#define KQ_GEMM_FAMILY avx2
+#define KQ_TILE_ROWS 8
+#define KQ_TILE_ALIGN 32
+#include "kquant-gemm.h"
