@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fp16.h"
 #include "kernels.h"
 #include "rowops.h"
 #include "tap.h"
@@ -37,6 +38,8 @@ static void fill(float *v, int64_t n, float span)
 	for (int64_t i = 0; i < n; i++)
 		v[i] = tap_rand(&rng) % 17 == 0 ? tap_randf(&rng, -120.0f, 120.0f) : tap_randf(&rng, -span, span);
 }
+
+static void test_attention(const struct qg_rowops *r);
 
 /* The portable kernels against doubles. */
 static void test_reference(void)
@@ -75,6 +78,116 @@ static void test_reference(void)
 		}
 	}
 	tap_ok(bad == 0, "portable: sum of squares, silu, swiglu and rope (normal, neox) equal doubles' (%d off)", bad);
+	test_attention(p);
+}
+
+/*
+ * Attention's block products of R (scores and mix) against doubles, over
+ * query counts 0..9 (every tail of the four-query passes), key counts
+ * and head sizes that leave every tail, rows strided as in a cache.
+ * Masked keys hold NaN and infinities, and so does a value row no query
+ * weighs: the masked scores must still be -INFINITY exactly and the
+ * sums untouched.
+ */
+enum { AQ = 9, AK = 70, AD = 140, AS = AD + 5 };
+/* A float sum of N products, in any order, FMA or not, is within this of the exact one, relative to sum |term|. */
+#define SUM_ERR(n) ((double)((n) + 2) * 0x1p-24)
+
+static uint16_t half_of(float x)
+{
+	return qg_fp32_to_fp16(x);
+}
+
+static void test_attention(const struct qg_rowops *r)
+{
+	static float q[AQ * AD], m[AQ * AK], s[AQ * AK], acc[AQ * AD], acc0[AQ * AD], pw[AQ * AK];
+	static uint16_t kv[AK * AS];
+	static const int64_t dks[] = { 1, 3, 8, 15, 16, 17, 24, 64, 80, 128, 140 };
+	const float scale = 0.125f;
+	int sbad = 0, mbad = 0, cases = 0;
+
+	for (size_t di = 0; di < sizeof dks / sizeof dks[0]; di++) {
+		const int64_t d = dks[di];
+		for (int64_t nk = 1; nk <= AK; nk += nk < 10 ? 1 : 13) {
+			for (int64_t nq = 0; nq <= AQ; nq++) {
+				const int64_t mdiv = 1 + nq % 3;	/* 1, 2, 3 queries a mask row */
+				for (int64_t j = 0; j < nk; j++) {
+					const int masked = j % 4 == 2;
+					for (int64_t t = 0; t < AS; t++)
+						kv[j * AS + t] = half_of(tap_randf(&rng, -1.0f, 1.0f));
+					if (masked)	/* garbage a masked key may hold */
+						kv[j * AS + j % d] = j % 8 == 2 ? 0x7e00 : 0x7c00;
+				}
+				for (int64_t i = 0; i < nq; i++)
+					for (int64_t t = 0; t < d; t++)
+						q[i * d + t] = qg_fp16_to_fp32(half_of(tap_randf(&rng, -2.0f, 2.0f)));
+				for (int64_t i = 0; i < (nq + mdiv - 1) / mdiv; i++)
+					for (int64_t j = 0; j < nk; j++)
+						m[i * AK + j] = j % 4 == 2 ? -INFINITY : tap_randf(&rng, -1.0f, 0.0f);
+				for (int with_mask = 1; with_mask >= 0; with_mask--) {
+					if (!with_mask && nk > 1)
+						for (int64_t j = 2; j < nk; j += 4)	/* unmasked: every key finite */
+							kv[j * AS + j % d] = half_of(0.5f);
+					r->scores(s, AK, q, nq, kv, AS * sizeof *kv, nk, d, scale, with_mask ? m : NULL, AK,
+						  mdiv);
+					for (int64_t i = 0; i < nq; i++) {
+						for (int64_t j = 0; j < nk; j++) {
+							const float mv = with_mask ? m[i / mdiv * AK + j] : 0.0f;
+							double want = 0, mag = 0;
+							for (int64_t t = 0; t < d; t++) {
+								const double x = (double)q[i * d + t] *
+									   qg_fp16_to_fp32(kv[j * AS + t]);
+								want += x;
+								mag += fabs(x);
+							}
+							want = want * scale + mv;
+							const float got = s[i * AK + j];
+							const int ok = mv == -INFINITY ? got == -INFINITY
+								     : fabs(got - want) <= SUM_ERR(d) * (mag * scale + fabs(mv)) + 1e-30;
+							if (!ok && !sbad)
+								tap_diag("%s scores, d %lld, nk %lld, nq %lld, [%lld][%lld]: %.9g, "
+									 "want %.9g", r->name, (long long)d, (long long)nk,
+									 (long long)nq, (long long)i, (long long)j, got, want);
+							sbad += !ok;
+						}
+					}
+				}
+				/* weights: 0 where masked (key j % 4 == 2, garbage), and for some queries key 1 too */
+				for (int64_t j = 2; j < nk; j += 4)
+					kv[j * AS + j % d] = j % 8 == 2 ? 0x7e00 : 0xfc00;
+				for (int64_t i = 0; i < nq; i++)
+					for (int64_t j = 0; j < nk; j++)
+						pw[i * AK + j] = j % 4 == 2 || (j == 1 && i % 2) ? 0.0f : tap_randf(&rng, 0.0f, 1.0f);
+				for (int64_t i = 0; i < nq * d; i++)
+					acc[i] = acc0[i] = tap_randf(&rng, -1.0f, 1.0f);
+				r->mix(acc, pw, AK, nq, kv, AS * sizeof *kv, nk, d);
+				for (int64_t i = 0; i < nq; i++) {
+					for (int64_t t = 0; t < d; t++) {
+						double want = acc0[i * d + t], mag = fabs(want);
+						for (int64_t j = 0; j < nk; j++) {
+							if (pw[i * AK + j] == 0.0f)
+								continue;
+							const double x = (double)pw[i * AK + j] * qg_fp16_to_fp32(kv[j * AS + t]);
+							want += x;
+							mag += fabs(x);
+						}
+						const float got = acc[i * d + t];
+						const int ok = fabs(got - want) <= SUM_ERR(nk) * mag + 1e-30;
+						if (!ok && !mbad)
+							tap_diag("%s mix, d %lld, nk %lld, nq %lld, [%lld][%lld]: %.9g, want %.9g",
+								 r->name, (long long)d, (long long)nk, (long long)nq, (long long)i,
+								 (long long)t, got, want);
+						mbad += !ok;
+					}
+				}
+				cases++;
+			}
+		}
+	}
+	tap_ok(sbad == 0, "%s: attention scores over %d shapes equal doubles' (masked: -inf exactly, whatever the key holds)",
+	       r->name, cases);
+	tap_ok(mbad == 0, "%s: attention mix over %d shapes equals doubles' (a key no query weighs is not read)", r->name,
+	       cases);
 }
 
 /* FAMILY's kernels against the portable ones. */
@@ -172,47 +285,12 @@ static void test_family(enum qg_kfamily f)
 	tap_ok(sbad == 0, "%s: attention's softmax blocks equal the portable ones (masked scores 0 exactly), "
 	       "lengths 1 to %d", r->name, N_MAX);
 
-	/* attention's block products: rows 0..9 of widths that leave every tail; some weights 0 */
-	enum { R = 9, W = 140 };
-	static float a[R * W], yd0[W], yd1[W];
+	/* halves to floats: any bits, NaN and infinity included */
+	enum { W = 140 };
+	static float yd0[W], yd1[W];
 	static uint16_t h[W];
 	int dbad = 0;
 	for (int64_t n = 1; n <= W; n += n < 40 ? 1 : 33) {
-		for (int64_t rows = 0; rows <= R; rows++) {
-			double mag[R] = { 0 };
-			fill(a, rows * n, 1.0f);
-			fill(x, n, 1.0f);
-			for (int64_t j = 0; j < rows; j++) {
-				for (int64_t i = 0; i < n; i++)
-					mag[j] += fabs((double)a[j * n + i] * x[i]);
-				g[j] = j % 3 == 1 ? 0.0f : tap_randf(&rng, 0.0f, 1.0f);
-			}
-			p->dot_rows(yd0, a, rows, n, x);
-			r->dot_rows(yd1, a, rows, n, x);
-			for (int64_t j = 0; j < rows; j++)
-				if (fabs((double)yd1[j] - yd0[j]) > 1e-6 * mag[j] + 1e-30) {
-					if (!dbad)
-						tap_diag("%s dot_rows, n %lld, row %lld: %.9g against %.9g", r->name,
-							 (long long)n, (long long)j, yd1[j], yd0[j]);
-					dbad++;
-				}
-			memcpy(yd0, x, (size_t)n * sizeof *yd0);
-			memcpy(yd1, x, (size_t)n * sizeof *yd1);
-			p->mad_rows(yd0, a, g, rows, n);
-			r->mad_rows(yd1, a, g, rows, n);
-			for (int64_t i = 0; i < n; i++) {
-				/* within the rounding of the terms (FMA rounds once where the portable code rounds twice) */
-				double terms = fabs((double)x[i]);
-				for (int64_t j = 0; j < rows; j++)
-					terms += fabs((double)g[j] * a[j * n + i]);
-				if (fabs((double)yd1[i] - yd0[i]) > 1e-6 * terms + 1e-30) {
-					if (!dbad)
-						tap_diag("%s mad_rows, n %lld, rows %lld, i %lld: %.9g against %.9g", r->name,
-							 (long long)n, (long long)rows, (long long)i, yd1[i], yd0[i]);
-					dbad++;
-				}
-			}
-		}
 		for (int64_t i = 0; i < n; i++)
 			h[i] = (uint16_t)tap_rand(&rng);	/* any bits: NaN and infinity included */
 		p->from_f16(yd0, h, n);
@@ -224,8 +302,8 @@ static void test_family(enum qg_kfamily f)
 				dbad++;
 			}
 	}
-	tap_ok(dbad == 0, "%s: attention's block products equal the portable ones, halves to floats exactly (%d off)",
-	       r->name, dbad);
+	tap_ok(dbad == 0, "%s: halves to floats exactly (%d off)", r->name, dbad);
+	test_attention(r);
 }
 
 int main(void)

@@ -514,16 +514,16 @@ static int compute_set_rows(const struct qg_tensor *t, int ith, int nth, void *s
  * FLASH_ATTN_EXT in units of queries that read the same keys and values:
  * up to FA_QUERIES of them, the heads of a group sharing a K/V head
  * (grouped-query attention) times a run of tokens.  A unit meets the
- * keys FA_KEYS at a time: the block of keys is turned into floats once
- * for all its queries, each query's scores are made (rowops dot_rows),
- * softmaxed together (softmax_block: one vector exp over the block, one
- * rescale of the query's accumulator per block), and the block's values,
- * also turned once, are added with the weights (mad_rows).  Only the
- * keys between the first and the last that some query of the unit has
- * not masked are turned and met: a decode step near the start of its
- * context, or the causal mask's tail, skips the rest of the block.  Q is rounded to F16 first, as ggml's CPU
- * backend does, so each product of a score is an exact product of two
- * halves.
+ * keys FA_KEYS at a time: rowops scores makes every query's scaled and
+ * masked scores of the block straight from the cache's halves (each key
+ * turned once for four queries), softmax_block softmaxes each query's
+ * (one vector exp over the block, one rescale of its accumulator per
+ * block), and rowops mix adds the block's values with the weights, four
+ * queries a pass again.  Only the keys between the first and the last
+ * that some query of the unit has not masked are met: a decode step
+ * near the start of its context, or the causal mask's tail, skips the
+ * rest of the block.  Q is rounded to F16 first, as ggml's CPU backend
+ * does, so each product of a score is an exact product of two halves.
  */
 #define FA_KEYS 64
 #define FA_QUERIES 32
@@ -552,7 +552,6 @@ static size_t fa_slot(const struct qg_tensor *t)
 	const size_t dk = (size_t)t->src[0]->ne[0], dv = (size_t)t->ne[0];
 
 	return align_up(FA_QUERIES * dk * sizeof(float)) +	/* the queries */
-	       align_up(FA_KEYS * dk * sizeof(float)) + align_up(FA_KEYS * dv * sizeof(float)) + /* a block's K, V */
 	       align_up(FA_QUERIES * dv * sizeof(float)) +	/* the accumulators */
 	       2 * align_up(FA_QUERIES * FA_KEYS * sizeof(float)) +	/* scores, mask */
 	       2 * align_up(FA_QUERIES * sizeof(float));	/* maxima, sums */
@@ -569,9 +568,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 	const int mshared = m && m->ne[2] == 1;
 	char *p = (char *)scratch + (size_t)ith * fa_slot(t);
 	float *qf = (float *)p;
-	float *kf = (float *)(p += align_up(FA_QUERIES * (size_t)dk * sizeof(float)));
-	float *vf = (float *)(p += align_up(FA_KEYS * (size_t)dk * sizeof(float)));
-	float *acc = (float *)(p += align_up(FA_KEYS * (size_t)dv * sizeof(float)));
+	float *acc = (float *)(p += align_up(FA_QUERIES * (size_t)dk * sizeof(float)));
 	float *sc = (float *)(p += align_up(FA_QUERIES * (size_t)dv * sizeof(float)));
 	float *mv = (float *)(p += align_up(FA_QUERIES * FA_KEYS * sizeof(float)));
 	float *mx = (float *)(p += align_up(FA_QUERIES * FA_KEYS * sizeof(float)));
@@ -621,24 +618,16 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 			if (lo >= hi)
 				continue;
 			const int64_t nl = hi - lo;
-			for (int64_t j = 0; j < nl; j++) {
-				ro->from_f16(kf + j * dk, (const uint16_t *)row_at(k, c0 + lo + j, kh, i3), dk);
-				ro->from_f16(vf + j * dv, (const uint16_t *)row_at(v, c0 + lo + j, vh, i3), dv);
-			}
+			ro->scores(sc, FA_KEYS, qf, nq, (const uint16_t *)row_at(k, c0 + lo, kh, i3), k->nb[1], nl, dk,
+				   scale, m ? mv + lo : NULL, FA_KEYS, mshared ? u.g : 1);
 			for (int64_t qi = 0; qi < nq; qi++) {
-				float *s = sc + qi * FA_KEYS, rescale;
-				ro->dot_rows(s, kf, nl, dk, qf + qi * dk);
-				const float *mq = mv + (mshared ? qi / u.g : qi) * FA_KEYS + lo;
-				for (int64_t j = 0; j < nl; j++) {
-					const float mj = m ? mq[j] : 0.0f;
-					s[j] = mj == -INFINITY ? -INFINITY : s[j] * scale + mj;
-				}
-				const float bsum = ro->softmax_block(s, nl, &mx[qi], &rescale);
+				float rescale;
+				const float bsum = ro->softmax_block(sc + qi * FA_KEYS, nl, &mx[qi], &rescale);
 				if (rescale != 1.0f)
 					ro->scale(acc + qi * dv, acc + qi * dv, rescale, dv);
 				sum[qi] = sum[qi] * rescale + bsum;
-				ro->mad_rows(acc + qi * dv, vf, s, nl, dv);
 			}
+			ro->mix(acc, sc, FA_KEYS, nq, (const uint16_t *)row_at(v, c0 + lo, vh, i3), v->nb[1], nl, dv);
 		}
 		for (int64_t qi = 0; qi < nq; qi++) {
 			float *y = (float *)row_at(t, grp * u.g + qi % u.g, t0 + qi / u.g, i3);

@@ -15,6 +15,9 @@
 
 #include "rowops.h"
 
+/* The loops over a pass's queries and columns, unrolled: their arrays then live in registers. */
+#define UNROLL _Pragma("GCC unroll 8")
+
 #define EXP_LO (-87.0f)
 #define EXP_HI 88.0f
 
@@ -182,77 +185,222 @@ static float softmax_block_avx2(float *s, int64_t n, float *m, float *rescale)
 	return sum;
 }
 
-/* Four rows' scores at once: four chains of FMAs, one reduction of the four. */
-static void dot_rows_avx2(float *y, const float *a, int64_t rows, int64_t n, const float *x)
+/* Eight halves at P as floats. */
+static inline __m256 load_h8(const uint16_t *p)
 {
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/*
+ * Lane g of the result (g < 4): the sum of the eight lanes of A[g], and
+ * lane 4 + g a part of it; the caller adds the two halves.
+ */
+static inline __m128 hsum4x8(const __m256 a[4])
+{
+	const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+
+	return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/*
+ * S[J] = S[J] * SCALE + M[J] over N scores, -INFINITY exactly where M is
+ * (whatever S held); M NULL: S[J] * SCALE.
+ */
+static void finish_scores(float *s, int64_t n, float scale, const float *m)
+{
+	const __m256 vs = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
 	int64_t j = 0;
 
-	for (; j + 4 <= rows && n >= 8; j += 4) {
-		const float *r = a + j * n;
-		__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-		int64_t i = 0;
-		for (; i + 8 <= n; i += 8) {
-			const __m256 v = _mm256_loadu_ps(x + i);
-			s0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + i), v, s0);
-			s1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + n + i), v, s1);
-			s2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 2 * n + i), v, s2);
-			s3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 3 * n + i), v, s3);
+	for (; j + 8 <= n; j += 8) {
+		__m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
+		if (m) {
+			const __m256 mv = _mm256_loadu_ps(m + j);
+			x = _mm256_blendv_ps(_mm256_add_ps(x, mv), ninf, _mm256_cmp_ps(mv, ninf, _CMP_EQ_OQ));
 		}
-		/* lane k of each 128-bit half: a part of row k's sum */
-		const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
-		__m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-		for (; i < n; i++)
-			sum = _mm_add_ps(sum, _mm_mul_ps(_mm_set_ps(r[3 * n + i], r[2 * n + i], r[n + i], r[i]),
-							 _mm_set1_ps(x[i])));
-		_mm_storeu_ps(y + j, sum);
+		_mm256_storeu_ps(s + j, x);
 	}
-	for (; j < rows; j++) {
-		const float *r = a + j * n;
-		__m256 s0 = _mm256_setzero_ps();
-		int64_t i = 0;
-		for (; i + 8 <= n; i += 8)
-			s0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + i), _mm256_loadu_ps(x + i), s0);
-		float sum = hsum8(s0);
-		for (; i < n; i++)
-			sum += r[i] * x[i];
-		y[j] = sum;
+	for (; j < n; j++) {
+		const float mv = m ? m[j] : 0.0f;
+		s[j] = mv == -INFINITY ? -INFINITY : s[j] * scale + mv;
 	}
 }
 
-/* Y kept in registers 32 floats at a time while the rows go by. */
-static void mad_rows_avx2(float *y, const float *a, const float *p, int64_t rows, int64_t n)
+/*
+ * G queries (at most four) against keys two at a time: each key's eight
+ * halves are turned once and met by all G queries, eight lanes of
+ * partial sums per (query, key), reduced four at a time by one hadd tree
+ * and stored as pairs of keys per query.  Then each query's row is
+ * scaled and masked in one vector pass.  A masked key is computed like
+ * the others (its bytes are only read) and its score then replaced.
+ */
+static inline __attribute__((always_inline)) void scores_g(const int G, float *s, size_t lds, const float *q,
+							   const uint16_t *k, size_t kstride, int64_t nk, int64_t dk,
+							   float scale, const float *m, size_t ldm, int64_t mdiv, int64_t i0)
+{
+	const int64_t d8 = dk & ~(int64_t)7;
+
+	for (int64_t j = 0; j < nk; j += 2) {
+		const int two = j + 1 < nk;
+		const uint16_t *k0 = (const uint16_t *)((const char *)k + (size_t)j * kstride);
+		const uint16_t *k1 = two ? (const uint16_t *)((const char *)k0 + kstride) : k0;
+		__m256 a0[4], a1[4];
+
+		UNROLL
+		for (int g = 0; g < 4; g++)
+			a0[g] = a1[g] = _mm256_setzero_ps();
+		for (int64_t t = 0; t < d8; t += 8) {
+			const __m256 x0 = load_h8(k0 + t), x1 = load_h8(k1 + t);
+			UNROLL
+			for (int g = 0; g < G; g++) {
+				const __m256 qv = _mm256_loadu_ps(q + g * dk + t);
+				a0[g] = _mm256_fmadd_ps(x0, qv, a0[g]);
+				a1[g] = _mm256_fmadd_ps(x1, qv, a1[g]);
+			}
+		}
+		/* lane g: query g's score of key j (R0) and of key j + 1 (R1) */
+		__m128 r0 = hsum4x8(a0), r1 = hsum4x8(a1);
+		if (d8 < dk) {
+			float t0[4], t1[4];
+			_mm_storeu_ps(t0, r0);
+			_mm_storeu_ps(t1, r1);
+			for (int g = 0; g < G; g++) {
+				for (int64_t t = d8; t < dk; t++) {
+					t0[g] += q[g * dk + t] * _cvtsh_ss(k0[t]);
+					t1[g] += q[g * dk + t] * _cvtsh_ss(k1[t]);
+				}
+			}
+			r0 = _mm_loadu_ps(t0);
+			r1 = _mm_loadu_ps(t1);
+		}
+		if (two) {
+			const __m128 lo = _mm_unpacklo_ps(r0, r1), hi = _mm_unpackhi_ps(r0, r1);
+			_mm_storel_pi((__m64 *)(s + j), lo);
+			if (G > 1)
+				_mm_storeh_pi((__m64 *)(s + lds + j), lo);
+			if (G > 2)
+				_mm_storel_pi((__m64 *)(s + 2 * lds + j), hi);
+			if (G > 3)
+				_mm_storeh_pi((__m64 *)(s + 3 * lds + j), hi);
+		} else {
+			float t0[4];
+			_mm_storeu_ps(t0, r0);
+			for (int g = 0; g < G; g++)
+				s[(size_t)g * lds + j] = t0[g];
+		}
+	}
+	UNROLL
+	for (int g = 0; g < G; g++)
+		finish_scores(s + (size_t)g * lds, nk, scale, m ? m + (size_t)((i0 + g) / mdiv) * ldm : NULL);
+}
+
+static void scores_avx2(float *s, size_t lds, const float *q, int64_t nq, const uint16_t *k, size_t kstride,
+			int64_t nk, int64_t dk, float scale, const float *m, size_t ldm, int64_t mdiv)
 {
 	int64_t i = 0;
 
-	for (; i + 32 <= n; i += 32) {
-		__m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
-		__m256 y2 = _mm256_loadu_ps(y + i + 16), y3 = _mm256_loadu_ps(y + i + 24);
-		for (int64_t j = 0; j < rows; j++) {
-			if (p[j] == 0.0f)
-				continue;
-			const __m256 s = _mm256_set1_ps(p[j]);
-			const float *r = a + j * n + i;
-			y0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), s, y0);
-			y1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 8), s, y1);
-			y2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 16), s, y2);
-			y3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 24), s, y3);
+	for (; i + 4 <= nq; i += 4)
+		scores_g(4, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i);
+	switch (nq - i) {
+	case 3: scores_g(3, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i); break;
+	case 2: scores_g(2, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i); break;
+	case 1: scores_g(1, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i); break;
+	default: break;
+	}
+}
+
+/*
+ * The keys among J0 .. J0 + NJ - 1 (NJ <= 64) that some of G queries
+ * weigh, as offsets from J0 into LIVE; their count.
+ */
+static inline __attribute__((always_inline)) int live_keys(const int G, const float *p, size_t ldp, int64_t j0,
+							   int nj, uint8_t live[64])
+{
+	const __m256 zero = _mm256_setzero_ps();
+	int n = 0, j = 0;
+
+	for (; j + 8 <= nj; j += 8) {
+		__m256 any = _mm256_cmp_ps(_mm256_loadu_ps(p + j0 + j), zero, _CMP_NEQ_UQ);
+		UNROLL
+		for (int g = 1; g < G; g++)
+			any = _mm256_or_ps(any, _mm256_cmp_ps(_mm256_loadu_ps(p + (size_t)g * ldp + j0 + j), zero,
+							     _CMP_NEQ_UQ));
+		for (unsigned bits = (unsigned)_mm256_movemask_ps(any); bits; bits &= bits - 1)
+			live[n++] = (uint8_t)(j + __builtin_ctz(bits));
+	}
+	for (; j < nj; j++) {
+		int any = 0;
+		for (int g = 0; g < G; g++)
+			any |= p[(size_t)g * ldp + j0 + j] != 0.0f;
+		if (any)
+			live[n++] = (uint8_t)j;
+	}
+	return n;
+}
+
+/*
+ * G queries (at most four) times the values sixteen columns at a time:
+ * the G x 16 accumulators stay in registers over the keys, and each
+ * key's sixteen halves are turned once for all G.  Keys go 64 at a time,
+ * those no query weighs left out first.
+ */
+static inline __attribute__((always_inline)) void mix_g(const int G, float *acc, const float *p, size_t ldp,
+							const uint16_t *v, size_t vstride, int64_t nk, int64_t dv)
+{
+	uint8_t live[64];
+
+	for (int64_t j0 = 0; j0 < nk; j0 += 64) {
+		const int nl = live_keys(G, p, ldp, j0, nk - j0 < 64 ? (int)(nk - j0) : 64, live);
+		const uint16_t *v0 = (const uint16_t *)((const char *)v + (size_t)j0 * vstride);
+		const float *p0 = p + j0;
+		int64_t t = 0;
+
+		for (; t + 16 <= dv; t += 16) {
+			__m256 y[4][2];
+			UNROLL
+			for (int g = 0; g < G; g++) {
+				y[g][0] = _mm256_loadu_ps(acc + g * dv + t);
+				y[g][1] = _mm256_loadu_ps(acc + g * dv + t + 8);
+			}
+			for (int l = 0; l < nl; l++) {
+				const int j = live[l];
+				const uint16_t *vj = (const uint16_t *)((const char *)v0 + (size_t)j * vstride) + t;
+				const __m256 x0 = load_h8(vj), x1 = load_h8(vj + 8);
+				UNROLL
+				for (int g = 0; g < G; g++) {
+					const __m256 w = _mm256_broadcast_ss(p0 + (size_t)g * ldp + j);
+					y[g][0] = _mm256_fmadd_ps(x0, w, y[g][0]);
+					y[g][1] = _mm256_fmadd_ps(x1, w, y[g][1]);
+				}
+			}
+			UNROLL
+			for (int g = 0; g < G; g++) {
+				_mm256_storeu_ps(acc + g * dv + t, y[g][0]);
+				_mm256_storeu_ps(acc + g * dv + t + 8, y[g][1]);
+			}
 		}
-		_mm256_storeu_ps(y + i, y0);
-		_mm256_storeu_ps(y + i + 8, y1);
-		_mm256_storeu_ps(y + i + 16, y2);
-		_mm256_storeu_ps(y + i + 24, y3);
+		for (; t < dv; t++) {
+			for (int l = 0; l < nl; l++) {
+				const uint16_t *vj = (const uint16_t *)((const char *)v0 + (size_t)live[l] * vstride);
+				for (int g = 0; g < G; g++)
+					acc[g * dv + t] += p0[(size_t)g * ldp + live[l]] * _cvtsh_ss(vj[t]);
+			}
+		}
 	}
-	for (; i + 8 <= n; i += 8) {
-		__m256 y0 = _mm256_loadu_ps(y + i);
-		for (int64_t j = 0; j < rows; j++)
-			if (p[j] != 0.0f)
-				y0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + j * n + i), _mm256_set1_ps(p[j]), y0);
-		_mm256_storeu_ps(y + i, y0);
+}
+
+static void mix_avx2(float *acc, const float *p, size_t ldp, int64_t nq, const uint16_t *v, size_t vstride,
+		     int64_t nk, int64_t dv)
+{
+	int64_t i = 0;
+
+	for (; i + 4 <= nq; i += 4)
+		mix_g(4, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv);
+	switch (nq - i) {
+	case 3: mix_g(3, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv); break;
+	case 2: mix_g(2, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv); break;
+	case 1: mix_g(1, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv); break;
+	default: break;
 	}
-	for (; i < n; i++)
-		for (int64_t j = 0; j < rows; j++)
-			if (p[j] != 0.0f)
-				y[i] += p[j] * a[j * n + i];
 }
 
 static void from_f16_avx2(float *y, const uint16_t *x, int64_t n)
@@ -274,7 +422,7 @@ const struct qg_rowops qg_rowops_avx2 = {
 	.swiglu = swiglu_avx2,
 	.rope = rope_avx2,
 	.softmax_block = softmax_block_avx2,
-	.dot_rows = dot_rows_avx2,
-	.mad_rows = mad_rows_avx2,
+	.scores = scores_avx2,
+	.mix = mix_avx2,
 	.from_f16 = from_f16_avx2,
 };

@@ -14,6 +14,9 @@
 #include "fp16.h"
 #include "rowops.h"
 
+/* The loops over a pass's queries and columns, unrolled: their arrays then live in registers. */
+#define UNROLL _Pragma("GCC unroll 8")
+
 #define EXP_LO (-87.0f)
 #define EXP_HI 88.0f
 
@@ -164,72 +167,170 @@ static inline float32x4_t load_f16x4(const uint16_t *p)
 	return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
 }
 
-/* Four rows' scores at once: four chains of FMAs, one pairwise reduction of the four. */
-static void dot_rows_neon(float *y, const float *a, int64_t rows, int64_t n, const float *x)
+/*
+ * S[J] = S[J] * SCALE + M[J] over N scores, -INFINITY exactly where M is
+ * (whatever S held); M NULL: S[J] * SCALE.
+ */
+static void finish_scores(float *s, int64_t n, float scale, const float *m)
 {
+	const float32x4_t ninf = vdupq_n_f32(-INFINITY);
 	int64_t j = 0;
 
-	for (; j + 4 <= rows && n >= 4; j += 4) {
-		const float *r = a + j * n;
-		float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
-		int64_t i = 0;
-		for (; i + 4 <= n; i += 4) {
-			const float32x4_t v = vld1q_f32(x + i);
-			s0 = vfmaq_f32(s0, vld1q_f32(r + i), v);
-			s1 = vfmaq_f32(s1, vld1q_f32(r + n + i), v);
-			s2 = vfmaq_f32(s2, vld1q_f32(r + 2 * n + i), v);
-			s3 = vfmaq_f32(s3, vld1q_f32(r + 3 * n + i), v);
+	for (; j + 4 <= n; j += 4) {
+		float32x4_t x = vmulq_n_f32(vld1q_f32(s + j), scale);
+		if (m) {
+			const float32x4_t mv = vld1q_f32(m + j);
+			x = vbslq_f32(vceqq_f32(mv, ninf), ninf, vaddq_f32(x, mv));
 		}
-		float32x4_t sum = vpaddq_f32(vpaddq_f32(s0, s1), vpaddq_f32(s2, s3));
-		for (; i < n; i++) {
-			const float t[4] = { r[i], r[n + i], r[2 * n + i], r[3 * n + i] };
-			sum = vfmaq_n_f32(sum, vld1q_f32(t), x[i]);
-		}
-		vst1q_f32(y + j, sum);
+		vst1q_f32(s + j, x);
 	}
-	for (; j < rows; j++) {
-		const float *r = a + j * n;
-		float32x4_t s0 = vdupq_n_f32(0.0f);
-		int64_t i = 0;
-		for (; i + 4 <= n; i += 4)
-			s0 = vfmaq_f32(s0, vld1q_f32(r + i), vld1q_f32(x + i));
-		float sum = vaddvq_f32(s0);
-		for (; i < n; i++)
-			sum += r[i] * x[i];
-		y[j] = sum;
+	for (; j < n; j++) {
+		const float mv = m ? m[j] : 0.0f;
+		s[j] = mv == -INFINITY ? -INFINITY : s[j] * scale + mv;
 	}
 }
 
-/* Y kept in registers 32 floats at a time while the rows go by. */
-static void mad_rows_neon(float *y, const float *a, const float *p, int64_t rows, int64_t n)
+/*
+ * G queries (at most four) against keys two at a time, as rowops-avx2.c
+ * does: each key's halves turned once for all G, four lanes of partial
+ * sums per (query, key), reduced pairwise to one vector over the queries
+ * per key; then each query's row is scaled and masked in one pass.
+ */
+static inline __attribute__((always_inline)) void scores_g(const int G, float *s, size_t lds, const float *q,
+							   const uint16_t *k, size_t kstride, int64_t nk, int64_t dk,
+							   float scale, const float *m, size_t ldm, int64_t mdiv, int64_t i0)
+{
+	const int64_t d4 = dk & ~(int64_t)3;
+
+	for (int64_t j = 0; j < nk; j += 2) {
+		const int two = j + 1 < nk;
+		const uint16_t *k0 = (const uint16_t *)((const char *)k + (size_t)j * kstride);
+		const uint16_t *k1 = two ? (const uint16_t *)((const char *)k0 + kstride) : k0;
+		float32x4_t a0[4], a1[4];
+		float r[2][4];
+
+		UNROLL
+		for (int g = 0; g < 4; g++)
+			a0[g] = a1[g] = vdupq_n_f32(0.0f);
+		for (int64_t t = 0; t < d4; t += 4) {
+			const float32x4_t x0 = load_f16x4(k0 + t), x1 = load_f16x4(k1 + t);
+			UNROLL
+			for (int g = 0; g < G; g++) {
+				const float32x4_t qv = vld1q_f32(q + g * dk + t);
+				a0[g] = vfmaq_f32(a0[g], x0, qv);
+				a1[g] = vfmaq_f32(a1[g], x1, qv);
+			}
+		}
+		/* lane g: query g's score of key j (r[0]) and of key j + 1 (r[1]) */
+		vst1q_f32(r[0], vpaddq_f32(vpaddq_f32(a0[0], a0[1]), vpaddq_f32(a0[2], a0[3])));
+		vst1q_f32(r[1], vpaddq_f32(vpaddq_f32(a1[0], a1[1]), vpaddq_f32(a1[2], a1[3])));
+		UNROLL
+		for (int g = 0; g < G; g++) {
+			for (int64_t t = d4; t < dk; t++) {
+				r[0][g] += q[g * dk + t] * qg_fp16_to_fp32(k0[t]);
+				r[1][g] += q[g * dk + t] * qg_fp16_to_fp32(k1[t]);
+			}
+			s[(size_t)g * lds + j] = r[0][g];
+			if (two)
+				s[(size_t)g * lds + j + 1] = r[1][g];
+		}
+	}
+	UNROLL
+	for (int g = 0; g < G; g++)
+		finish_scores(s + (size_t)g * lds, nk, scale, m ? m + (size_t)((i0 + g) / mdiv) * ldm : NULL);
+}
+
+static void scores_neon(float *s, size_t lds, const float *q, int64_t nq, const uint16_t *k, size_t kstride,
+			int64_t nk, int64_t dk, float scale, const float *m, size_t ldm, int64_t mdiv)
 {
 	int64_t i = 0;
 
-	for (; i + 32 <= n; i += 32) {
-		float32x4_t v[8];
-		for (int k = 0; k < 8; k++)
-			v[k] = vld1q_f32(y + i + 4 * k);
-		for (int64_t j = 0; j < rows; j++) {
-			if (p[j] == 0.0f)
-				continue;
-			const float *r = a + j * n + i;
-			for (int k = 0; k < 8; k++)
-				v[k] = vfmaq_n_f32(v[k], vld1q_f32(r + 4 * k), p[j]);
+	for (; i + 4 <= nq; i += 4)
+		scores_g(4, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i);
+	switch (nq - i) {
+	case 3: scores_g(3, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i); break;
+	case 2: scores_g(2, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i); break;
+	case 1: scores_g(1, s + (size_t)i * lds, lds, q + i * dk, k, kstride, nk, dk, scale, m, ldm, mdiv, i); break;
+	default: break;
+	}
+}
+
+/*
+ * G queries (at most four) times the values sixteen columns at a time:
+ * G x 4 accumulators of four lanes stay in registers over the keys.
+ * Keys go 64 at a time, those no query weighs left out first.
+ */
+static inline __attribute__((always_inline)) void mix_g(const int G, float *acc, const float *p, size_t ldp,
+							const uint16_t *v, size_t vstride, int64_t nk, int64_t dv)
+{
+	uint8_t live[64];
+
+	for (int64_t j0 = 0; j0 < nk; j0 += 64) {
+		const int nj = nk - j0 < 64 ? (int)(nk - j0) : 64;
+		const uint16_t *v0 = (const uint16_t *)((const char *)v + (size_t)j0 * vstride);
+		const float *p0 = p + j0;
+		int nl = 0;
+		int64_t t = 0;
+
+		for (int j = 0; j < nj; j++) {
+			int any = 0;
+			UNROLL
+			for (int g = 0; g < G; g++)
+				any |= p0[(size_t)g * ldp + j] != 0.0f;
+			if (any)
+				live[nl++] = (uint8_t)j;
 		}
-		for (int k = 0; k < 8; k++)
-			vst1q_f32(y + i + 4 * k, v[k]);
+		for (; t + 16 <= dv; t += 16) {
+			float32x4_t y[4][4];
+			UNROLL
+			for (int g = 0; g < G; g++)
+				UNROLL
+				for (int c = 0; c < 4; c++)
+					y[g][c] = vld1q_f32(acc + g * dv + t + 4 * c);
+			for (int l = 0; l < nl; l++) {
+				const int j = live[l];
+				const uint16_t *vj = (const uint16_t *)((const char *)v0 + (size_t)j * vstride) + t;
+				float32x4_t x[4];
+				UNROLL
+				for (int c = 0; c < 4; c++)
+					x[c] = load_f16x4(vj + 4 * c);
+				UNROLL
+				for (int g = 0; g < G; g++) {
+					const float w = p0[(size_t)g * ldp + j];
+					UNROLL
+					for (int c = 0; c < 4; c++)
+						y[g][c] = vfmaq_n_f32(y[g][c], x[c], w);
+				}
+			}
+			UNROLL
+			for (int g = 0; g < G; g++)
+				UNROLL
+				for (int c = 0; c < 4; c++)
+					vst1q_f32(acc + g * dv + t + 4 * c, y[g][c]);
+		}
+		for (; t < dv; t++) {
+			for (int l = 0; l < nl; l++) {
+				const uint16_t *vj = (const uint16_t *)((const char *)v0 + (size_t)live[l] * vstride);
+				for (int g = 0; g < G; g++)
+					acc[g * dv + t] += p0[(size_t)g * ldp + live[l]] * qg_fp16_to_fp32(vj[t]);
+			}
+		}
 	}
-	for (; i + 4 <= n; i += 4) {
-		float32x4_t v = vld1q_f32(y + i);
-		for (int64_t j = 0; j < rows; j++)
-			if (p[j] != 0.0f)
-				v = vfmaq_n_f32(v, vld1q_f32(a + j * n + i), p[j]);
-		vst1q_f32(y + i, v);
+}
+
+static void mix_neon(float *acc, const float *p, size_t ldp, int64_t nq, const uint16_t *v, size_t vstride,
+		     int64_t nk, int64_t dv)
+{
+	int64_t i = 0;
+
+	for (; i + 4 <= nq; i += 4)
+		mix_g(4, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv);
+	switch (nq - i) {
+	case 3: mix_g(3, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv); break;
+	case 2: mix_g(2, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv); break;
+	case 1: mix_g(1, acc + i * dv, p + (size_t)i * ldp, ldp, v, vstride, nk, dv); break;
+	default: break;
 	}
-	for (; i < n; i++)
-		for (int64_t j = 0; j < rows; j++)
-			if (p[j] != 0.0f)
-				y[i] += p[j] * a[j * n + i];
 }
 
 static void from_f16_neon(float *y, const uint16_t *x, int64_t n)
@@ -251,7 +352,7 @@ const struct qg_rowops qg_rowops_neon = {
 	.swiglu = swiglu_neon,
 	.rope = rope_neon,
 	.softmax_block = softmax_block_neon,
-	.dot_rows = dot_rows_neon,
-	.mad_rows = mad_rows_neon,
+	.scores = scores_neon,
+	.mix = mix_neon,
 	.from_f16 = from_f16_neon,
 };

@@ -67,21 +67,36 @@ static float softmax_block_portable(float *s, int64_t n, float *m, float *rescal
 	return sum;
 }
 
-static void dot_rows_portable(float *y, const float *a, int64_t rows, int64_t n, const float *x)
+static void scores_portable(float *s, size_t lds, const float *q, int64_t nq, const uint16_t *k, size_t kstride,
+			    int64_t nk, int64_t dk, float scale, const float *m, size_t ldm, int64_t mdiv)
 {
-	for (int64_t j = 0; j < rows; j++) {
-		float sum = 0.0f;
-		for (int64_t i = 0; i < n; i++)
-			sum += a[j * n + i] * x[i];
-		y[j] = sum;
+	for (int64_t i = 0; i < nq; i++) {
+		const float *mi = m ? m + (size_t)(i / mdiv) * ldm : NULL;
+		for (int64_t j = 0; j < nk; j++) {
+			const uint16_t *kj = (const uint16_t *)((const char *)k + (size_t)j * kstride);
+			float sum = 0.0f;
+			if (mi && mi[j] == -INFINITY) {
+				s[(size_t)i * lds + j] = -INFINITY;
+				continue;
+			}
+			for (int64_t t = 0; t < dk; t++)
+				sum += q[i * dk + t] * qg_fp16_to_fp32(kj[t]);
+			s[(size_t)i * lds + j] = sum * scale + (mi ? mi[j] : 0.0f);
+		}
 	}
 }
 
-static void mad_rows_portable(float *y, const float *a, const float *p, int64_t rows, int64_t n)
+static void mix_portable(float *acc, const float *p, size_t ldp, int64_t nq, const uint16_t *v, size_t vstride,
+			 int64_t nk, int64_t dv)
 {
-	for (int64_t j = 0; j < rows; j++)
-		for (int64_t i = 0; p[j] != 0.0f && i < n; i++)
-			y[i] += p[j] * a[j * n + i];
+	for (int64_t j = 0; j < nk; j++) {
+		const uint16_t *vj = (const uint16_t *)((const char *)v + (size_t)j * vstride);
+		for (int64_t i = 0; i < nq; i++) {
+			const float w = p[(size_t)i * ldp + j];
+			for (int64_t t = 0; w != 0.0f && t < dv; t++)
+				acc[i * dv + t] += w * qg_fp16_to_fp32(vj[t]);
+		}
+	}
 }
 
 static void from_f16_portable(float *y, const uint16_t *x, int64_t n)
@@ -99,8 +114,8 @@ static const struct qg_rowops rowops_portable = {
 	.swiglu = swiglu_portable,
 	.rope = rope_portable,
 	.softmax_block = softmax_block_portable,
-	.dot_rows = dot_rows_portable,
-	.mad_rows = mad_rows_portable,
+	.scores = scores_portable,
+	.mix = mix_portable,
 	.from_f16 = from_f16_portable,
 };
 

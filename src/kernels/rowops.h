@@ -48,13 +48,22 @@ struct qg_rowops {
 	 */
 	float (*softmax_block)(float *s, int64_t n, float *m, float *rescale);
 	/*
-	 * Attention over a block of keys held as floats: Y[j] = sum_i A[j * N
-	 * + i] * X[i] for ROWS rows of N (one query's scores against the
-	 * keys), and Y[i] += sum_j P[j] * A[j * N + i] over ROWS rows of N
-	 * (the values its weights P pick; rows whose P[j] is 0 are skipped).
+	 * Attention's two products over a block of NK keys, read as halves
+	 * where the cache holds them: key J's DK halves at K + J * KSTRIDE
+	 * bytes, its value's DV halves at V + J * VSTRIDE bytes.
+	 *
+	 * scores: for NQ queries (query I's DK floats at Q + I * DK),
+	 *   S[I * LDS + J] = Q_I . K_J * SCALE + M[I / MDIV * LDM + J], and
+	 *   -INFINITY exactly where that M is -INFINITY (whatever K_J holds).
+	 *   M NULL: no mask.  (MDIV: how many queries share a mask row.)
+	 * mix: ACC[I * DV + T] += sum over J of P[I * LDP + J] * V_J[T] for
+	 *   NQ queries; a key whose weight is 0 for every query of the call
+	 *   is not read (a masked key's row may hold anything).
 	 */
-	void (*dot_rows)(float *y, const float *a, int64_t rows, int64_t n, const float *x);
-	void (*mad_rows)(float *y, const float *a, const float *p, int64_t rows, int64_t n);
+	void (*scores)(float *s, size_t lds, const float *q, int64_t nq, const uint16_t *k, size_t kstride,
+		       int64_t nk, int64_t dk, float scale, const float *m, size_t ldm, int64_t mdiv);
+	void (*mix)(float *acc, const float *p, size_t ldp, int64_t nq, const uint16_t *v, size_t vstride,
+		    int64_t nk, int64_t dv);
 	/* Y[i] = X[i], N halves to floats (exact). */
 	void (*from_f16)(float *y, const uint16_t *x, int64_t n);
 };
