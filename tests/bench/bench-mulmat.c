@@ -8,16 +8,19 @@
  *                [--row-by-row]
  *   bench-mulmat --kernel-only --type T --n N --repeat R [--kernel FAMILY]
  *                [--gemm-rows G]
+ *   bench-mulmat --kernel-only --type T --n N --repeat R --ggml LIBGGML_CPU
  *
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
  * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
  * and 2 threads; then Q4_K, Q6_K and Q8_0 weights (one weight row at a
  * time, met by four activation rows where the kernels can) at n in {1, 8,
- * 32, 128} and the same big n = 1 case, each against ggml's vec_dot on
- * the same bytes (libggml-cpu.so named by --ggml, or found in
- * $QG_GGML_BINDIR) in --rounds interleaved rounds: the medians, and
- * ggml's time over ours.  A result is the median over repetitions of one
- * whole mul_mat (activation quantization, barrier, GEMM/GEMV), as
+ * 32, 128} and the same big n = 1 case, each against what ggml runs for
+ * the type on this CPU (libggml-cpu.so named by --ggml, or found in
+ * $QG_GGML_BINDIR): its repacked GEMM/GEMV where it repacks the type (on
+ * x86 Q4_K 8x8; on aarch64 all three), else its vec_dot on the same
+ * bytes, in --rounds interleaved rounds: the medians, and ggml's time
+ * over ours.  A result is the median over repetitions of one whole
+ * mul_mat (activation quantization, barrier, GEMM/GEMV), as
  * 2*m*n*k / time.
  *
  * Limits, per thread count: the read bandwidth over a buffer the size of
@@ -39,7 +42,8 @@
  * three rows through the kernel's gemv_rows where it has one, as mul_mat
  * runs them, or one GEMV per row with --row-by-row), for instruction
  * counts under qemu: two runs that differ only in R give the kernel's
- * count (tests/bench/insn-table.sh).
+ * count (tests/bench/insn-table.sh).  With --type T --ggml LIB, ggml's
+ * kernel for T in our place.
  */
 #include "config.h"
 
@@ -89,6 +93,7 @@ static void usage(FILE *f)
 		"                    [--row-by-row]\n"
 		"       bench-mulmat --kernel-only --type q4_K|q6_K|q8_0 --n N --repeat R [--kernel FAMILY]\n"
 		"                    [--gemm-rows G]\n"
+		"       bench-mulmat --kernel-only --type q4_K|q6_K|q8_0 --n N --repeat R --ggml LIBGGML_CPU\n"
 		"       bench-mulmat --limits [--json] [--quick] [--threads 1,2]\n");
 }
 
@@ -166,13 +171,53 @@ static double time_mm(struct bench_pool *pool, const struct qg_mm *mm, void *scr
 	return time_fn(pool, mm_job, arg, t);
 }
 
-/* ------------------------------------------------------ ggml's vec_dot */
+/* ------------------------------------------------------------ ggml's peer */
+
+/* WBYTES random bytes at W (xorshift: the values do not matter for speed). */
+static void fill_random(uint8_t *w, size_t wbytes)
+{
+	uint64_t st = 0x13198a2e03707344ULL;
+
+	for (size_t i = 0; i < wbytes; i++) {
+		st ^= st >> 12, st ^= st << 25, st ^= st >> 27;
+		w[i] = (uint8_t)((st * 0x2545f4914f6cdd1dULL) >> 56);
+	}
+}
 
 /*
- * ggml's CPU kernels for the plain types, loaded from libggml-cpu.so: the
- * same bytes (our Q4_K, Q6_K, Q8_0 and Q8_K blocks are ggml's), its
- * activation quantizer and its vec_dot, walked as its mul_mat walks a
- * weight that is not repacked (16 x 16 tiles of outputs, one dot each).
+ * M x K weights of plain type WT (WBYTES): random bytes with every
+ * block's scales set to 2^-8 (and Q4_K's dmin to 2^-10), so that the
+ * products are finite; the values do not matter for speed, and
+ * quantizing M * K floats would cost a qemu run many times the kernel.
+ */
+static uint8_t *make_plain_weights(enum qg_type wt, int64_t m, int64_t k, size_t wbytes)
+{
+	uint8_t *w = bench_alloc(wbytes);
+	const qg_fp16 d = qg_fp32_to_fp16(1.0f / 256), dmin = qg_fp32_to_fp16(1.0f / 1024);
+
+	fill_random(w, wbytes);
+	for (int64_t b = 0; b < m * k / (wt == QG_TYPE_Q8_0 ? QG_QK : QG_QK_K); b++) {
+		if (wt == QG_TYPE_Q4_K) {
+			((struct qg_block_q4_K *)(void *)w)[b].d = d;
+			((struct qg_block_q4_K *)(void *)w)[b].dmin = dmin;
+		} else if (wt == QG_TYPE_Q6_K) {
+			((struct qg_block_q6_K *)(void *)w)[b].d = d;
+		} else {
+			((struct qg_block_q8_0 *)(void *)w)[b].d = d;
+		}
+	}
+	return w;
+}
+
+/*
+ * ggml's CPU kernels for the plain types, loaded from libggml-cpu.so (and
+ * the libggml-base.so it needs), tried in the order ggml's mul_mat tries
+ * them: its repacked GEMM and GEMV where ggml repacks the type on this
+ * CPU; else, on the same bytes as ours (our Q4_K, Q6_K, Q8_0 and Q8_K
+ * blocks are ggml's), llamafile's sgemm where the library has it and it
+ * takes the product (Q8_0 on x86 at n >= 2), and its vec_dot, walked as
+ * its mul_mat walks a weight that is not repacked (16 x 16 tiles of
+ * outputs, one dot each).  Always its activation quantizers.
  */
 enum { GG_Q8_0 = 8, GG_Q4_K = 12, GG_Q6_K = 14 };
 
@@ -183,10 +228,40 @@ struct gg_traits {
 	int64_t nrows;
 };
 
+/*
+ * ggml-cpu-impl.h's struct ggml_compute_params, as llamafile_sgemm takes
+ * it: for the quantized types it reads only ith and nth (tinyBLAS_Q0_AVX
+ * deals out its tiles statically), never the thread pool.
+ */
+struct gg_compute_params {
+	int ith, nth;
+	size_t wsize;
+	void *wdata;
+	void *threadpool;
+	_Bool use_ref;
+};
+
+typedef _Bool (*gg_sgemm_fn)(const struct gg_compute_params *params, int64_t m, int64_t n, int64_t k,
+			     const void *a, int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc,
+			     int atype, int btype, int ctype);
+
 struct gg {
 	void *dl;
 	const struct gg_traits *(*traits)(int type);
+	size_t (*row_size)(int type, int64_t ne);
+	size_t (*type_size)(int type);
+	const char *(*type_name)(int type);
+	gg_sgemm_fn sgemm;		/* NULL: built without llamafile */
 };
+
+static int gg_has(const struct gg *g, const char *feature)
+{
+	char sym[64];
+
+	snprintf(sym, sizeof sym, "ggml_cpu_has_%s", feature);
+	int (*has)(void) = (int (*)(void))dlsym(g->dl, sym);
+	return has && has();
+}
 
 static int gg_open(struct gg *g, const char *path)
 {
@@ -194,12 +269,18 @@ static int gg_open(struct gg *g, const char *path)
 	g->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!g->dl)
 		return -ENOENT;
+	/* ggml-base's entries are found through libggml-cpu's own dependencies */
 	void (*init)(void) = (void (*)(void))dlsym(g->dl, "ggml_cpu_init");
 	g->traits = (const struct gg_traits *(*)(int))dlsym(g->dl, "ggml_get_type_traits_cpu");
-	if (!init || !g->traits) {
+	g->row_size = (size_t (*)(int, int64_t))dlsym(g->dl, "ggml_row_size");
+	g->type_size = (size_t (*)(int))dlsym(g->dl, "ggml_type_size");
+	g->type_name = (const char *(*)(int))dlsym(g->dl, "ggml_type_name");
+	if (!init || !g->traits || !g->row_size || !g->type_size || !g->type_name) {
 		dlclose(g->dl);
 		return -ENOENT;
 	}
+	if (gg_has(g, "llamafile"))
+		g->sgemm = (gg_sgemm_fn)dlsym(g->dl, "llamafile_sgemm");
 	init();
 	return 0;
 }
@@ -209,38 +290,211 @@ static void gg_close(struct gg *g)
 	dlclose(g->dl);
 }
 
-struct gg_job {
+static int gg_type(enum qg_type wt)
+{
+	return wt == QG_TYPE_Q4_K ? GG_Q4_K : wt == QG_TYPE_Q6_K ? GG_Q6_K : GG_Q8_0;
+}
+
+/*
+ * ggml_repack_get_optimal_repack_type() (ggml-cpu/repack.cpp), for our
+ * three types: the first rule whose features the library reports, for a
+ * weight whose row count is a multiple of COLS, wins; a type with no rule
+ * that holds is not repacked (Q6_K and Q8_0 on x86).  The rule is a static
+ * function there, so it is written down here; the features, type names,
+ * sizes and kernels are asked of the library, which answers for the CPU it
+ * was compiled for (on aarch64 ggml_cpu_has_dotprod() and friends are
+ * compile-time constants).  COLS weight rows are interleaved INTER bytes
+ * at a time (ggml's NB_COLS and INTER_SIZE; its symbols say COLSxINTER),
+ * and each interleaved block of COLS plain blocks starts with HALVES fp16
+ * scales per row, COLS at a time (Q4_K's d then dmin; Q6_K's and Q8_0's d:
+ * repack.h's block_q4_Kx8, block_q6_Kx8, block_q8_0x4): the only bytes that
+ * must be finite.
+ */
+static const struct gg_rule {
+	int type;
+	int cols, inter;
+	int halves;
+	const char *needs[2];	/* ggml_cpu_has_<feature>() that must be true */
+} gg_rules[] = {
+	{ GG_Q4_K, 8, 8, 2, { "avx2", NULL } },
+	{ GG_Q4_K, 8, 8, 2, { "neon", "matmul_int8" } },
+	{ GG_Q4_K, 8, 4, 2, { "neon", "dotprod" } },
+	{ GG_Q6_K, 8, 8, 1, { "neon", "matmul_int8" } },
+	{ GG_Q6_K, 8, 4, 1, { "neon", "dotprod" } },
+	{ GG_Q8_0, 4, 8, 1, { "neon", "matmul_int8" } },
+	{ GG_Q8_0, 4, 4, 1, { "neon", "dotprod" } },
+};
+
+typedef void (*gg_gemm_fn)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
+
+/* What ggml runs for one weight type on this CPU, and how to feed it. */
+struct gg_peer {
 	const struct gg *gg;
-	enum qg_type wtype;
-	const void *w;
-	size_t row_bytes;
+	int type;
+	const struct gg_traits *wt, *at;	/* the weight's and its activations' */
+	size_t arow;				/* bytes per activation row of K */
+	const struct gg_rule *rule;		/* NULL: vec_dot */
+	gg_gemm_fn gemm, gemv;
+	void (*quant4)(const float *x, void *vy, int64_t k);	/* four rows, interleaved */
+	char name[32];				/* for the tables: "ggml q4_K 8x8" */
+	char what[256];				/* the symbols, for people */
+};
+
+/* Chooses as ggml would for an M x K weight of WT; 0, or -ENOENT when the library lacks a kernel its rule names. */
+static int gg_peer_init(struct gg_peer *p, const struct gg *g, enum qg_type wt, int64_t m, int64_t k)
+{
+	memset(p, 0, sizeof *p);
+	p->gg = g;
+	p->type = gg_type(wt);
+	p->wt = g->traits(p->type);
+	p->at = g->traits(p->wt->vec_dot_type);
+	p->arow = g->row_size(p->wt->vec_dot_type, k);
+	for (size_t i = 0; i < sizeof gg_rules / sizeof gg_rules[0] && !p->rule; i++) {
+		const struct gg_rule *r = &gg_rules[i];
+		if (r->type == p->type && m % r->cols == 0 && gg_has(g, r->needs[0]) &&
+		    (!r->needs[1] || gg_has(g, r->needs[1])))
+			p->rule = r;
+	}
+	const char *wn = g->type_name(p->type), *an = g->type_name(p->wt->vec_dot_type);
+	if (!p->rule) {
+		snprintf(p->name, sizeof p->name, "ggml vec_dot");
+		snprintf(p->what, sizeof p->what, "not repacked on this CPU: %sits vec_dot (%s x %s)",
+			 g->sgemm ? "llamafile_sgemm where it takes the product, else " : "", wn, an);
+		return 0;
+	}
+	char gemm[64], gemv[64], quant[64];
+	snprintf(gemm, sizeof gemm, "ggml_gemm_%s_%dx%d_%s", wn, p->rule->cols, p->rule->inter, an);
+	snprintf(gemv, sizeof gemv, "ggml_gemv_%s_%dx%d_%s", wn, p->rule->cols, p->rule->inter, an);
+	snprintf(quant, sizeof quant, "ggml_quantize_mat_%s_4x%d", an, p->rule->inter);
+	p->gemm = (gg_gemm_fn)dlsym(g->dl, gemm);
+	p->gemv = (gg_gemm_fn)dlsym(g->dl, gemv);
+	p->quant4 = (void (*)(const float *, void *, int64_t))dlsym(g->dl, quant);
+	snprintf(p->name, sizeof p->name, "ggml %s %dx%d", wn, p->rule->cols, p->rule->inter);
+	snprintf(p->what, sizeof p->what, "repacked %dx%d: %s, %s, %s", p->rule->cols, p->rule->inter, gemm, gemv,
+		 quant);
+	return p->gemm && p->gemv && p->quant4 ? 0 : -ENOENT;
+}
+
+/*
+ * M x K weights as P's kernels read them, in *BYTES (as many as ggml's
+ * plain layout: repacking interleaves, it does not grow): random bytes,
+ * with the scales at the head of every interleaved block set to 2^-8
+ * (Q4_K's dmin to 2^-10), or plain blocks so made where ggml does not
+ * repack.  Random bytes serve because the kernels have no path that
+ * depends on a value: each decodes and multiplies every byte the same way,
+ * and real blocks would only be these bytes permuted.
+ */
+static uint8_t *gg_make_weights(const struct gg_peer *p, enum qg_type wt, int64_t m, int64_t k, size_t *bytes)
+{
+	*bytes = (size_t)m * p->gg->row_size(p->type, k);
+	if (!p->rule)
+		return make_plain_weights(wt, m, k, *bytes);
+	uint8_t *w = bench_alloc(*bytes);
+	const size_t block = (size_t)p->rule->cols * p->gg->type_size(p->type);
+	const int cols = p->rule->cols;
+	const qg_fp16 d = qg_fp32_to_fp16(1.0f / 256), dmin = qg_fp32_to_fp16(1.0f / 1024);
+
+	fill_random(w, *bytes);
+	for (size_t b = 0; b + block <= *bytes; b += block) {
+		qg_fp16 *h = (qg_fp16 *)(void *)(w + b);
+		for (int i = 0; i < cols * p->rule->halves; i++)
+			h[i] = i < cols ? d : dmin;
+	}
+	return w;
+}
+
+/*
+ * Thread ITH of NTH's share of quantizing N activation rows of K at X into
+ * ACT, as ggml's forward_mul_mat does for a repacked weight: groups of four
+ * rows interleaved, dealt round the threads, the rows past the last group
+ * one by one; plain rows, split in ranges, for vec_dot.
+ */
+static void gg_peer_quantize(const struct gg_peer *p, const float *x, int64_t k, int64_t n, uint8_t *act, int ith,
+			     int nth)
+{
+	const int64_t n4 = p->rule ? n - n % 4 : 0;
+
+	for (int64_t r = 4 * ith; r < n4; r += 4 * nth)
+		p->quant4(x + r * k, act + (size_t)r * p->arow, k);
+	if (p->rule) {
+		for (int64_t r = n4 + ith; r < n; r += nth)
+			p->at->from_float(x + r * k, act + (size_t)r * p->arow, k);
+	} else {
+		for (int64_t r = n * ith / nth; r < n * (ith + 1) / nth; r++)
+			p->at->from_float(x + r * k, act + (size_t)r * p->arow, k);
+	}
+}
+
+/*
+ * Thread ITH of NTH's share of the M x N outputs into Y (N rows of M).
+ * Repacked: its even share of the weight rows (ggml deals out chunks of
+ * them at run time; with equal threads the shares come out the same), the
+ * bounds rounded up to whole interleaved groups as ggml rounds its chunks;
+ * the GEMM on the whole groups of four activation rows and one GEMV per
+ * row past them, as forward_mul_mat_one_chunk calls them.  Otherwise
+ * llamafile's sgemm, which splits the work itself, if it takes the
+ * product; else vec_dot in ggml's 16 x 16 tiles over an even share of the
+ * rows.  Returns 1 where sgemm ran.
+ */
+static int gg_peer_compute(const struct gg_peer *p, const uint8_t *w, int64_t m, int64_t k, int64_t n,
+			   const uint8_t *act, float *y, int ith, int nth)
+{
+	const size_t wrow = p->gg->row_size(p->type, k);
+	const int64_t cols = p->rule ? p->rule->cols : 1;
+	int64_t r0 = m * ith / nth, r1 = m * (ith + 1) / nth;
+
+	r0 = (r0 + cols - 1) / cols * cols;
+	r1 = (r1 + cols - 1) / cols * cols;
+	r1 = r1 < m ? r1 : m;
+	if (p->rule) {
+		if (r0 >= r1)
+			return 0;
+		const int64_t n4 = n - n % 4;
+		if (n4)
+			p->gemm((int)k, y + r0, (size_t)m, w + (size_t)r0 * wrow, act, (int)n4, (int)(r1 - r0));
+		for (int64_t c = n4; c < n; c++)
+			p->gemv((int)k, y + c * m + r0, (size_t)m, w + (size_t)r0 * wrow, act + (size_t)c * p->arow, 1,
+				(int)(r1 - r0));
+		return 0;
+	}
+	if (p->gg->sgemm) {
+		/* as ggml_compute_forward_mul_mat calls it: strides in blocks, F32 (type 0) out */
+		const struct gg_compute_params cp = { .ith = ith, .nth = nth };
+		const int at = p->wt->vec_dot_type;
+		if (p->gg->sgemm(&cp, m, n, (int64_t)(wrow / p->gg->type_size(p->type)), w,
+				 (int64_t)(wrow / p->gg->type_size(p->type)), act,
+				 (int64_t)(p->arow / p->gg->type_size(at)), y, m, p->type, at, 0))
+			return 1;
+	}
+	for (int64_t c0 = 0; c0 < n; c0 += 16)
+		for (int64_t i0 = r0; i0 < r1; i0 += 16)
+			for (int64_t c = c0; c < c0 + 16 && c < n; c++)
+				for (int64_t i = i0; i < i0 + 16 && i < r1; i++)
+					p->wt->vec_dot((int)k, y + c * m + i, 0, w + (size_t)i * wrow, 0,
+						       act + (size_t)c * p->arow, 0, 1);
+	return 0;
+}
+
+struct gg_job {
+	const struct gg_peer *peer;
+	const uint8_t *w;
 	int64_t m, k, n;
 	const float *x;
 	float *y;
 	void *scratch;
+	int sgemm_ran;		/* thread 0's answer: each thread gets the same */
 };
 
-static void gg_job(struct bench_pool *p, void *arg, int ith, int nth)
+/* One whole mul_mat by ggml's kernels on the pool, timed as ours is: quantize, barrier, product. */
+static void gg_job(struct bench_pool *pool, void *arg, int ith, int nth)
 {
-	const struct gg_job *j = arg;
-	const struct gg_traits *wt = j->gg->traits(j->wtype == QG_TYPE_Q4_K ? GG_Q4_K
-						    : j->wtype == QG_TYPE_Q6_K ? GG_Q6_K : GG_Q8_0);
-	const struct gg_traits *at = j->gg->traits(wt->vec_dot_type);
-	const size_t abytes = j->wtype == QG_TYPE_Q8_0 ? (size_t)j->k / QG_QK * sizeof(struct qg_block_q8_0)
-				: (size_t)j->k / QG_QK_K * sizeof(struct qg_block_q8_K);
-	uint8_t *act = j->scratch;
+	struct gg_job *j = arg;
 
-	for (int64_t r = j->n * ith / nth; r < j->n * (ith + 1) / nth; r++)
-		at->from_float(j->x + r * j->k, act + (size_t)r * abytes, j->k);
-	bench_barrier(p);
-	const int64_t r0 = j->m * ith / nth, r1 = j->m * (ith + 1) / nth;
-	for (int64_t c0 = 0; c0 < j->n; c0 += 16)
-		for (int64_t i0 = r0; i0 < r1; i0 += 16)
-			for (int64_t c = c0; c < c0 + 16 && c < j->n; c++)
-				for (int64_t i = i0; i < i0 + 16 && i < r1; i++)
-					wt->vec_dot((int)j->k, j->y + c * j->m + i, 0,
-						    (const uint8_t *)j->w + (size_t)i * j->row_bytes, 0,
-						    act + (size_t)c * abytes, 0, 1);
+	gg_peer_quantize(j->peer, j->x, j->k, j->n, j->scratch, ith, nth);
+	bench_barrier(pool);
+	int ran = gg_peer_compute(j->peer, j->w, j->m, j->k, j->n, j->scratch, j->y, ith, nth);
+	if (ith == 0)
+		j->sgemm_ran = ran;
 }
 
 /* --------------------------------------------------------------- limits */
@@ -355,35 +609,6 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
 }
 
 /*
- * M x K weights of plain type WT (WBYTES): random bytes with every
- * block's scales set to 2^-8 (and Q4_K's dmin to 2^-10), so that the
- * products are finite; the values do not matter for speed, and
- * quantizing M * K floats would cost a qemu run many times the kernel.
- */
-static uint8_t *make_plain_weights(enum qg_type wt, int64_t m, int64_t k, size_t wbytes)
-{
-	uint8_t *w = bench_alloc(wbytes);
-	uint64_t st = 0x13198a2e03707344ULL;
-	const qg_fp16 d = qg_fp32_to_fp16(1.0f / 256), dmin = qg_fp32_to_fp16(1.0f / 1024);
-
-	for (size_t i = 0; i < wbytes; i++) {
-		st ^= st >> 12, st ^= st << 25, st ^= st >> 27;
-		w[i] = (uint8_t)((st * 0x2545f4914f6cdd1dULL) >> 56);
-	}
-	for (int64_t b = 0; b < m * k / (wt == QG_TYPE_Q8_0 ? QG_QK : QG_QK_K); b++) {
-		if (wt == QG_TYPE_Q4_K) {
-			((struct qg_block_q4_K *)(void *)w)[b].d = d;
-			((struct qg_block_q4_K *)(void *)w)[b].dmin = dmin;
-		} else if (wt == QG_TYPE_Q6_K) {
-			((struct qg_block_q6_K *)(void *)w)[b].d = d;
-		} else {
-			((struct qg_block_q8_0 *)(void *)w)[b].d = d;
-		}
-	}
-	return w;
-}
-
-/*
  * --kernel-only --type T: T's plain-type kernels alone, R times over
  * m = k = 4096, as mul_mat runs them: the family's GEMM where N is at
  * least its gemm_rows (--gemm-rows G in its place: a G above N measures
@@ -436,9 +661,11 @@ static int kernel_only_plain(const struct opts *o)
 						   : qg_vec_dot_q8_0_q8_0(k, (const void *)(w + (size_t)r * wrow),
 									  (const void *)(a + (size_t)i * arow));
 	}
+	/* a family without a kernel for the type leaves it to the portable C */
 	printf("kernel: %s%s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
-	       kq->name, use_gemm ? " (gemm)" : "", qg_type_name(wt), (long long)m, (long long)n, (long long)k,
-	       o->repeat, (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
+	       dot || dot4 || use_gemm ? kq->name : "portable", use_gemm ? " (gemm)" : "", qg_type_name(wt),
+	       (long long)m, (long long)n, (long long)k, o->repeat,
+	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
 	free(x);
 	free(y);
 	free(w);
@@ -446,10 +673,59 @@ static int kernel_only_plain(const struct opts *o)
 	return 0;
 }
 
+/*
+ * --kernel-only --type T --ggml LIB: the kernel ggml would run for T on
+ * this CPU (gg_peer_init: its repacked GEMM on the groups of four rows and
+ * GEMV on the rest, or its vec_dot), alone R times over m = k = 4096, for
+ * the same instruction counts as ours.
+ */
+static int kernel_only_ggml(const struct opts *o)
+{
+	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1;
+	const enum qg_type wt = (enum qg_type)o->type;
+	struct gg gg;
+	struct gg_peer peer;
+
+	if (gg_open(&gg, o->ggml_lib) != 0) {
+		const char *e = dlerror();
+		fprintf(stderr, "bench-mulmat: %s does not load: %s\n", o->ggml_lib, e ? e : "not ggml's CPU backend");
+		return 2;
+	}
+	if (gg_peer_init(&peer, &gg, wt, m, k) != 0) {
+		fprintf(stderr, "bench-mulmat: ggml %s: missing from %s\n", peer.what, o->ggml_lib);
+		gg_close(&gg);
+		return 2;
+	}
+	size_t wbytes;
+	uint8_t *w = gg_make_weights(&peer, wt, m, k, &wbytes), *act = bench_alloc((size_t)n * peer.arow);
+	float *x = make_x(n, k), *y = bench_alloc((size_t)(n * m) * sizeof *y);
+
+	int sgemm_ran = 0;
+	gg_peer_quantize(&peer, x, k, n, act, 0, 1);
+	for (long it = 0; it < o->repeat; it++)
+		sgemm_ran = gg_peer_compute(&peer, w, m, k, n, act, y, 0, 1);
+	printf("kernel: %s%s\nggml: %s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
+	       sgemm_ran ? "ggml sgemm" : peer.name, peer.rule && n >= 4 ? " (gemm)" : "", peer.what,
+	       qg_type_name(wt), (long long)m, (long long)n, (long long)k, o->repeat,
+	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
+	free(w);
+	free(act);
+	free(x);
+	free(y);
+	gg_close(&gg);
+	return 0;
+}
+
 static int kernel_only(const struct opts *o)
 {
+	if (o->type >= 0 && o->ggml_lib)
+		return kernel_only_ggml(o);
 	if (o->type >= 0)
 		return kernel_only_plain(o);
+	if (o->ggml_lib) {
+		fprintf(stderr, "bench-mulmat: --kernel-only --ggml wants --type q4_K, q6_K or q8_0\n");
+		return 2;
+	}
 	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1;
 	const int l = o->layout >= 0 ? o->layout : QG_LAYOUT_8X8;
 	const struct qg_kernel *kn = o->family >= 0 ? qg_kernel_get(o->family, l) : qg_kernel_for(l);
@@ -795,10 +1071,18 @@ int main(int argc, char **argv)
 			void *w = bench_alloc(wbytes);
 			qg_quantize(wt, wf, w, wbytes, m, K_DIM, NULL);
 			free(wf);
+			/* ggml's kernels on its own layout where it repacks, else on our bytes */
+			struct gg_peer peer;
+			const int have_peer = have_gg && gg_peer_init(&peer, &gg, wt, m, K_DIM) == 0;
+			size_t gbytes = wbytes;
+			uint8_t *gw = have_peer && peer.rule ? gg_make_weights(&peer, wt, m, K_DIM, &gbytes) : w;
+			if (!o.json && have_gg && !big)
+				printf("\n%s: ggml %s%s\n", qg_type_name(wt), peer.what,
+				       have_peer ? "" : " (missing from the library: no comparison)");
 			char title[160];
 			snprintf(title, sizeof title, "%s weights, %lld x %d (%.1f MB); %d round%s, medians%s",
 				 qg_type_name(wt), (long long)m, K_DIM, (double)wbytes / 1e6, rounds,
-				 rounds > 1 ? "s" : "", have_gg ? "; ratio vs ggml: its time over ours" : "");
+				 rounds > 1 ? "s" : "", have_peer ? "; ratio vs ggml: its time over ours" : "");
 			print_header(&o, title);
 			for (int t = 0; t < o.nthreads; t++) {
 				struct bench_pool pool;
@@ -817,13 +1101,13 @@ int main(int argc, char **argv)
 						return 1;
 					}
 					struct gg_job gj = {
-						.gg = &gg, .wtype = wt, .w = w, .row_bytes = wbytes / (size_t)m,
-						.m = m, .k = K_DIM, .n = n, .x = x, .y = y, .scratch = scratch,
+						.peer = &peer, .w = gw, .m = m, .k = K_DIM, .n = n,
+						.x = x, .y = y, .scratch = scratch,
 					};
 					double ours[16], theirs[16];
 					for (int r = 0; r < rounds; r++) {
 						ours[r] = time_mm(&pool, &mm, scratch, &tm_round);
-						if (have_gg)
+						if (have_peer)
 							theirs[r] = time_fn(&pool, gg_job, &gj, &tm_round);
 					}
 					const double sec = bench_median(ours, rounds);
@@ -843,10 +1127,10 @@ int main(int argc, char **argv)
 						r.ratio = macs / sec / peak[t];
 					}
 					report(&o, &r, sec * 1e3);
-					if (have_gg) {
+					if (have_peer) {
 						const double gsec = bench_median(theirs, rounds);
 						struct bench_result g = r;
-						g.kernel = "ggml vec_dot";
+						g.kernel = gj.sgemm_ran ? "ggml sgemm" : peer.name;
 						g.value = 2 * macs / gsec / 1e9;
 						g.ratio = big ? (double)wbytes / gsec / bw[t] : n >= 8 ? macs / gsec / peak[t] : 0;
 						report(&o, &g, gsec * 1e3);
@@ -863,6 +1147,8 @@ int main(int argc, char **argv)
 				}
 				bench_pool_stop(&pool);
 			}
+			if (gw != w)
+				free(gw);
 			free(w);
 		}
 	}
