@@ -640,12 +640,25 @@ static int kernel_only_plain(const struct opts *o)
 	const qg_kq_dot_fn dot = wt == QG_TYPE_Q4_K ? kq->q4_K : wt == QG_TYPE_Q6_K ? kq->q6_K : kq->q8_0;
 	const qg_kq_dot4_fn dot4 = wt == QG_TYPE_Q4_K ? kq->q4_K_x4 : wt == QG_TYPE_Q6_K ? kq->q6_K_x4 : kq->q8_0_x4;
 	const qg_kq_gemm_fn gemm = wt == QG_TYPE_Q4_K ? kq->q4_K_gemm : wt == QG_TYPE_Q6_K ? kq->q6_K_gemm : NULL;
-	const int use_gemm = gemm && n >= (o->gemm_rows > 0 ? o->gemm_rows : kq->gemm_rows);
+	const qg_q8_0_gemm_fn gemm8 = wt == QG_TYPE_Q8_0 ? kq->q8_0_gemm : NULL;
+	const int use_gemm = (gemm || gemm8) && n >= (o->gemm_rows > 0 ? o->gemm_rows : kq->gemm_rows);
 	const size_t wrow = wbytes / (size_t)m;
+	/* the Q8_0 GEMM's side table of each activation block's scale and -128 times its sum, as mul_mat keeps it */
+	struct qg_q8_0_aux *aux = bench_alloc((size_t)(gemm8 ? n * nba : 1) * sizeof *aux);
+	for (int64_t b = 0; gemm8 && b < n * nba; b++) {
+		const struct qg_block_q8_0 *blk = (const struct qg_block_q8_0 *)(const void *)a + b;
+		int32_t sum = 0;
+		for (int j = 0; j < QG_QK; j++)
+			sum += blk->qs[j];
+		aux[b] = (struct qg_q8_0_aux){ .d = qg_fp16_to_fp32(blk->d), .nsum = -128 * sum };
+	}
 	for (long it = 0; it < o->repeat; it++) {
 		int64_t i = 0;
 		if (use_gemm) {
-			gemm(k, y, (size_t)m, w, wrow, (int)m, a, (int)n);
+			if (gemm8)
+				gemm8(k, y, (size_t)m, w, wrow, (int)m, a, aux, (int)n);
+			else
+				gemm(k, y, (size_t)m, w, wrow, (int)m, a, (int)n);
 			i = n;
 		}
 		for (; dot4 && i + 4 <= n; i += 4)
@@ -670,6 +683,7 @@ static int kernel_only_plain(const struct opts *o)
 	free(y);
 	free(w);
 	free(a);
+	free(aux);
 	return 0;
 }
 
