@@ -134,6 +134,7 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.plans = qgd_graphs_count(srv);
 	st.graphs_run = srv->stats.graphs_run;
 	st.weights_uploaded = srv->stats.weights_uploaded;
+	st.digest_misses = srv->stats.digest_misses;
 	st.mul_mat_interleaved = srv->stats.mul_mat_interleaved;
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
 	st.loop = (char *)qg_loop_kind_name(srv->loop);

@@ -134,6 +134,7 @@ static void serve_open_weights(struct qgd_session *s, uint64_t rid, const Qgraph
 		if (e == -ENOENT) {
 			/* a question, not a refusal: a client asks before it uploads anything new (no log line) */
 			Qgraph__Completion c = QGRAPH__COMPLETION__INIT;
+			s->srv->stats.digest_misses++;
 			c.request_id = rid;
 			c.status = QGRAPH__STATUS__STATUS_NOT_FOUND;
 			c.error = "no weights with that digest, type and shape that this client may use";

@@ -27,6 +27,7 @@ struct qgd_stats {
 	uint64_t graphs_run;
 	uint64_t mul_mat_interleaved;	/* MUL_MAT nodes run on interleaved weights */
 	uint64_t weights_uploaded;	/* uploads completed (shared ones too) */
+	uint64_t digest_misses;		/* OpenWeights by digest that found nothing (not errors) */
 	uint64_t batch_size[QGD_BATCH_SIZES];	/* runs on the pool by the graphs run as one (1: alone) */
 	uint64_t batch_wait_ns;		/* time graphs waited for company (batch-window-us) */
 };

@@ -103,8 +103,12 @@ static void test_digest(struct qgraph_session *a, struct qgraph_session *b)
 	enum qgraph_type ta = QGRAPH_TYPE_COUNT, tb = QGRAPH_TYPE_COUNT;
 
 	tap_ok(q && qgraph_weights_digest(QGRAPH_TYPE_Q4_0, 64, COLS, q, d) == 0, "digest of a 64 x 256 q4_0 matrix");
+	long long miss0 = daemon_stat(a, "digest_misses"), err0 = daemon_stat(a, "errors");
 	tap_ok(qgraph_weights_open_digest(b, QGRAPH_TYPE_Q4_0, 64, COLS, d, &hb, NULL) == -ENOENT,
 	       "before any upload its digest opens nothing (-ENOENT)");
+	tap_ok(miss0 >= 0 && daemon_stat(a, "digest_misses") == miss0 + 1 && daemon_stat(a, "errors") == err0,
+	       "the daemon counts the miss as a digest miss, not an error (misses %lld -> %lld, errors %lld -> %lld)",
+	       miss0, daemon_stat(a, "digest_misses"), err0, daemon_stat(a, "errors"));
 	long long up0 = daemon_stat(a, "weights_uploaded"), st0 = daemon_stat(a, "weights_stored");
 	int r = qgraph_weights_upload(a, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q4_0,
 			.rows = 64, .cols = COLS, .data = q), &ha, &ta);

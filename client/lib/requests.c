@@ -203,6 +203,8 @@ static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 		if (i)
 			errors += st->completions[k]->count;
 	}
+	/* a digest lookup that finds nothing is the question before an upload, not an error */
+	errors -= st->digest_misses < errors ? st->digest_misses : errors;
 	PUT("version %s\nuptime_ms %llu\n", st->version, (unsigned long long)st->uptime_ms);
 	PUT("sessions %u\nhandshaking %u\npinned_bytes %llu\npool_bytes %llu\npool_used %llu\nplans %u\n"
 	    "graphs_run %llu\nweights_uploaded %llu\nmul_mat_interleaved %llu\npool %s\nloop %s\nthreads %u\n"
@@ -215,8 +217,8 @@ static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 	PUT("account_model_bytes %llu\naccount_weight_bytes %llu\naccount_graph_metadata_bytes %llu\n",
 	    (unsigned long long)st->account_model_bytes, (unsigned long long)st->account_weight_bytes,
 	    (unsigned long long)st->account_graph_bytes);
-	PUT("requests %llu\nerrors %llu\ntimeouts %llu\ncancels %llu\nsessions_dropped %llu\n",
-	    (unsigned long long)st->requests, (unsigned long long)errors,
+	PUT("requests %llu\nerrors %llu\ndigest_misses %llu\ntimeouts %llu\ncancels %llu\nsessions_dropped %llu\n",
+	    (unsigned long long)st->requests, (unsigned long long)errors, (unsigned long long)st->digest_misses,
 	    (unsigned long long)by[QGRAPH__STATUS__STATUS_TIMED_OUT],
 	    (unsigned long long)by[QGRAPH__STATUS__STATUS_CANCELLED], (unsigned long long)st->sessions_dropped);
 	for (size_t k = 0; k < sizeof by / sizeof by[0]; k++)
