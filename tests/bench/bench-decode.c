@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "backend-cpu.h"
+#include "bench-limits.h"
 #include "bench.h"
 #include "buffer.h"
 #include "fp16.h"
@@ -253,33 +254,6 @@ static void model_free(struct model *m)
 	qg_ctx_free(m->ctx);
 }
 
-/* --- the read-bandwidth limit ------------------------------------------- */
-
-struct bw_arg {
-	const uint8_t *buf;
-	size_t len;
-	_Atomic uint64_t sink;
-};
-
-static void bw_job(struct bench_pool *p, void *arg, int ith, int nth)
-{
-	struct bw_arg *a = arg;
-	size_t chunk = a->len / (size_t)nth / 256 * 256;
-
-	(void)p;
-	atomic_fetch_xor_explicit(&a->sink, bench_read(a->buf + chunk * (size_t)ith, chunk), memory_order_relaxed);
-}
-
-/* One timing of reading BUF with the pool's threads: bytes/s. */
-static double bw_once(struct bench_pool *pool, struct bw_arg *a)
-{
-	size_t chunk = a->len / (size_t)pool->nth / 256 * 256;
-	double t0 = bench_now();
-
-	bench_pool_run(pool, bw_job, a);
-	return (double)(chunk * (size_t)pool->nth) / (bench_now() - t0);
-}
-
 /* --- --batch: B sessions' steps alone and as one batch ---------------------- */
 
 static void report_batch(const struct opts *o, const char *mode, int nth, const char *layout, double ms,
@@ -300,7 +274,8 @@ static void report_batch(const struct opts *o, const char *mode, int nth, const 
 	fflush(stdout);
 }
 
-static void run_batches(const struct opts *o, const struct model *m0, enum qg_type wt, struct bw_arg *bw, int rounds)
+static void run_batches(const struct opts *o, const struct model *m0, enum qg_type wt, const uint8_t *bw,
+			size_t bw_len, int rounds)
 {
 	const int B = o->batch;
 	struct model *mb = calloc((size_t)B, sizeof *mb);
@@ -356,8 +331,7 @@ static void run_batches(const struct opts *o, const struct model *m0, enum qg_ty
 			}
 			struct bench_pool pool;
 			bench_pool_start(&pool, nth);
-			bench_pool_run(&pool, bw_job, bw);
-			tm[2][rd] = bw_once(&pool, bw);
+			tm[2][rd] = bench_read_once(&pool, bw, bw_len);
 			bench_pool_stop(&pool);
 		}
 		if (together != (size_t)B)
@@ -479,12 +453,11 @@ int main(int argc, char **argv)
 
 	model_build(&m, &o, wt, NULL);
 	/* four times the largest last-level cache of the machines it runs on: read from memory */
-	struct bw_arg bw = { .len = (size_t)256 << 20 };
-	uint8_t *buf = bench_alloc(bw.len);
-	memset(buf, 1, bw.len);
-	bw.buf = buf;
+	const size_t bw_len = (size_t)256 << 20;
+	uint8_t *buf = bench_alloc(bw_len);
+	memset(buf, 1, bw_len);
 	if (o.batch) {
-		run_batches(&o, &m, wt, &bw, rounds);
+		run_batches(&o, &m, wt, buf, bw_len, rounds);
 		free(buf);
 		model_free(&m);
 		return 0;
@@ -526,8 +499,7 @@ int main(int argc, char **argv)
 			/* the bench pool spins while it lives: started for its measurement alone */
 			struct bench_pool pool;
 			bench_pool_start(&pool, nth);
-			bench_pool_run(&pool, bw_job, &bw);
-			tm[2][rd] = bw_once(&pool, &bw);
+			tm[2][rd] = bench_read_once(&pool, buf, bw_len);
 			bench_pool_stop(&pool);
 		}
 		const double bw_max = bench_max(tm[2], rounds);

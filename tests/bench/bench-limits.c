@@ -24,21 +24,34 @@ static void bw_job(struct bench_pool *p, void *arg, int ith, int nth)
 	atomic_fetch_xor_explicit(&a->sink, v, memory_order_relaxed);
 }
 
-/* Read bandwidth in bytes/s over BUF with the pool's threads. */
+/* One timed read of the bytes at A with the pool's threads: bytes/s. */
+static double read_once(struct bench_pool *pool, struct bw_arg *a)
+{
+	const size_t chunk = a->len / (size_t)pool->nth / 256 * 256;
+	const double t0 = bench_now();
+
+	bench_pool_run(pool, bw_job, a);
+	return (double)(chunk * (size_t)pool->nth) / (bench_now() - t0);
+}
+
+double bench_read_once(struct bench_pool *pool, const uint8_t *buf, size_t len)
+{
+	struct bw_arg a = { .buf = buf, .len = len };
+
+	bench_pool_run(pool, bw_job, &a);	/* the pages and the threads warmed */
+	return read_once(pool, &a);
+}
+
 double bench_read_bw(struct bench_pool *pool, const uint8_t *buf, size_t len, int quick)
 {
 	struct bw_arg a = { .buf = buf, .len = len };
 	double v[64];
 	int reps = quick ? 5 : 15;
-	size_t chunk = len / (size_t)pool->nth / 256 * 256;
 
 	bench_pool_run(pool, bw_job, &a);
-	for (int i = 0; i < reps; i++) {
-		double t0 = bench_now();
-		bench_pool_run(pool, bw_job, &a);
-		v[i] = bench_now() - t0;
-	}
-	return (double)(chunk * (size_t)pool->nth) / bench_min(v, reps);
+	for (int i = 0; i < reps; i++)
+		v[i] = 1.0 / read_once(pool, &a);
+	return 1.0 / bench_min(v, reps);
 }
 
 struct mac_arg {
