@@ -481,6 +481,57 @@ static void test_families(struct tap_rng *rng)
 }
 
 /*
+ * A kernel that takes its activation facts from mul_mat (act_facts, then
+ * gemm_facts) gives its own GEMM's bits: over chunks of K (129 blocks),
+ * one to five groups of four rows, and weight rows that end inside a tile.
+ * A mutation of either path shows here and in test_families' mul_mat.
+ */
+static void test_act_facts(struct tap_rng *rng)
+{
+	const int64_t k = 4128, nb = k / QG_QK, m = 40, nrs[] = { 4, 8, 20 };
+	struct wset ws;
+	float *x = xmalloc((size_t)(20 * k) * sizeof *x);
+	struct qg_block_q8_0x4 *a4 = xmalloc((size_t)(5 * nb) * sizeof *a4);
+	float *y1 = xmalloc((size_t)(20 * m) * sizeof *y1), *y2 = xmalloc((size_t)(20 * m) * sizeof *y2);
+	int tested = 0;
+
+	wset_make(&ws, rng, m, k);
+	fill(rng, x, (size_t)(20 * k), -1.5f, 1.5f);
+	for (int f = 1; f < QG_KF_COUNT; f++) {
+		for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
+			const struct qg_kernel *kn = qg_kernel_get(f, l);
+			if (!kn || !kn->act_facts)
+				continue;
+			uint8_t *facts = xmalloc((size_t)(5 * nb) * kn->act_facts_size);
+			int same = 1;
+			for (size_t i = 0; i < sizeof nrs / sizeof nrs[0]; i++) {
+				const int64_t nr = nrs[i];
+				for (int64_t g = 0; g < nr / 4; g++) {
+					kn->quant_x4(x + g * 4 * k, (size_t)k, a4 + g * nb, k, kn->act_ileave);
+					kn->act_facts(a4 + g * nb, nb, kn->act_ileave, facts + (size_t)(g * nb) * kn->act_facts_size);
+				}
+				memset(y1, 0xff, (size_t)(20 * m) * sizeof *y1);
+				memset(y2, 0xff, (size_t)(20 * m) * sizeof *y2);
+				kn->gemm((int)k, y1, (size_t)m, ws.packed[l], a4, (int)nr, (int)m);
+				kn->gemm_facts((int)k, y2, (size_t)m, ws.packed[l], a4, facts, (int)nr, (int)m);
+				same &= same_bits(y1, y2, (size_t)(nr * m));
+			}
+			tap_ok(same, "%s: the GEMM on mul_mat's activation facts gives its own GEMM's bits (K=%lld, "
+			       "N=4,8,20, M=%lld)", kn->name, (long long)k, (long long)m);
+			tested++;
+			free(facts);
+		}
+	}
+	if (!tested)
+		tap_skip("no kernel here takes activation facts");
+	wset_free(&ws);
+	free(x);
+	free(a4);
+	free(y1);
+	free(y2);
+}
+
+/*
  * gemv_rows, where a family has it: 2 and 3 activation rows at once must
  * give each row the bits of that family's GEMV of the row alone, over
  * block counts odd and even, one block and past the x86 GEMV's chunk, and
@@ -846,8 +897,12 @@ static void test_check(void)
 	tap_ok(qg_mul_mat_scratch_size(&mm) == 64 / 32 * sizeof(struct qg_block_q8_0),
 	       "scratch: one Q8_0 row for N=1");
 	mm.n = 5;
-	tap_ok(qg_mul_mat_scratch_size(&mm) == 2 * (sizeof(struct qg_block_q8_0x4) + sizeof(struct qg_block_q8_0)),
-	       "scratch: one group of four and one row for N=5");
+	const struct qg_kernel *skn = qg_mul_mat_kernel(&mm);
+	const size_t codes5 = 2 * (sizeof(struct qg_block_q8_0x4) + sizeof(struct qg_block_q8_0));
+	const size_t facts5 = skn && skn->act_facts ? 2 * skn->act_facts_size : 0;	/* one group of two blocks */
+	tap_ok(qg_mul_mat_scratch_size(&mm) == (facts5 ? (codes5 + 63) / 64 * 64 + facts5 : codes5),
+	       "scratch: one group of four and one row for N=5 (%s: %zu bytes of facts after them)",
+	       skn ? skn->name : "?", facts5);
 	mm.n = 0;
 	tap_ok(qg_mul_mat_scratch_size(&mm) == 0, "scratch size of an invalid product is 0");
 	/* phases on invalid input or thread index do nothing */
@@ -1154,6 +1209,7 @@ int main(void)
 	test_repack_agrees(&rng);
 	test_reference(&rng);
 	test_families(&rng);
+	test_act_facts(&rng);
 	test_gemv_rows(&rng);
 #if defined(__aarch64__) && defined(HAVE_SVE)
 	test_sve256(&rng);

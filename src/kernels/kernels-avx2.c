@@ -287,17 +287,23 @@ static void pre_gemm(const struct qg_block_q8_0x4 *a, int kc, int il, struct qg_
 	}
 }
 
+/* qg_act_facts_fn: pre_gemm over all NB blocks of a group, once per product. */
+static void act_facts(const struct qg_block_q8_0x4 *a, int64_t nb, int il, void *f)
+{
+	pre_gemm(a, (int)nb, il, f);
+}
+
 /*
  * G groups of activation rows (4G rows) times one 8-row weight tile, over
  * KC blocks from byte OFF0 of each row group.  A points at group 0's first
  * block of the chunk, groups NB blocks apart; PRE holds the facts,
- * QG_X86_KC_GEMM per group.  FIRST starts from zero, otherwise from what S
+ * groups PST blocks apart.  FIRST starts from zero, otherwise from what S
  * holds (the previous chunk).
  */
 static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
 				    float *s, size_t lds, const uint8_t *p0, const uint8_t *p1, size_t off0,
 				    int kc, const struct qg_block_q8_0x4 *a, size_t nb,
-				    const struct qg_x86_pre4 *pre, int first, __m256i mask)
+				    const struct qg_x86_pre4 *pre, size_t pst, int first, __m256i mask)
 {
 	__m256 acc[16];
 
@@ -313,7 +319,7 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
 #pragma GCC unroll 4
 		for (int g = 0; g < G; g++) {
 			const int8_t *qa = a[g * nb + b].qs;
-			const struct qg_x86_pre4 *f = &pre[g * QG_X86_KC_GEMM + b];
+			const struct qg_x86_pre4 *f = &pre[g * pst + b];
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++) {
 				__m256i t = _mm256_add_epi32(block_dot(l, w, qa, il, j), _mm256_set1_epi32(f->ns[j]));
@@ -335,7 +341,8 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
  * once per weight tile.
  */
 static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restrict s, size_t lds,
-				   const void *restrict w, const void *restrict a, int nr, int nc)
+				   const void *restrict w, const void *restrict a, const struct qg_x86_pre4 *facts,
+				   int nr, int nc)
 {
 	const size_t nb = (size_t)(k / QG_QK);
 	const size_t rgb = nb * (size_t)lay_bytes(l);
@@ -351,7 +358,10 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
 			const struct qg_block_q8_0x4 *ag = act + (size_t)g0 * nb + b0;
 			const size_t off = b0 * (size_t)lay_bytes(l);
 
-			for (int g = 0; g < G; g++)
+			/* the facts of the chunk: made by mul_mat once, or here for each call */
+			const struct qg_x86_pre4 *ab = facts ? facts + (size_t)g0 * nb + b0 : pre;
+			const size_t pst = facts ? nb : QG_X86_KC_GEMM;
+			for (int g = 0; !facts && g < G; g++)
 				pre_gemm(ag + g * nb, kc, il, pre + g * QG_X86_KC_GEMM);
 			for (int c0 = 0; c0 < nc; c0 += 8) {
 				const uint8_t *p0, *p1;
@@ -360,16 +370,16 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
 				tile_ptrs(l, w, rgb, c0, nc, &p0, &p1);
 				switch (G) {
 				case 4:
-					gemm_tile(l, 4, il, sg + c0, lds, p0, p1, off, kc, ag, nb, pre, b0 == 0, m);
+					gemm_tile(l, 4, il, sg + c0, lds, p0, p1, off, kc, ag, nb, ab, pst, b0 == 0, m);
 					break;
 				case 3:
-					gemm_tile(l, 3, il, sg + c0, lds, p0, p1, off, kc, ag, nb, pre, b0 == 0, m);
+					gemm_tile(l, 3, il, sg + c0, lds, p0, p1, off, kc, ag, nb, ab, pst, b0 == 0, m);
 					break;
 				case 2:
-					gemm_tile(l, 2, il, sg + c0, lds, p0, p1, off, kc, ag, nb, pre, b0 == 0, m);
+					gemm_tile(l, 2, il, sg + c0, lds, p0, p1, off, kc, ag, nb, ab, pst, b0 == 0, m);
 					break;
 				default:
-					gemm_tile(l, 1, il, sg + c0, lds, p0, p1, off, kc, ag, nb, pre, b0 == 0, m);
+					gemm_tile(l, 1, il, sg + c0, lds, p0, p1, off, kc, ag, nb, ab, pst, b0 == 0, m);
 					break;
 				}
 			}
@@ -518,19 +528,37 @@ void qg_avx2_gemv_8x8(int k, float *restrict s, const void *restrict w, const vo
 static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
 		     const void *restrict a, int nr, int nc)
 {
-	gemm_any(LAY_4X4, 4, k, s, lds, w, a, nr, nc);
+	gemm_any(LAY_4X4, 4, k, s, lds, w, a, NULL, nr, nc);
+}
+
+static void gemm_facts_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
+			   const void *restrict a, const void *restrict f, int nr, int nc)
+{
+	gemm_any(LAY_4X4, 4, k, s, lds, w, a, f, nr, nc);
 }
 
 static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
 		     const void *restrict a, int nr, int nc)
 {
-	gemm_any(LAY_4X8, 8, k, s, lds, w, a, nr, nc);
+	gemm_any(LAY_4X8, 8, k, s, lds, w, a, NULL, nr, nc);
+}
+
+static void gemm_facts_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
+			   const void *restrict a, const void *restrict f, int nr, int nc)
+{
+	gemm_any(LAY_4X8, 8, k, s, lds, w, a, f, nr, nc);
 }
 
 static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
 		     const void *restrict a, int nr, int nc)
 {
-	gemm_any(LAY_8X8, 8, k, s, lds, w, a, nr, nc);
+	gemm_any(LAY_8X8, 8, k, s, lds, w, a, NULL, nr, nc);
+}
+
+static void gemm_facts_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
+			   const void *restrict a, const void *restrict f, int nr, int nc)
+{
+	gemm_any(LAY_8X8, 8, k, s, lds, w, a, f, nr, nc);
 }
 
 /* --- activation quantizers ---------------------------------------------- */
@@ -659,16 +687,19 @@ const struct qg_kernel qg_kernels_avx2[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {
 		.name = "avx2 4x4", .family = QG_KF_AVX2,
 		.gemv = qg_avx2_gemv_4x4, .gemv_rows = qg_avx2_gemv_rows_4x4, .gemm = gemm_4x4, .act_ileave = 4,
+		.act_facts = act_facts, .gemm_facts = gemm_facts_4x4, .act_facts_size = sizeof(struct qg_x86_pre4),
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_4X8] = {
 		.name = "avx2 4x8", .family = QG_KF_AVX2,
 		.gemv = qg_avx2_gemv_4x8, .gemv_rows = qg_avx2_gemv_rows_4x8, .gemm = gemm_4x8, .act_ileave = 8,
+		.act_facts = act_facts, .gemm_facts = gemm_facts_4x8, .act_facts_size = sizeof(struct qg_x86_pre4),
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 	[QG_LAYOUT_8X8] = {
 		.name = "avx2 8x8", .family = QG_KF_AVX2,
 		.gemv = qg_avx2_gemv_8x8, .gemv_rows = qg_avx2_gemv_rows_8x8, .gemm = gemm_8x8, .act_ileave = 8,
+		.act_facts = act_facts, .gemm_facts = gemm_facts_8x8, .act_facts_size = sizeof(struct qg_x86_pre4),
 		.quant_row = quant_row, .quant_x4 = quant_x4,
 	},
 };

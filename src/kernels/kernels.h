@@ -44,6 +44,20 @@ typedef void (*qg_gemm_fn)(int k, float *restrict s, size_t lds, const void *res
 			   const void *restrict a, int nr, int nc);
 
 /*
+ * What a GEMM reads of each block of a group of four activation rows
+ * besides its codes (the x86 kernels: -8 * each row's sum and the four
+ * scales as floats), made once per product by mul_mat's quantize phase
+ * rather than by the GEMM once per weight tile.  Optional, in pairs:
+ *   act_facts   NB blocks of one group at A into F, act_facts_size bytes
+ *               a block
+ *   gemm_facts  qg_gemm_fn's product with F holding those of A's NR/4
+ *               groups, NB blocks each, in order: the same bits as gemm
+ */
+typedef void (*qg_act_facts_fn)(const struct qg_block_q8_0x4 *a, int64_t nb, int ileave, void *f);
+typedef void (*qg_gemm_facts_fn)(int k, float *restrict s, size_t lds, const void *restrict w,
+				 const void *restrict a, const void *restrict f, int nr, int nc);
+
+/*
  * GEMV of NR activation rows (2 or 3, fewer than a GEMM group), each row
  * the bits qg_gemv_fn gives it, the weight tile unpacked once for all.
  *   S    output; row r writes S[r*LDS + 0 .. NC-1]
@@ -87,6 +101,9 @@ struct qg_kernel {
 	int act_ileave;		/* interleave of the GEMM activations: 4 or 8 */
 	qg_quant_row_fn quant_row;
 	qg_quant_x4_fn quant_x4;
+	qg_act_facts_fn act_facts;	/* optional, with gemm_facts */
+	qg_gemm_facts_fn gemm_facts;
+	size_t act_facts_size;
 };
 
 /* CPU features the dispatcher saw. */

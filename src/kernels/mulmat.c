@@ -5,7 +5,9 @@
  * Scratch (what phase 1 writes and phase 2 reads), for K/32 = NB blocks:
  *   interleaved Q4_0 W:  N/4 groups of NB block_q8_0x4 (rows 4g..4g+3 of X,
  *                        interleaved as the kernel's act_ileave says), then
- *                        N%4 rows of NB block_q8_0 (the last rows of X)
+ *                        N%4 rows of NB block_q8_0 (the last rows of X),
+ *                        then (from the next multiple of 64) the groups'
+ *                        facts if the kernel takes them (act_facts)
  *   Q4_0 W:              N rows of NB block_q8_0
  *   Q8_0 W:              the same, then (from the next multiple of 8)
  *                        N * NB qg_q8_0_aux, one per block in order
@@ -62,6 +64,17 @@ static const struct qg_kernel *mm_kernel(const struct qg_mm *mm, int layout)
 	return mm->kernel ? mm->kernel : qg_kernel_for(layout);
 }
 
+/* Bytes of GEMM facts per block of a group that MM's kernel takes; 0: none. */
+static size_t facts_size(const struct qg_mm *mm)
+{
+	const int layout = qg_layout_of(mm->wtype);
+
+	if (layout < 0)
+		return 0;
+	const struct qg_kernel *kn = mm_kernel(mm, layout);
+	return kn->act_facts && kn->gemm_facts ? kn->act_facts_size : 0;
+}
+
 static int is_kquant(enum qg_type t)
 {
 	return t == QG_TYPE_Q4_K || t == QG_TYPE_Q6_K;
@@ -92,15 +105,28 @@ static size_t scratch_bytes(const struct qg_mm *mm, int *ovf)
 		return 0;
 	}
 	const uint64_t gbytes = nb * sizeof(struct qg_block_q8_0x4);	/* nb < 2^26 */
+	const uint64_t fbytes = nb * facts_size(mm);			/* a group's facts */
 	/* Q8_0 W: each row's blocks, and their aux after all rows */
 	const uint64_t rbytes = nb * (sizeof(struct qg_block_q8_0) +
 				      (mm->wtype == QG_TYPE_Q8_0 ? sizeof(struct qg_q8_0_aux) : 0));
 	const uint64_t lim = PTRDIFF_MAX < SIZE_MAX ? (uint64_t)PTRDIFF_MAX - 8 : (uint64_t)SIZE_MAX - 8;
-	if (groups > lim / gbytes || rows > lim / rbytes || groups * gbytes > lim - rows * rbytes) {
+	if (groups > lim / (gbytes + fbytes) || rows > lim / rbytes ||
+	    groups * (gbytes + fbytes) + 64 > lim - rows * rbytes) {
 		*ovf = 1;
 		return 0;
 	}
+	if (fbytes && groups)
+		return (size_t)(((groups * gbytes + rows * rbytes + 63) & ~(uint64_t)63) + groups * fbytes);
 	return (size_t)(groups * gbytes + rows * rbytes + (mm->wtype == QG_TYPE_Q8_0 ? 8 : 0));
+}
+
+/* Where the GEMM facts of an interleaved W's activation groups start in SCRATCH (scratch_bytes). */
+static void *act_facts_at(const struct qg_mm *mm, const void *scratch)
+{
+	const size_t nb = (size_t)(mm->k / QG_QK), groups = (size_t)(mm->n / 4), rows = (size_t)(mm->n % 4);
+	const size_t codes = groups * nb * sizeof(struct qg_block_q8_0x4) + rows * nb * sizeof(struct qg_block_q8_0);
+
+	return (void *)((uintptr_t)scratch + ((codes + 63) & ~(size_t)63));
 }
 
 /* Where the qg_q8_0_aux of a Q8_0 W's activations start in SCRATCH. */
@@ -139,11 +165,6 @@ int qg_mul_mat_check(const struct qg_mm *mm)
 		       n1 > (fmax - (uint64_t)mm->m) / mm->ldy))
 		return -EOVERFLOW;
 
-	int ovf;
-	scratch_bytes(mm, &ovf);
-	if (ovf)
-		return -EOVERFLOW;
-
 	if (mm->kq_kernel && ((!is_kquant(mm->wtype) && mm->wtype != QG_TYPE_Q8_0) || (unsigned)mm->kq_kernel->family >= QG_KF_COUNT ||
 			      qg_kq_kernel_get(mm->kq_kernel->family) != mm->kq_kernel))
 		return -EINVAL;
@@ -158,9 +179,15 @@ int qg_mul_mat_check(const struct qg_mm *mm)
 	if (layout >= 0) {
 		const struct qg_kernel *kn = mm_kernel(mm, layout);
 		if (!kn->gemv || !kn->gemm || !kn->quant_row || !kn->quant_x4 ||
-		    (kn->act_ileave != 4 && kn->act_ileave != 8))
+		    (kn->act_ileave != 4 && kn->act_ileave != 8) || !kn->act_facts != !kn->gemm_facts ||
+		    (kn->act_facts && (kn->act_facts_size == 0 || kn->act_facts_size % 4 || kn->act_facts_size > 256)))
 			return -EINVAL;
 	}
+	/* after the kernel is known good: the facts it takes are part of the scratch */
+	int ovf;
+	scratch_bytes(mm, &ovf);
+	if (ovf)
+		return -EOVERFLOW;
 	return 0;
 }
 
@@ -210,11 +237,15 @@ void qg_mul_mat_quantize(const struct qg_mm *mm, void *scratch, int ith, int nth
 		const int64_t groups = mm->n / 4, units = groups + mm->n % 4;
 		struct qg_block_q8_0x4 *ga = scratch;
 		struct qg_block_q8_0 *ra = (struct qg_block_q8_0 *)(ga + groups * nb);
+		const size_t fs = facts_size(mm);
+		char *facts = fs ? act_facts_at(mm, scratch) : NULL;
 		const int64_t u0 = share_start(units, ith, nth), u1 = share_start(units, ith + 1, nth);
 		for (int64_t u = u0; u < u1; u++) {
 			if (u < groups) {
 				kn->quant_x4(mm->x + (size_t)u * 4 * mm->ldx, mm->ldx, ga + u * nb,
 					     mm->k, kn->act_ileave);
+				if (facts)
+					kn->act_facts(ga + u * nb, nb, kn->act_ileave, facts + (size_t)(u * nb) * fs);
 			} else {
 				int64_t r = u - groups;
 				kn->quant_row(mm->x + (size_t)(groups * 4 + r) * mm->ldx, ra + r * nb, mm->k);
@@ -264,6 +295,8 @@ static void compute_interleaved(const struct qg_mm *mm, const void *scratch, int
 	const int64_t groups = mm->n / 4, rem = mm->n % 4;
 	const struct qg_block_q8_0x4 *ga = scratch;
 	const struct qg_block_q8_0 *ra = (const struct qg_block_q8_0 *)(ga + groups * nb);
+	const size_t fs = facts_size(mm);
+	const char *facts = fs ? act_facts_at(mm, scratch) : NULL;
 	const int64_t tile = groups || rem > 1 ? tile_rows(row_bytes, R) : row1 - row0;
 	const int k = (int)mm->k;
 
@@ -272,8 +305,12 @@ static void compute_interleaved(const struct qg_mm *mm, const void *scratch, int
 		const uint8_t *w = (const uint8_t *)mm->w + (size_t)t0 * row_bytes;
 		for (int64_t g = 0; g < groups; g += GEMM_GROUPS) {
 			const int64_t ng = groups - g < GEMM_GROUPS ? groups - g : GEMM_GROUPS;
-			kn->gemm(k, mm->y + (size_t)g * 4 * mm->ldy + t0, mm->ldy, w, ga + g * nb,
-				 (int)(ng * 4), nc);
+			if (facts)
+				kn->gemm_facts(k, mm->y + (size_t)g * 4 * mm->ldy + t0, mm->ldy, w, ga + g * nb,
+					       facts + (size_t)(g * nb) * fs, (int)(ng * 4), nc);
+			else
+				kn->gemm(k, mm->y + (size_t)g * 4 * mm->ldy + t0, mm->ldy, w, ga + g * nb,
+					 (int)(ng * 4), nc);
 		}
 		if (rem > 1 && kn->gemv_rows)
 			kn->gemv_rows(k, mm->y + (size_t)(groups * 4) * mm->ldy + t0, mm->ldy, w, ra, (int)rem, nc);

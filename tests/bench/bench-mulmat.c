@@ -579,11 +579,23 @@ int main(int argc, char **argv)
 
 	float *x = make_x(N_MAX, K_DIM);
 	float *y = bench_alloc((size_t)N_MAX * M_SMALL * sizeof *y);
-	size_t scratch_max = (size_t)N_MAX / 4 * (K_DIM / QG_QK) * sizeof(struct qg_block_q8_0x4) +
-			     (size_t)(K_DIM / QG_QK) * sizeof(struct qg_block_q8_0) * 4;
-	/* the Q8_K rows of the plain types' largest n fit too */
-	if (scratch_max < (size_t)128 * (K_DIM / QG_QK_K) * sizeof(struct qg_block_q8_K))
-		scratch_max = (size_t)128 * (K_DIM / QG_QK_K) * sizeof(struct qg_block_q8_K);
+	/* what the largest product of any type asks for, with every kernel this CPU runs */
+	size_t scratch_max = 0;
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		for (int l = 0; l < QG_LAYOUT_COUNT + 3; l++) {
+			static const enum qg_type plain[3] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K, QG_TYPE_Q8_0 };
+			const int il = l < QG_LAYOUT_COUNT;
+			struct qg_mm probe = {
+				.wtype = il ? qg_layout_type((enum qg_layout)l) : plain[l - QG_LAYOUT_COUNT],
+				.w = x, .m = M_SMALL, .k = K_DIM, .x = x, .ldx = K_DIM, .n = il ? N_MAX : 128,
+				.y = y, .ldy = M_SMALL, .kernel = il ? qg_kernel_get((enum qg_kfamily)f, (enum qg_layout)l) : NULL,
+			};
+			if (il && !probe.kernel)
+				continue;
+			const size_t need = qg_mul_mat_scratch_size(&probe);
+			scratch_max = need > scratch_max ? need : scratch_max;
+		}
+	}
 	void *scratch = bench_alloc(scratch_max);
 
 	for (int l = 0; l < QG_LAYOUT_COUNT && o.type < 0; l++) {
