@@ -671,6 +671,9 @@ int main(int argc, char **argv)
 	 */
 	static const enum qg_type plain_types[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K, QG_TYPE_Q8_0 };
 	static const int plain_ns[] = { 1, 8, 16, 32, 128 };
+	/* --n N: that N alone, listed or not (4 shows where a GEMM starts to pay), if the scratch has room */
+	const int *ns = o.n ? &o.n : plain_ns;
+	const size_t nns = !o.n ? sizeof plain_ns / sizeof plain_ns[0] : o.n <= 128 ? 1 : 0;
 	struct gg gg;
 	const int have_gg = o.ggml_lib && gg_open(&gg, o.ggml_lib) == 0;
 	if (!o.json && o.ggml_lib && !have_gg)
@@ -708,9 +711,9 @@ int main(int argc, char **argv)
 			for (int t = 0; t < o.nthreads; t++) {
 				struct bench_pool pool;
 				bench_pool_start(&pool, o.threads[t]);
-				for (size_t ni = 0; ni < sizeof plain_ns / sizeof plain_ns[0]; ni++) {
-					const int64_t n = plain_ns[ni];
-					if ((big && n != 1) || (o.n && n != o.n))
+				for (size_t ni = 0; ni < nns; ni++) {
+					const int64_t n = ns[ni];
+					if (big && n != 1)
 						continue;
 					struct qg_mm mm = {
 						.wtype = wt, .w = w, .m = m, .k = K_DIM, .x = x, .ldx = K_DIM,
