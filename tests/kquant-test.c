@@ -356,8 +356,15 @@ static void test_gemm(void)
 		       kn->name, cases, bad, stray);
 	}
 
-	/* Q8_0: every code of the weights, activations down to -128, K over one and several chunks */
-	enum { MAXB8 = 40 };
+	/*
+	 * Q8_0: every code of the weights, activations down to -128, K over
+	 * one and several chunks; first every pairing of the extreme codes
+	 * (-128 and 127 against -128, -127 and 127), each all through a
+	 * block, where the integer sums of every scheme are largest.
+	 */
+	enum { MAXB8 = 40, NEXT8 = 6 };
+	static const int8_t ext8[NEXT8][2] = { { -128, -128 }, { -128, -127 }, { -128, 127 },
+					       { 127, 127 }, { 127, -127 }, { 127, -128 } };
 	static struct qg_block_q8_0 w8[MAXC * MAXB8], a8[MAXR * MAXB8];
 	static struct qg_q8_0_aux aux[MAXR * MAXB8];
 	for (int f = 0; f < QG_KF_COUNT; f++) {
@@ -365,21 +372,21 @@ static void test_gemm(void)
 		if (!kn || !kn->q8_0_gemm)
 			continue;
 		int bad = 0, cases = 0, stray = 0;
-		for (int iter = 0; iter < 40; iter++) {
-			const int extreme = iter < 2 ? iter + 1 : 0;
-			const int nc = iter < 2 ? MAXC : 1 + (int)(rnd() % MAXC);
-			const int nr = iter < 2 ? MAXR : 1 + (int)(rnd() % MAXR);
-			const int nb = iter < 2 ? MAXB8 : 1 + (int)(rnd() % MAXB8);
+		for (int iter = 0; iter < 40 + NEXT8; iter++) {
+			const int8_t *extreme = iter < NEXT8 ? ext8[iter] : NULL;
+			const int nc = extreme ? MAXC : 1 + (int)(rnd() % MAXC);
+			const int nr = extreme ? MAXR : 1 + (int)(rnd() % MAXR);
+			const int nb = extreme ? MAXB8 : 1 + (int)(rnd() % MAXB8);
 			for (int b = 0; b < MAXC * MAXB8; b++) {
 				w8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
 				for (int i = 0; i < QG_QK; i++)
-					w8[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+					w8[b].qs[i] = extreme ? extreme[0] : (int8_t)rnd();
 			}
 			for (int b = 0; b < MAXR * MAXB8; b++) {
 				a8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
 				int sum = 0;
 				for (int i = 0; i < QG_QK; i++) {
-					a8[b].qs[i] = extreme ? (int8_t)(extreme == 1 ? -128 : 127) : (int8_t)rnd();
+					a8[b].qs[i] = extreme ? extreme[1] : (int8_t)rnd();
 					sum += a8[b].qs[i];
 				}
 				aux[b] = (struct qg_q8_0_aux){ .d = qg_fp16_to_fp32(a8[b].d), .nsum = -128 * sum };

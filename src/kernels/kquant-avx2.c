@@ -405,5 +405,6 @@ const struct qg_kq_kernel qg_kq_avx2 = {
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
 	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 	.q4_K_gemm = qg_kq_gemm_q4_K_avx2, .q6_K_gemm = qg_kq_gemm_q6_K_avx2,
-	.gemm_rows = 8,	/* bench-mulmat at n = 8: 1.18x (Q4_K) and 1.14x (Q6_K) the four-row kernel */
+	.q8_0_gemm = qg_kq_gemm_q8_0_avx2,
+	.gemm_rows = 8,	/* bench-mulmat at n = 8: 1.18x (Q4_K) and 1.14x (Q6_K) the four-row kernel, Q8_0 even */
 };

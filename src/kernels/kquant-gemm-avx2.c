@@ -1,6 +1,6 @@
 /*
- * kquant-gemm-avx2.c - Q4_K and Q6_K weight rows against many activation
- * rows (a prompt's) with AVX2, for x86 CPUs without AVX-512.
+ * kquant-gemm-avx2.c - Q4_K, Q6_K and Q8_0 weight rows against many
+ * activation rows (a prompt's) with AVX2, for x86 CPUs without AVX-512.
  *
  * The shape is the AVX-512 VNNI GEMM's (kquant-gemm-avx512vnni.c): weight
  * rows are turned, a few super-blocks at a time, into a tile where each
@@ -30,7 +30,8 @@
  * whatever the order, and the float part takes qg_kq_accum's steps lane
  * by lane, each product and sum rounded alone (this file is built
  * without contraction): every output is the one-row kernel's bit for
- * bit.
+ * bit.  Q8_0 weights, at the end of the file, take the same tiles with
+ * their codes split into nibbles.
  */
 #include "config.h"
 
@@ -319,3 +320,152 @@ static ALWAYS_INLINE void run_rows(const int q6, const struct tile *T, int kc, c
 #define KQ_TILE_ROWS 8
 #define KQ_TILE_ALIGN 32
 #include "kquant-gemm.h"
+
+/* --- Q8_0 weights --------------------------------------------------------- */
+
+/*
+ * Q8_0 blocks carry one fp16 scale per 32 signed codes, so a tile is a
+ * chunk of KC8 blocks of 8 rows, each eight quads and the rows' scales.
+ * vpmaddubsw wants one side unsigned, and a full int8 by int8 pair
+ * (2 * 128 * 128) does not fit its int16 lanes.  So each code w, stored
+ * XOR 0x80 as u = w + 128 in 0..255, is split into its nibbles, u =
+ * 16 h + l, and each nibble meets the activation quad alone.  For any
+ * int8 activations (-128 included), a vpmaddubsw lane is at most
+ * 2 * 15 * 128 = 3840 in magnitude, and the eight quads of a block add
+ * up to at most 30720 in each int16 lane: neither the multiply
+ * saturates nor the vpaddw wraps.  Per block, activation row and
+ * weight row (one lane), exactly in int32:
+ *
+ *   sumi = nsum + 16 * sum(h * a) + sum(l * a)
+ *        = sum((u - 128) * a) = sum(w * a)
+ *
+ * the int16 sums widened by vpmaddwd with 16 and with 1, nsum being
+ * qg_q8_0_aux's -128 * sum(a) (each term at most 2^20 in magnitude).
+ * Nothing is negated, so a weight of -128 from a hostile file (u = 0)
+ * is no special case, and neither is an activation of -128, which our
+ * quantizer never makes.  The float part is the reference's, lane by
+ * lane, block after block: sum += (float)sumi * (dw * da), each step
+ * rounded alone, so every output is qg_vec_dot_q8_0_q8_0's bit for bit.
+ *
+ * The |w| and sign(a, w) of the one-row kernel (kquant-avx2.c) cost as
+ * much here: its int16 pairs reach 2 * 128 * 127 and must be widened by
+ * a vpmaddwd every quad, two multiplies a quad as the nibbles take, and
+ * it holds only for activations in -127..127.
+ */
+#define KC8 16		/* blocks per chunk: a chunk's tiles are KC8 * 544 bytes */
+#define GM8 4		/* activation rows per pass: three ymm each, with the tile's two and a broadcast 15 of 16 */
+
+/* One block of 8 weight rows, as the GEMM reads it. */
+struct tile8 {
+	uint8_t l[8][32];	/* quad i: the low nibbles of row r's four codes + 128, in bytes 4r .. 4r + 3 */
+	uint8_t h[8][32];	/* the high nibbles, likewise */
+	float d[8];
+};
+
+/* The Q8_0 block at byte OFF of each of the 8 rows into T. */
+static void tile_q8_0(const uint8_t *const row[8], size_t off, struct tile8 *t)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f), flip = _mm256_set1_epi8((char)0x80);
+	const uint8_t *sb[8];
+	__m256i q[8];
+
+	for (int r = 0; r < 8; r++)
+		sb[r] = row[r] + off;
+	transpose8x8(sb, offsetof(struct qg_block_q8_0, qs), q);
+	for (int m = 0; m < 8; m++) {
+		const __m256i u = _mm256_xor_si256(q[m], flip);
+		_mm256_store_si256((__m256i *)t->l[m], _mm256_and_si256(u, low4));
+		_mm256_store_si256((__m256i *)t->h[m], _mm256_and_si256(_mm256_srli_epi16(u, 4), low4));
+	}
+	_mm256_store_ps(t->d, halves(words(sb, offsetof(struct qg_block_q8_0, d), 2), 0));
+}
+
+/*
+ * G activation rows (row g's block b at A[g * NBA + b], its aux at
+ * AUX[g * NBA + b]) against the KC tiles T: S[g * LDS + r] for the
+ * tile's first NS rows, starting from 0 (FIRST) or from what S holds.
+ */
+static ALWAYS_INLINE void run_tiles8(const int G, const struct tile8 *T, int kc, const struct qg_block_q8_0 *a,
+				     const struct qg_q8_0_aux *aux, size_t nba, float *s, size_t lds, int first,
+				     int ns)
+{
+	const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(ns), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	__m256 acc[GM8];
+
+#pragma GCC unroll 8
+	for (int g = 0; g < G; g++)
+		acc[g] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(s + (size_t)g * lds, mask);
+	for (int b = 0; b < kc; b++) {
+		const struct tile8 *t = &T[b];
+		__m256i xl[GM8], xh[GM8];
+
+#pragma GCC unroll 8
+		for (int g = 0; g < G; g++)
+			xl[g] = xh[g] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++) {
+			const __m256i l = _mm256_load_si256((const __m256i *)t->l[i]);
+			const __m256i h = _mm256_load_si256((const __m256i *)t->h[i]);
+#pragma GCC unroll 8
+			for (int g = 0; g < G; g++) {
+				const __m256i av = bcast(a[g * nba + b].qs + 4 * i);
+				xl[g] = _mm256_add_epi16(xl[g], _mm256_maddubs_epi16(l, av));
+				xh[g] = _mm256_add_epi16(xh[g], _mm256_maddubs_epi16(h, av));
+				/* each sum a chain, as in run_tiles: without this the loop ran a quarter slower */
+				__asm__("" : "+x"(xl[g]), "+x"(xh[g]));
+			}
+		}
+		const __m256 d = _mm256_load_ps(t->d);
+#pragma GCC unroll 8
+		for (int g = 0; g < G; g++) {
+			const struct qg_q8_0_aux *x = &aux[g * nba + b];
+			const __m256i hi = _mm256_madd_epi16(xh[g], _mm256_set1_epi16(16));
+			const __m256i sumi = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(x->nsum), hi),
+							      _mm256_madd_epi16(xl[g], _mm256_set1_epi16(1)));
+			acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_cvtepi32_ps(sumi),
+								     _mm256_mul_ps(d, _mm256_set1_ps(x->d))));
+		}
+	}
+#pragma GCC unroll 8
+	for (int g = 0; g < G; g++)
+		_mm256_maskstore_ps(s + (size_t)g * lds, mask, acc[g]);
+}
+
+/*
+ * As qg_q8_0_gemm_fn: by chunks of KC8 blocks, and in each by tiles of 8
+ * weight rows built once and met by all NR activation rows, GM8 at a
+ * time.  A tile past the last row repeats it (its lanes are not stored).
+ */
+void qg_kq_gemm_q8_0_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict vw, size_t wstride, int nc,
+			  const void *restrict va, const struct qg_q8_0_aux *restrict aux, int nr)
+{
+	const uint8_t *w = vw;
+	const struct qg_block_q8_0 *a = va;
+	const int64_t nb = k / QG_QK;
+	_Alignas(32) struct tile8 T[KC8];
+
+	for (int64_t b0 = 0; b0 < nb; b0 += KC8) {
+		const int kc = nb - b0 < KC8 ? (int)(nb - b0) : KC8;
+		for (int c0 = 0; c0 < nc; c0 += 8) {
+			const uint8_t *row[8];
+			for (int r = 0; r < 8; r++)
+				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
+			for (int b = 0; b < kc; b++)
+				tile_q8_0(row, (size_t)(b0 + b) * sizeof(struct qg_block_q8_0), &T[b]);
+			const int ns = nc - c0 < 8 ? nc - c0 : 8, first = b0 == 0;
+			const struct qg_block_q8_0 *ag = a + b0;
+			const struct qg_q8_0_aux *xg = aux + b0;
+			float *sg = s + c0;
+			int g0 = 0;
+			for (; g0 + GM8 <= nr; g0 += GM8)
+				run_tiles8(GM8, T, kc, ag + (size_t)g0 * nb, xg + (size_t)g0 * nb, (size_t)nb,
+					   sg + (size_t)g0 * lds, lds, first, ns);
+			/* the last 1 .. GM8 - 1 rows: each count its own copy, G a constant in it */
+#pragma GCC unroll 8
+			for (int g = 1; g < GM8; g++)
+				if (nr - g0 == g)
+					run_tiles8(g, T, kc, ag + (size_t)g0 * nb, xg + (size_t)g0 * nb, (size_t)nb,
+						   sg + (size_t)g0 * lds, lds, first, ns);
+		}
+	}
+}

@@ -48,6 +48,8 @@ void qg_kq_gemm_q4_K_avx2(int64_t k, float *restrict s, size_t lds, const void *
 			  const void *restrict a, int nr);
 void qg_kq_gemm_q6_K_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
 			  const void *restrict a, int nr);
+void qg_kq_gemm_q8_0_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
 
 static KQ_X86_INLINE int32_t kq_x86_hsum_epi32(__m256i v)
 {
