@@ -118,9 +118,13 @@ static void print_info(void)
 		       qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
 	const struct qg_kq_kernel *kq = qg_kq_kernel_for();
 	printf("%-9s %-22s %s\n", "q4_K q6_K q8_0", kq->name, qg_kq_kernel_reason());
+	const int q8_0_rows = kq->q8_0_gemm_rows > 0 ? kq->q8_0_gemm_rows : kq->gemm_rows;
 	if (kq->q4_K_gemm || kq->q6_K_gemm || kq->q8_0_gemm)
 		printf("%-14s gemm:%s%s%s, from %d activation rows\n", "", kq->q4_K_gemm ? " q4_K" : "",
-		       kq->q6_K_gemm ? " q6_K" : "", kq->q8_0_gemm ? " q8_0" : "", kq->gemm_rows);
+		       kq->q6_K_gemm ? " q6_K" : "", kq->q8_0_gemm && q8_0_rows == kq->gemm_rows ? " q8_0" : "",
+		       kq->gemm_rows);
+	if (kq->q8_0_gemm && q8_0_rows != kq->gemm_rows)
+		printf("%-14s gemm: q8_0, from %d activation row%s\n", "", q8_0_rows, q8_0_rows == 1 ? "" : "s");
 	printf("%-9s %-22s %s\n", "row ops", qg_rowops_for()->name, "norms, SiLU, SwiGLU, RoPE: as the K-quant family");
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
 }

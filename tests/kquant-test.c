@@ -595,6 +595,11 @@ static void test_mulmat(void)
 		mm.kq_kernel = &qg_kq_portable;
 		tap_ok(qg_mul_mat(&mm, scr8) == 0 && memcmp(y8, y83, sizeof y8) == 0,
 		       "q8_0 mul_mat: the portable kernels, asked for, give the same bits");
+		/* one row: a GEMM too where q8_0_gemm_rows says so */
+		mm.kq_kernel = NULL;
+		mm.n = 1;
+		tap_ok(qg_mul_mat(&mm, scr8) == 0 && memcmp(y8, y83, M * sizeof y8[0]) == 0,
+		       "q8_0 mul_mat, n 1 (%s): the same bits", qg_kq_kernel_for()->name);
 	}
 	struct qg_mm bad = { .wtype = QG_TYPE_Q8_K, .w = wq, .m = M, .k = K, .x = x, .ldx = K, .n = N, .y = y, .ldy = M };
 	tap_ok(qg_mul_mat_check(&bad) == -EINVAL, "mul_mat: Q8_K is no weight type");

@@ -211,6 +211,7 @@ struct qg_kq_kernel {
 	qg_kq_gemm_fn q6_K_gemm;	/* optional */
 	qg_q8_0_gemm_fn q8_0_gemm;	/* optional */
 	int gemm_rows;		/* the fewest activation rows the GEMMs are used for */
+	int q8_0_gemm_rows;	/* the same for q8_0_gemm, if not gemm_rows (0) */
 };
 
 /* FAMILY's K-quant kernels if this build has them and this CPU runs them, else NULL. */

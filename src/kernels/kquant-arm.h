@@ -34,6 +34,11 @@ void qg_kq_gemm_q4_K_i8mm(int64_t k, float *restrict s, size_t lds, const void *
 			  const void *restrict a, int nr);
 void qg_kq_gemm_q6_K_i8mm(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
 			  const void *restrict a, int nr);
+/* and their qg_q8_0_gemm_fn */
+void qg_kq_gemm_q8_0_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+			     int nc, const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
+void qg_kq_gemm_q8_0_i8mm(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
 
 #if defined(__ARM_FEATURE_DOTPROD)
 /* The dotprod and i8mm families' 16-byte step: one sdot. */

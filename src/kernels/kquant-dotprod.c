@@ -5,7 +5,9 @@
  * which there counts a fraction of the four- and one-row kernels'
  * instructions (bench-mulmat --kernel-only under qemu); one row stays
  * with the one-row kernel, which streams each weight row once and
- * writes no tile.
+ * writes no tile.  Q8_0 weights go to their GEMM from one row on: the
+ * family has no Q8_0 row kernels, and the portable dot product they
+ * would fall back to costs several times the GEMM, tile and all.
  */
 #include "config.h"
 
@@ -18,5 +20,7 @@ const struct qg_kq_kernel qg_kq_dotprod = {
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
 	.q4_K_gemm = qg_kq_gemm_q4_K_dotprod, .q6_K_gemm = qg_kq_gemm_q6_K_dotprod,
+	.q8_0_gemm = qg_kq_gemm_q8_0_dotprod,
 	.gemm_rows = 2,
+	.q8_0_gemm_rows = 1,
 };

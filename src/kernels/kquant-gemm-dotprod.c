@@ -1,6 +1,8 @@
 /*
- * kquant-gemm-dotprod.c - Q4_K and Q6_K weight rows against many
+ * kquant-gemm-dotprod.c - Q4_K, Q6_K and Q8_0 weight rows against many
  * activation rows (a prompt's) with the aarch64 dot-product instructions.
+ * Q8_0 has a section of its own at the end; what follows is the
+ * K-quants'.
  *
  * The one- and four-row kernels (kquant-arm.h) meet one weight row at a
  * time: every 16-byte sdot leaves four partial sums of one row that must
@@ -309,3 +311,203 @@ INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg
 #define KQ_TILE_ROWS 16
 #define KQ_TILE_ALIGN 64
 #include "kquant-gemm.h"
+
+/* --- Q8_0 weights --------------------------------------------------------- */
+
+/*
+ * Q8_0 blocks carry one scale per 32 values, so a tile is one block of 16
+ * rows: its eight quads laid out as the K-quant tiles' (lane r of vector
+ * v is row 4v + r's four codes) and the rows' scales as floats, KC8
+ * blocks to a chunk.  Two activation rows meet a tile as above, 64 sdot
+ * by lane into sums that start from zero at every block; a lane's sum is
+ * at most 32 * 128 * 128, an exact int32 and an exact float.  The float
+ * part is the reference's, lane by lane and each step rounded alone: sum
+ * += (float)sumi * (dw * da), blocks in order, so every output is
+ * qg_vec_dot_q8_0_q8_0's bits.  That part (zero, convert, two multiplies
+ * and an add per four outputs and block) costs more than half as many
+ * instructions as the sdot, and no grouping of rows shares it; what the
+ * shape can still save is loads, which is why two activation rows go per
+ * pass, as for the K-quants.
+ *
+ * The tiles are built by an asm loop: a 16-byte ld4 by lane puts one
+ * row's four quads in lane r of four vectors, so four of them are a
+ * transpose of four rows without a permute, and every row's pointer
+ * walks its blocks with post-indexed loads, scale (ld1 by lane, 2 bytes)
+ * then codes (two ld4, 16 bytes each).
+ */
+
+/* Blocks per chunk: a chunk's tiles are KC8 * 576 bytes, 18 KB, inside every dotprod core's L1. */
+#define KC8 32
+
+/* One block of 16 weight rows; KC8 of them follow one another, as the asm reads them. */
+struct tile8 {
+	int8_t q[8][64];	/* quad i: row r's codes 4i .. 4i + 3 at 4r */
+	float d[16];
+};
+
+_Static_assert(sizeof(struct qg_block_q8_0) == 34 && offsetof(struct qg_block_q8_0, qs) == 2,
+	       "the asm walks Q8_0 blocks as 2 bytes of scale and 32 of codes");
+_Static_assert(sizeof(struct tile8) == 576, "the asm steps 512 bytes of codes, then 64 of scales");
+_Static_assert(sizeof(struct qg_q8_0_aux) == 8 && offsetof(struct qg_q8_0_aux, d) == 0,
+	       "the asm reads aux's scales 8 bytes apart");
+
+/* Row R's scale into lane L of v16; its codes into lane L of vQ .. vQ + 3 (Q a register number). */
+#define Q8_SCALE(r, l) "ld1 {v16.h}[" l "], [%[r" r "]], #2\n\t"
+#define Q8_LD4(r, q0, q1, q2, q3, l) "ld4 {v" q0 ".s, v" q1 ".s, v" q2 ".s, v" q3 ".s}[" l "], [%[r" r "]], #16\n\t"
+/* 16 bytes of the eight rows, rows 0-3 to v0-v3, rows 4-7 to v4-v7, stored as quads 4h .. 4h + 3 (at byte O) */
+#define Q8_HALF(o0, o1, o2, o3)                                        \
+	Q8_LD4("0", "0", "1", "2", "3", "0") Q8_LD4("1", "0", "1", "2", "3", "1") \
+	Q8_LD4("2", "0", "1", "2", "3", "2") Q8_LD4("3", "0", "1", "2", "3", "3") \
+	Q8_LD4("4", "4", "5", "6", "7", "0") Q8_LD4("5", "4", "5", "6", "7", "1") \
+	Q8_LD4("6", "4", "5", "6", "7", "2") Q8_LD4("7", "4", "5", "6", "7", "3") \
+	"stp q0, q4, [%[t], #" o0 "]\n\tstp q1, q5, [%[t], #" o1 "]\n\t"     \
+	"stp q2, q6, [%[t], #" o2 "]\n\tstp q3, q7, [%[t], #" o3 "]\n\t"
+
+/*
+ * KC blocks of eight rows (ROW[r] at their first block) into the tiles
+ * from T, which points at row 0's place in the first (T[0].q[0] or its
+ * byte 32): as many operands as an asm takes, so 16 rows are two calls.
+ */
+static void tiles8_q8_0(const uint8_t *const row[8], int kc, uint8_t *t)
+{
+	const uint8_t *r0 = row[0], *r1 = row[1], *r2 = row[2], *r3 = row[3];
+	const uint8_t *r4 = row[4], *r5 = row[5], *r6 = row[6], *r7 = row[7];
+
+	__asm__ volatile("1:\n\t"
+			 Q8_SCALE("0", "0") Q8_SCALE("1", "1") Q8_SCALE("2", "2") Q8_SCALE("3", "3")
+			 Q8_SCALE("4", "4") Q8_SCALE("5", "5") Q8_SCALE("6", "6") Q8_SCALE("7", "7")
+			 Q8_HALF("0", "64", "128", "192")
+			 Q8_HALF("256", "320", "384", "448")
+			 "fcvtl v18.4s, v16.4h\n\t"
+			 "fcvtl2 v19.4s, v16.8h\n\t"
+			 "stp q18, q19, [%[t], #512]\n\t"
+			 "add %[t], %[t], #576\n\t"
+			 "subs %w[n], %w[n], #1\n\t"
+			 "b.ne 1b\n\t"
+			 : [r0] "+r"(r0), [r1] "+r"(r1), [r2] "+r"(r2), [r3] "+r"(r3), [r4] "+r"(r4), [r5] "+r"(r5),
+			   [r6] "+r"(r6), [r7] "+r"(r7), [t] "+r"(t), [n] "+r"(kc)
+			 :
+			 : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v18", "v19", "cc", "memory");
+}
+
+/*
+ * A block's integer and float steps, one asm loop as the K-quant sums
+ * are: the tile streams through v0-v3, activation row g's 32 codes sit
+ * in v4 + 2g and v5 + 2g (quad i in lane i % 4 of the first or second),
+ * its sums in v16 + 4g .. v19 + 4g and its outputs in v24 + 4g .. v27 +
+ * 4g, loaded and stored once per chunk.  QUAD(a, l): one ld1 of the
+ * tile and 4 * G sdot against quad l of vA; FLOAT: four outputs' float
+ * step, v5 the scales' product (the codes there are spent by then).
+ */
+#define Q8_QUAD1(a, l)                                                 \
+	"ld1 {v0.16b-v3.16b}, [%[t]], #64\n\t"                         \
+	KQ_SDOT("16", "0", a, l) KQ_SDOT("17", "1", a, l) KQ_SDOT("18", "2", a, l) KQ_SDOT("19", "3", a, l)
+#define Q8_QUAD2(a, b, l)                                              \
+	Q8_QUAD1(a, l)                                                 \
+	KQ_SDOT("20", "0", b, l) KQ_SDOT("21", "1", b, l) KQ_SDOT("22", "2", b, l) KQ_SDOT("23", "3", b, l)
+#define Q8_QUADS1                                                      \
+	Q8_QUAD1("4", "0") Q8_QUAD1("4", "1") Q8_QUAD1("4", "2") Q8_QUAD1("4", "3") \
+	Q8_QUAD1("5", "0") Q8_QUAD1("5", "1") Q8_QUAD1("5", "2") Q8_QUAD1("5", "3")
+#define Q8_QUADS2                                                      \
+	Q8_QUAD2("4", "6", "0") Q8_QUAD2("4", "6", "1") Q8_QUAD2("4", "6", "2") Q8_QUAD2("4", "6", "3") \
+	Q8_QUAD2("5", "7", "0") Q8_QUAD2("5", "7", "1") Q8_QUAD2("5", "7", "2") Q8_QUAD2("5", "7", "3")
+#define Q8_FLOAT(x, acc, w, a)                                         \
+	"fmul v5.4s, v" w ".4s, v" a ".s[0]\n\t"                       \
+	"scvtf v" x ".4s, v" x ".4s\n\t"                               \
+	"fmul v" x ".4s, v" x ".4s, v5.4s\n\t"                         \
+	"fadd v" acc ".4s, v" acc ".4s, v" x ".4s\n\t"
+#define Q8_FLOATS1                                                     \
+	"ld1 {v0.4s-v3.4s}, [%[t]], #64\n\t"                           \
+	"ldr s4, [%[x0]], #8\n\t"                                      \
+	Q8_FLOAT("16", "24", "0", "4") Q8_FLOAT("17", "25", "1", "4") Q8_FLOAT("18", "26", "2", "4") \
+	Q8_FLOAT("19", "27", "3", "4")
+#define Q8_FLOATS2                                                     \
+	Q8_FLOATS1 "ldr s6, [%[x1]], #8\n\t"                           \
+	Q8_FLOAT("20", "28", "0", "6") Q8_FLOAT("21", "29", "1", "6") Q8_FLOAT("22", "30", "2", "6") \
+	Q8_FLOAT("23", "31", "3", "6")
+#define Q8_BLOCK1                                                      \
+	KQ_ZERO4("16", "17", "18", "19")                               \
+	"ld1 {v4.16b, v5.16b}, [%[a0]], %[ab]\n\t" Q8_QUADS1 Q8_FLOATS1
+#define Q8_BLOCK2                                                      \
+	KQ_ZERO4("16", "17", "18", "19") KQ_ZERO4("20", "21", "22", "23") \
+	"ld1 {v4.16b, v5.16b}, [%[a0]], %[ab]\n\t"                      \
+	"ld1 {v6.16b, v7.16b}, [%[a1]], %[ab]\n\t" Q8_QUADS2 Q8_FLOATS2
+/* The outputs: from S (FIRST zero: the chunks before) or zero, and back to S. */
+#define Q8_OPEN(load, zero) "cbnz %w[first], 2f\n\t" load "b 3f\n\t2:\n\t" zero "3:\n\t"
+#define Q8_OPEN1 Q8_OPEN("ld1 {v24.4s-v27.4s}, [%[s0]]\n\t", KQ_ZERO4("24", "25", "26", "27"))
+#define Q8_OPEN2                                                       \
+	Q8_OPEN("ld1 {v24.4s-v27.4s}, [%[s0]]\n\tld1 {v28.4s-v31.4s}, [%[s1]]\n\t", \
+		KQ_ZERO4("24", "25", "26", "27") KQ_ZERO4("28", "29", "30", "31"))
+#define Q8_CLOSE1 "st1 {v24.4s-v27.4s}, [%[s0]]\n\t"
+#define Q8_CLOSE2 Q8_CLOSE1 "st1 {v28.4s-v31.4s}, [%[s1]]\n\t"
+#define Q8_CLOBBER                                                     \
+	"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", \
+	"v25", "v26", "v27", "v28", "v29", "v30", "v31", "cc", "memory"
+
+/*
+ * G activation rows (the codes of row g's first block at AG, its aux at
+ * XG, blocks 34 and 8 bytes apart) against the KC tiles T: S0[c] and
+ * S1[c] (G = 2) for the 16 rows, added to unless FIRST.
+ */
+INLINE void run_tiles8(const int G, const struct tile8 *T, int kc, const int8_t *a0, const int8_t *a1,
+		       const struct qg_q8_0_aux *x0, const struct qg_q8_0_aux *x1, float *s0, float *s1, int first)
+{
+	const struct tile8 *t = T;
+	const size_t ab = sizeof(struct qg_block_q8_0);
+
+	if (G == 1)
+		__asm__ volatile(Q8_OPEN1 KQ_LOOP(Q8_BLOCK1) Q8_CLOSE1
+				 : [t] "+r"(t), [a0] "+r"(a0), [x0] "+r"(x0), [n] "+r"(kc)
+				 : [ab] "r"(ab), [s0] "r"(s0), [first] "r"(first)
+				 : Q8_CLOBBER);
+	else
+		__asm__ volatile(Q8_OPEN2 KQ_LOOP(Q8_BLOCK2) Q8_CLOSE2
+				 : [t] "+r"(t), [a0] "+r"(a0), [a1] "+r"(a1), [x0] "+r"(x0), [x1] "+r"(x1), [n] "+r"(kc)
+				 : [ab] "r"(ab), [s0] "r"(s0), [s1] "r"(s1), [first] "r"(first)
+				 : Q8_CLOBBER);
+}
+
+void qg_kq_gemm_q8_0_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict vw, size_t wstride,
+			     int nc, const void *restrict va, const struct qg_q8_0_aux *restrict aux, int nr)
+{
+	const uint8_t *w = vw;
+	const struct qg_block_q8_0 *a = va;
+	const int64_t nb = k / QG_QK;
+	_Alignas(64) struct tile8 T[KC8];
+
+	for (int64_t b0 = 0; b0 < nb; b0 += KC8) {
+		const int kc = nb - b0 < KC8 ? (int)(nb - b0) : KC8;
+		const int first = b0 == 0;
+		for (int c0 = 0; c0 < nc; c0 += 16) {
+			const uint8_t *row[16];
+			for (int r = 0; r < 16; r++)
+				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride +
+					 (size_t)b0 * sizeof(struct qg_block_q8_0);
+			tiles8_q8_0(row, kc, (uint8_t *)T[0].q[0]);
+			tiles8_q8_0(row + 8, kc, (uint8_t *)T[0].q[0] + 32);
+			/* a tile of fewer than 16 rows runs on a copy of its outputs: nothing past NC is touched */
+			const int ncol = nc - c0 < 16 ? nc - c0 : 16;
+			for (int g0 = 0; g0 < nr; g0 += 2) {
+				const int two = nr - g0 >= 2;
+				const size_t i0 = (size_t)g0 * (size_t)nb + (size_t)b0, i1 = i0 + (size_t)nb;
+				float *s0 = s + (size_t)g0 * lds + c0, *s1 = s0 + lds;
+				float part[2][16];
+				float *p0 = ncol < 16 ? part[0] : s0, *p1 = ncol < 16 ? part[1] : s1;
+				if (ncol < 16 && !first) {
+					memcpy(part[0], s0, (size_t)ncol * sizeof(float));
+					if (two)
+						memcpy(part[1], s1, (size_t)ncol * sizeof(float));
+				}
+				if (two)
+					run_tiles8(2, T, kc, a[i0].qs, a[i1].qs, &aux[i0], &aux[i1], p0, p1, first);
+				else
+					run_tiles8(1, T, kc, a[i0].qs, NULL, &aux[i0], NULL, p0, NULL, first);
+				if (ncol < 16) {
+					memcpy(s0, part[0], (size_t)ncol * sizeof(float));
+					if (two)
+						memcpy(s1, part[1], (size_t)ncol * sizeof(float));
+				}
+			}
+		}
+	}
+}

@@ -1,7 +1,8 @@
 /*
- * kquant-gemm-i8mm.c - Q4_K and Q6_K weight rows against many activation
- * rows with the aarch64 int8 matrix multiply (smmla): Graviton3/4, Grace,
- * any armv8.6 core.
+ * kquant-gemm-i8mm.c - Q4_K, Q6_K and Q8_0 weight rows against many
+ * activation rows with the aarch64 int8 matrix multiply (smmla):
+ * Graviton3/4, Grace, any armv8.6 core.  Q8_0 has a section of its own
+ * at the end; what follows is the K-quants'.
  *
  * smmla multiplies a 2x8 block of int8 by the transpose of another, 32
  * multiply-adds into a 2x2 int32 tile: twice sdot's 16.  Its natural
@@ -289,6 +290,200 @@ INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg
 #define KQ_TILE_ALIGN 64
 #include "kquant-gemm.h"
 
+/* --- Q8_0 weights --------------------------------------------------------- */
+
+/*
+ * A Q8_0 tile is one block of 16 rows: per weight pair its four octets
+ * as above (64 bytes, one ld1, and no zip to build: a 32-byte load of
+ * each row and four zip of their halves), and the pairs' scales as
+ * floats laid out as the 2x2 tiles' lanes.  One activation pair meets
+ * it with 32 smmla into sums that start from zero at every block; a
+ * lane's sum is at most 32 * 128 * 128, an exact int32 and float.  The
+ * float part is the reference's lane by lane, each step rounded alone:
+ * sum += (float)sumi * (dw * da), blocks in order, so every output is
+ * qg_vec_dot_q8_0_q8_0's bits.  Per block and pair that part is 40
+ * instructions against 32 smmla, the same for any grouping of rows, so
+ * the shape only has to keep the loads few: one pair of activation rows
+ * (zipped once per block, for 32 smmla) against the eight weight pairs.
+ */
+
+/* Blocks per chunk: a chunk's tiles are KC8 * 640 bytes, 20 KB. */
+#define KC8 32
+
+/* One block of 16 weight rows; KC8 of them follow one another, as the asm reads them. */
+struct tile8 {
+	int8_t q[8][4][16];	/* pair p, octet o: row 2p's codes 8o .. 8o + 7, then row 2p + 1's */
+	float d[8][4];		/* pair p: rows 2p, 2p + 1, 2p, 2p + 1 */
+};
+
+_Static_assert(sizeof(struct qg_block_q8_0) == 34 && offsetof(struct qg_block_q8_0, qs) == 2,
+	       "the asm walks Q8_0 blocks as 2 bytes of scale and 32 of codes");
+_Static_assert(sizeof(struct tile8) == 640 && offsetof(struct tile8, d) == 512, "the asm's tile steps");
+_Static_assert(sizeof(struct qg_q8_0_aux) == 8 && offsetof(struct qg_q8_0_aux, d) == 0,
+	       "the asm reads aux's scales 8 bytes apart");
+
+/* Row R's scale into lane R of v16; rows R0 and R1 (a pair) as four octets, stored. */
+#define Q8_SCALE(r) "ld1 {v16.h}[" r "], [%[r" r "]], #2\n\t"
+#define Q8_PAIR(r0, r1)                                                \
+	"ld1 {v0.16b, v1.16b}, [%[r" r0 "]], #32\n\t"                  \
+	"ld1 {v2.16b, v3.16b}, [%[r" r1 "]], #32\n\t"                  \
+	"zip1 v4.2d, v0.2d, v2.2d\n\tzip2 v5.2d, v0.2d, v2.2d\n\t"      \
+	"zip1 v6.2d, v1.2d, v3.2d\n\tzip2 v7.2d, v1.2d, v3.2d\n\t"      \
+	"st1 {v4.16b-v7.16b}, [%[t]], #64\n\t"
+
+/*
+ * KC blocks of eight rows (ROW[r] at their first block), four pairs,
+ * into the tiles: codes from T, scales from TD (pair 0's or pair 4's
+ * place in the first tile).  As many operands as an asm takes, so 16
+ * rows are two calls.
+ */
+static void tiles8_q8_0(const uint8_t *const row[8], int kc, uint8_t *t, uint8_t *td)
+{
+	const uint8_t *r0 = row[0], *r1 = row[1], *r2 = row[2], *r3 = row[3];
+	const uint8_t *r4 = row[4], *r5 = row[5], *r6 = row[6], *r7 = row[7];
+
+	__asm__ volatile("1:\n\t"
+			 Q8_SCALE("0") Q8_SCALE("1") Q8_SCALE("2") Q8_SCALE("3")
+			 Q8_SCALE("4") Q8_SCALE("5") Q8_SCALE("6") Q8_SCALE("7")
+			 Q8_PAIR("0", "1") Q8_PAIR("2", "3") Q8_PAIR("4", "5") Q8_PAIR("6", "7")
+			 "fcvtl v18.4s, v16.4h\n\t"
+			 "fcvtl2 v19.4s, v16.8h\n\t"
+			 "zip1 v20.2d, v18.2d, v18.2d\n\t"
+			 "zip2 v21.2d, v18.2d, v18.2d\n\t"
+			 "zip1 v22.2d, v19.2d, v19.2d\n\t"
+			 "zip2 v23.2d, v19.2d, v19.2d\n\t"
+			 "st1 {v20.4s-v23.4s}, [%[td]]\n\t"
+			 "add %[t], %[t], #384\n\t"
+			 "add %[td], %[td], #640\n\t"
+			 "subs %w[n], %w[n], #1\n\t"
+			 "b.ne 1b\n\t"
+			 : [r0] "+r"(r0), [r1] "+r"(r1), [r2] "+r"(r2), [r3] "+r"(r3), [r4] "+r"(r4), [r5] "+r"(r5),
+			   [r6] "+r"(r6), [r7] "+r"(r7), [t] "+r"(t), [td] "+r"(td), [n] "+r"(kc)
+			 :
+			 : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v18", "v19", "v20", "v21", "v22",
+			   "v23", "cc", "memory");
+}
+
+/*
+ * A block's integer and float steps in one asm loop: the activation
+ * rows' 32 codes come to v0-v3 and are paired into v4-v7 (octets 0-3),
+ * the tile then streams through v0-v3, pair p's sums sit in v16 + p and
+ * its outputs in v24 + p, loaded and stored once per chunk.  MM(p): one
+ * ld1 of the tile (pair p's four octets) and four smmla; FLOAT: a 2x2
+ * tile's float step, v4 the activations' scales [a0 a0 a1 a1], v5 the
+ * scales' product.
+ */
+#define Q8_MM(p)                                                       \
+	"ld1 {v0.16b-v3.16b}, [%[t]], #64\n\t"                         \
+	KQ_MM(p, "0", "4") KQ_MM(p, "1", "5") KQ_MM(p, "2", "6") KQ_MM(p, "3", "7")
+#define Q8_FLOAT(x, acc, w)                                            \
+	"fmul v5.4s, v" w ".4s, v4.4s\n\t"                             \
+	"scvtf v" x ".4s, v" x ".4s\n\t"                               \
+	"fmul v" x ".4s, v" x ".4s, v5.4s\n\t"                         \
+	"fadd v" acc ".4s, v" acc ".4s, v" x ".4s\n\t"
+#define Q8_BLOCK                                                       \
+	KQ_ZERO4("16", "17", "18", "19") KQ_ZERO4("20", "21", "22", "23") \
+	"ld1 {v0.16b, v1.16b}, [%[a0]], %[ab]\n\t"                      \
+	"ld1 {v2.16b, v3.16b}, [%[a1]], %[ab]\n\t"                      \
+	"zip1 v4.2d, v0.2d, v2.2d\n\tzip2 v5.2d, v0.2d, v2.2d\n\t"      \
+	"zip1 v6.2d, v1.2d, v3.2d\n\tzip2 v7.2d, v1.2d, v3.2d\n\t"      \
+	Q8_MM("16") Q8_MM("17") Q8_MM("18") Q8_MM("19")    \
+	Q8_MM("20") Q8_MM("21") Q8_MM("22") Q8_MM("23")    \
+	"ld1r {v4.2s}, [%[x0]], %[xs]\n\t"                              \
+	"ld1r {v5.2s}, [%[x1]], %[xs]\n\t"                              \
+	"zip1 v4.2d, v4.2d, v5.2d\n\t"                                  \
+	"ld1 {v0.4s-v3.4s}, [%[t]], #64\n\t"                           \
+	Q8_FLOAT("16", "24", "0") Q8_FLOAT("17", "25", "1") Q8_FLOAT("18", "26", "2") Q8_FLOAT("19", "27", "3") \
+	"ld1 {v0.4s-v3.4s}, [%[t]], #64\n\t"                           \
+	Q8_FLOAT("20", "28", "0") Q8_FLOAT("21", "29", "1") Q8_FLOAT("22", "30", "2") Q8_FLOAT("23", "31", "3")
+/* The outputs: S0[0 .. 15] and S1[0 .. 15] as the eight 2x2 tiles, or zero (FIRST). */
+#define Q8_OPEN                                                        \
+	"cbnz %w[first], 2f\n\t"                                       \
+	"ld1 {v0.4s-v3.4s}, [%[s0]]\n\t"                               \
+	"ld1 {v4.4s-v7.4s}, [%[s1]]\n\t"                               \
+	"zip1 v24.2d, v0.2d, v4.2d\n\tzip2 v25.2d, v0.2d, v4.2d\n\t"    \
+	"zip1 v26.2d, v1.2d, v5.2d\n\tzip2 v27.2d, v1.2d, v5.2d\n\t"    \
+	"zip1 v28.2d, v2.2d, v6.2d\n\tzip2 v29.2d, v2.2d, v6.2d\n\t"    \
+	"zip1 v30.2d, v3.2d, v7.2d\n\tzip2 v31.2d, v3.2d, v7.2d\n\t"    \
+	"b 3f\n\t"                                                     \
+	"2:\n\t" KQ_ZERO4("24", "25", "26", "27") KQ_ZERO4("28", "29", "30", "31") "3:\n\t"
+#define Q8_CLOSE                                                       \
+	"uzp1 v0.2d, v24.2d, v25.2d\n\tuzp2 v4.2d, v24.2d, v25.2d\n\t"  \
+	"uzp1 v1.2d, v26.2d, v27.2d\n\tuzp2 v5.2d, v26.2d, v27.2d\n\t"  \
+	"uzp1 v2.2d, v28.2d, v29.2d\n\tuzp2 v6.2d, v28.2d, v29.2d\n\t"  \
+	"uzp1 v3.2d, v30.2d, v31.2d\n\tuzp2 v7.2d, v30.2d, v31.2d\n\t"  \
+	"st1 {v0.4s-v3.4s}, [%[s0]]\n\t"                               \
+	"st1 {v4.4s-v7.4s}, [%[s1]]\n\t"
+
+/*
+ * Activation rows A0 and A1 (the codes of their first blocks; aux X0
+ * and X1; blocks 34 and 8 bytes apart) against the KC tiles T: S0[c]
+ * and S1[c] for the 16 rows, added to unless FIRST.  One row goes as A1
+ * = A0, X1 = X0, S1 = S0: its second half of every tile is then the
+ * first's, bit for bit, and storing it again changes nothing.
+ */
+static void run_tiles8(const struct tile8 *T, int kc, const int8_t *a0, const int8_t *a1,
+		       const struct qg_q8_0_aux *x0, const struct qg_q8_0_aux *x1, float *s0, float *s1, int first)
+{
+	const struct tile8 *t = T;
+	const size_t ab = sizeof(struct qg_block_q8_0), xs = sizeof(struct qg_q8_0_aux);
+
+	__asm__ volatile(Q8_OPEN KQ_LOOP(Q8_BLOCK) Q8_CLOSE
+			 : [t] "+r"(t), [a0] "+r"(a0), [a1] "+r"(a1), [x0] "+r"(x0), [x1] "+r"(x1), [n] "+r"(kc)
+			 : [ab] "r"(ab), [xs] "r"(xs), [s0] "r"(s0), [s1] "r"(s1), [first] "r"(first)
+			 : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19", "v20", "v21",
+			   "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31", "cc", "memory");
+}
+
+void qg_kq_gemm_q8_0_i8mm(int64_t k, float *restrict s, size_t lds, const void *restrict vw, size_t wstride, int nc,
+			  const void *restrict va, const struct qg_q8_0_aux *restrict aux, int nr)
+{
+	const uint8_t *w = vw;
+	const struct qg_block_q8_0 *a = va;
+	const int64_t nb = k / QG_QK;
+	_Alignas(64) struct tile8 T[KC8];
+
+#if defined(HAVE_DOTPROD)
+	/* one row would fill half of every 2x2 tile with a copy; sdot's one-row pass (this core has it) wastes none */
+	if (nr == 1) {
+		qg_kq_gemm_q8_0_dotprod(k, s, lds, vw, wstride, nc, va, aux, nr);
+		return;
+	}
+#endif
+	for (int64_t b0 = 0; b0 < nb; b0 += KC8) {
+		const int kc = nb - b0 < KC8 ? (int)(nb - b0) : KC8;
+		const int first = b0 == 0;
+		for (int c0 = 0; c0 < nc; c0 += 16) {
+			const uint8_t *row[16];
+			for (int r = 0; r < 16; r++)
+				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride +
+					 (size_t)b0 * sizeof(struct qg_block_q8_0);
+			tiles8_q8_0(row, kc, (uint8_t *)T[0].q[0], (uint8_t *)T[0].d[0]);
+			tiles8_q8_0(row + 8, kc, (uint8_t *)T[0].q[4], (uint8_t *)T[0].d[4]);
+			/* a tile of fewer than 16 rows runs on a copy of its outputs: nothing past NC is touched */
+			const int ncol = nc - c0 < 16 ? nc - c0 : 16;
+			for (int g0 = 0; g0 < nr; g0 += 2) {
+				const int two = nr - g0 >= 2;
+				const size_t i0 = (size_t)g0 * (size_t)nb + (size_t)b0, i1 = two ? i0 + (size_t)nb : i0;
+				float *s0 = s + (size_t)g0 * lds + c0, *s1 = two ? s0 + lds : s0;
+				float part[2][16];
+				float *p0 = ncol < 16 ? part[0] : s0, *p1 = ncol < 16 ? (two ? part[1] : part[0]) : s1;
+				if (ncol < 16 && !first) {
+					memcpy(part[0], s0, (size_t)ncol * sizeof(float));
+					if (two)
+						memcpy(part[1], s1, (size_t)ncol * sizeof(float));
+				}
+				run_tiles8(T, kc, a[i0].qs, a[i1].qs, &aux[i0], &aux[i1], p0, p1, first);
+				if (ncol < 16) {
+					memcpy(s0, part[0], (size_t)ncol * sizeof(float));
+					if (two)
+						memcpy(s1, part[1], (size_t)ncol * sizeof(float));
+				}
+			}
+		}
+	}
+}
+
 KQ_ARM_ENTRIES(kq_arm_sdot16)
 
 const struct qg_kq_kernel qg_kq_i8mm = {
@@ -296,5 +491,7 @@ const struct qg_kq_kernel qg_kq_i8mm = {
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
 	.q4_K_gemm = qg_kq_gemm_q4_K_i8mm, .q6_K_gemm = qg_kq_gemm_q6_K_i8mm,
+	.q8_0_gemm = qg_kq_gemm_q8_0_i8mm,
 	.gemm_rows = 2,
+	.q8_0_gemm_rows = 1,
 };

@@ -359,8 +359,9 @@ static float dot_q8_0_ref(int64_t k, const void *restrict w, const void *restric
 /*
  * Q4_K, Q6_K, Q8_0 W: rows [ROW0, ROW1) of Y, every activation row, in
  * tiles as below: by the family's GEMM where it has one and N is at
- * least its gemm_rows, else four activation rows at a time where the
- * kernels can, and one at a time.  All give the one-row kernel's bits.
+ * least its gemm_rows (Q8_0: its q8_0_gemm_rows if set), else four
+ * activation rows at a time where the kernels can, and one at a time.
+ * All give the one-row kernel's bits.
  */
 static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
@@ -383,7 +384,8 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 	const qg_kq_gemm_fn gemm = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_gemm
 				   : mm->wtype == QG_TYPE_Q6_K ? kn->q6_K_gemm : NULL;
 	const qg_q8_0_gemm_fn gemm8 = mm->wtype == QG_TYPE_Q8_0 ? kn->q8_0_gemm : NULL;
-	const int use_gemm = (gemm || gemm8) && mm->n >= kn->gemm_rows;
+	const int gemm_rows = gemm8 && kn->q8_0_gemm_rows > 0 ? kn->q8_0_gemm_rows : kn->gemm_rows;
+	const int use_gemm = (gemm || gemm8) && mm->n >= gemm_rows;
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
 	/* the GEMMs build tiles of 16 weight rows (AVX2's of 8) */
 	const int64_t tile = tile_rows(row_bytes, use_gemm ? 16 : 1);

@@ -206,9 +206,10 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
 /*
  * --kernel-only --type T: T's plain-type kernels alone, R times over
  * m = k = 4096, as mul_mat runs them: the family's GEMM where N is at
- * least its gemm_rows (--gemm-rows G in its place: a G above N measures
- * the four-row path), else the four-row entry on each group of four
- * activation rows and the one-row entry on the rest.
+ * least its gemm_rows (Q8_0: its q8_0_gemm_rows if set; --gemm-rows G
+ * in its place: a G above N measures the four-row path), else the
+ * four-row entry on each group of four activation rows and the one-row
+ * entry on the rest.
  */
 static int kernel_only_plain(const struct opts *o)
 {
@@ -236,7 +237,8 @@ static int kernel_only_plain(const struct opts *o)
 	const qg_kq_dot4_fn dot4 = wt == QG_TYPE_Q4_K ? kq->q4_K_x4 : wt == QG_TYPE_Q6_K ? kq->q6_K_x4 : kq->q8_0_x4;
 	const qg_kq_gemm_fn gemm = wt == QG_TYPE_Q4_K ? kq->q4_K_gemm : wt == QG_TYPE_Q6_K ? kq->q6_K_gemm : NULL;
 	const qg_q8_0_gemm_fn gemm8 = wt == QG_TYPE_Q8_0 ? kq->q8_0_gemm : NULL;
-	const int use_gemm = (gemm || gemm8) && n >= (o->gemm_rows > 0 ? o->gemm_rows : kq->gemm_rows);
+	const int rows = gemm8 && kq->q8_0_gemm_rows > 0 ? kq->q8_0_gemm_rows : kq->gemm_rows;
+	const int use_gemm = (gemm || gemm8) && n >= (o->gemm_rows > 0 ? o->gemm_rows : rows);
 	const size_t wrow = wbytes / (size_t)m;
 	/* the Q8_0 GEMM's side table of each activation block's scale and -128 times its sum, as mul_mat keeps it */
 	struct qg_q8_0_aux *aux = bench_alloc((size_t)(gemm8 ? n * nba : 1) * sizeof *aux);
