@@ -46,6 +46,12 @@ static inline int32x4_t kq_arm_sdot16(int32x4_t acc, int8x16_t x, int8x16_t y)
 {
 	return vdotq_s32(acc, x, y);
 }
+
+/* Their Q8_0 block step: two sdot. */
+static inline int32x4_t kq_arm_sdot32(int8x16_t w0, int8x16_t w1, int8x16_t a0, int8x16_t a1)
+{
+	return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, a0), w1, a1);
+}
 #endif
 
 /* ACC plus, in some order over its four lanes, the sum of the 16 products X[i] * Y[i]. */
@@ -165,6 +171,45 @@ static inline __attribute__((always_inline)) void kq_arm_q6_K(int64_t k, const v
 		out[r] = acc[r];
 }
 
+/* An fp16 scale to float by the hardware (ldr h, fcvt): exact, so qg_fp16_to_fp32's value. */
+static inline float kq_arm_h2f(const qg_fp16 *p)
+{
+	return (float)*(const __fp16 *)(const void *)p;
+}
+
+/*
+ * One Q8_0 block's 32 products (weights W0, W1 against activations A0,
+ * A1) as four int32 lanes whose sum is the block's exact dot product.
+ */
+typedef int32x4_t (*kq_arm_dot32)(int8x16_t w0, int8x16_t w1, int8x16_t a0, int8x16_t a1);
+
+/*
+ * R activation rows (row r at A + r * NBA blocks) against one Q8_0 weight
+ * row: per block the exact int32 sum, then qg_vec_dot_q8_0_q8_0's float
+ * steps (sum += sumi * (dw * da)) in its order, so OUT[r] is its bits.
+ */
+static inline __attribute__((always_inline)) void kq_arm_q8_0(int64_t k, const void *restrict vw,
+							     const void *restrict va, int64_t nba, int R,
+							     float *out, kq_arm_dot32 dot)
+{
+	const struct qg_block_q8_0 *w = vw;
+	const struct qg_block_q8_0 *a = va;
+	float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+
+	for (int64_t b = 0; b < k / QG_QK; b++) {
+		const int8x16_t w0 = vld1q_s8(w[b].qs), w1 = vld1q_s8(w[b].qs + 16);
+		const float dw = kq_arm_h2f(&w[b].d);
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++) {
+			const struct qg_block_q8_0 *ab = &a[r * nba + b];
+			const int32_t sumi = vaddvq_s32(dot(w0, w1, vld1q_s8(ab->qs), vld1q_s8(ab->qs + 16)));
+			acc[r] += (float)sumi * (dw * kq_arm_h2f(&ab->d));
+		}
+	}
+	for (int r = 0; r < R; r++)
+		out[r] = acc[r];
+}
+
 /* --- the GEMMs' tiles: several weight rows' super-blocks at once ------- */
 
 #define KQ_ARM_INLINE static inline __attribute__((always_inline))
@@ -275,6 +320,19 @@ KQ_ARM_INLINE void kq_arm_q6_K_codes(uint8x16_t l0, uint8x16_t l1, uint8x16_t hb
 	c[3] = vsubq_u8(vandq_u8(vsriq_n_u8(h2, l1, 4), low6), bias);
 }
 
+/*
+ * The base NEON set's Q8_0 block step: products in int16 (smull, smlal2:
+ * two products of |w| <= 128 and |a| <= 127 are at most 32512), widened
+ * by pairwise adds.  Activations are in -127..127 as the kernels ask.
+ */
+static inline int32x4_t kq_arm_mull32(int8x16_t w0, int8x16_t w1, int8x16_t a0, int8x16_t a1)
+{
+	const int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(a0)), w0, a0);
+	const int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(a1)), w1, a1);
+
+	return vpadalq_s16(vpaddlq_s16(p0), p1);
+}
+
 /* One family's entries (DOT its 16-byte step): one row, and four rows per weight load. */
 #define KQ_ARM_ENTRIES(dot)                                                                              \
 	static float dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)                 \
@@ -298,6 +356,20 @@ KQ_ARM_INLINE void kq_arm_q6_K_codes(uint8x16_t l0, uint8x16_t l1, uint8x16_t hb
 			      float *restrict out)                                                        \
 	{                                                                                                 \
 		kq_arm_q6_K(k, w, a, nba, 4, out, dot);                                                   \
+	}
+
+/* The same for Q8_0 weights and activations (DOT32 the family's block step). */
+#define KQ_ARM_Q8_0_ENTRIES(dot32)                                                                       \
+	static float dot_q8_0(int64_t k, const void *restrict w, const void *restrict a)                 \
+	{                                                                                                 \
+		float out;                                                                                \
+		kq_arm_q8_0(k, w, a, 0, 1, &out, dot32);                                                  \
+		return out;                                                                               \
+	}                                                                                                 \
+	static void dot4_q8_0(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,    \
+			      float *restrict out)                                                        \
+	{                                                                                                 \
+		kq_arm_q8_0(k, w, a, nba, 4, out, dot32);                                                 \
 	}
 
 #endif /* QG_KQUANT_ARM_H */

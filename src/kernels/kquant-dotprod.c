@@ -1,24 +1,26 @@
 /*
- * kquant-dotprod.c - Q4_K x Q8_K and Q6_K x Q8_K dot products with the
- * aarch64 dot-product instructions (sdot); the body is kquant-arm.h's.
- * Two or more activation rows go to the GEMM (kquant-gemm-dotprod.c),
- * which there counts a fraction of the four- and one-row kernels'
- * instructions (bench-mulmat --kernel-only under qemu); one row stays
- * with the one-row kernel, which streams each weight row once and
- * writes no tile.  Q8_0 weights go to their GEMM from one row on: the
- * family has no Q8_0 row kernels, and the portable dot product they
- * would fall back to costs several times the GEMM, tile and all.
+ * kquant-dotprod.c - Q4_K x Q8_K, Q6_K x Q8_K and Q8_0 x Q8_0 dot
+ * products with the aarch64 dot-product instructions (sdot); the body is
+ * kquant-arm.h's.  Two or more activation rows go to the GEMM
+ * (kquant-gemm-dotprod.c), which there counts a fraction of the four-
+ * and one-row kernels' instructions (bench-mulmat --kernel-only under
+ * qemu); one row stays with the one-row kernel, which streams each
+ * weight row once and writes no tile.  Q8_0 weights go to their GEMM
+ * from one row on: its tile costs less than the one-row kernel's
+ * reduction and float steps per block of 32.
  */
 #include "config.h"
 
 #include "kquant-arm.h"
 
 KQ_ARM_ENTRIES(kq_arm_sdot16)
+KQ_ARM_Q8_0_ENTRIES(kq_arm_sdot32)
 
 const struct qg_kq_kernel qg_kq_dotprod = {
 	.name = "dotprod k-quants", .family = QG_KF_DOTPROD,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 	.q4_K_gemm = qg_kq_gemm_q4_K_dotprod, .q6_K_gemm = qg_kq_gemm_q6_K_dotprod,
 	.q8_0_gemm = qg_kq_gemm_q8_0_dotprod,
 	.gemm_rows = 2,

@@ -485,11 +485,13 @@ void qg_kq_gemm_q8_0_i8mm(int64_t k, float *restrict s, size_t lds, const void *
 }
 
 KQ_ARM_ENTRIES(kq_arm_sdot16)
+KQ_ARM_Q8_0_ENTRIES(kq_arm_sdot32)
 
 const struct qg_kq_kernel qg_kq_i8mm = {
 	.name = "i8mm k-quants", .family = QG_KF_I8MM,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 	.q4_K_gemm = qg_kq_gemm_q4_K_i8mm, .q6_K_gemm = qg_kq_gemm_q6_K_i8mm,
 	.q8_0_gemm = qg_kq_gemm_q8_0_i8mm,
 	.gemm_rows = 2,
