@@ -125,6 +125,9 @@ static void print_info(void)
 		       kq->gemm_rows);
 	if (kq->q8_0_gemm && q8_0_rows != kq->gemm_rows)
 		printf("%-14s gemm: q8_0, from %d activation row%s\n", "", q8_0_rows, q8_0_rows == 1 ? "" : "s");
+	if (kq->q4_K_gemv || kq->q6_K_gemv || kq->q8_0_gemv)
+		printf("%-14s gemv:%s%s%s, one activation row against many weight rows\n", "",
+		       kq->q4_K_gemv ? " q4_K" : "", kq->q6_K_gemv ? " q6_K" : "", kq->q8_0_gemv ? " q8_0" : "");
 	printf("%-9s %-22s %s\n", "row ops", qg_rowops_for()->name, "norms, SiLU, SwiGLU, RoPE: as the K-quant family");
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
 }

@@ -421,6 +421,80 @@ static void test_gemm(void)
 	}
 }
 
+/*
+ * The GEMVs (one activation row, many weight rows) against the one-row
+ * reference, bit for bit: NC over every tail of the kernels' row groups
+ * (4 and 8 rows), K of one to several super-blocks (Q8_0: blocks, odd
+ * counts included, and past a chunk of 128 now and then), extremes
+ * first, and nothing written past NC.
+ */
+static void test_gemv(void)
+{
+	enum { MAXC = 37, MAXB = 5, MAXB8 = 300 };
+	static struct qg_block_q4_K w4[MAXC * MAXB];
+	static struct qg_block_q6_K w6[MAXC * MAXB];
+	static struct qg_block_q8_K a[MAXC * MAXB];
+	static struct qg_block_q8_0 w8[MAXC * MAXB8], a8[MAXB8];
+	static float s[MAXC + 3];
+
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		const struct qg_kq_kernel *kn = qg_kq_kernel_get(f);
+		if (!kn || (!kn->q4_K_gemv && !kn->q6_K_gemv && !kn->q8_0_gemv))
+			continue;
+		int bad = 0, cases = 0, stray = 0;
+		for (int iter = 0; iter < 120; iter++) {
+			const int extreme = iter < 3 ? iter + 1 : 0;
+			/* every NC of 1 .. MAXC in turn, so every tail of 4 and 8 rows is met with each type */
+			const int nc = iter < 3 ? MAXC : 1 + iter % MAXC;
+			const int nb = iter < 3 ? MAXB : 1 + (int)(rnd() % MAXB);
+			const int nb8 = iter < 3 ? MAXB8 : 1 + (int)(rnd() % (iter % 4 ? 40 : MAXB8));
+			random_blocks(w4, w6, a, MAXC * MAXB, extreme);
+			for (int b = 0; b < MAXC * MAXB8; b++) {
+				w8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				for (int i = 0; i < QG_QK; i++)
+					w8[b].qs[i] = extreme ? (int8_t)(extreme == 2 ? 127 : -128) : (int8_t)rnd();
+			}
+			for (int b = 0; b < MAXB8; b++) {
+				a8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				for (int i = 0; i < QG_QK; i++)
+					a8[b].qs[i] = extreme ? (int8_t)(extreme == 2 ? 127 : -127)
+							      : (int8_t)((int)(rnd() % 255) - 127);
+			}
+			for (int t = 0; t < 3; t++) {
+				const qg_kq_gemv_fn gemv = t == 0 ? kn->q4_K_gemv : t == 1 ? kn->q6_K_gemv : kn->q8_0_gemv;
+				if (!gemv)
+					continue;
+				const void *w = t == 0 ? (const void *)w4 : t == 1 ? (const void *)w6 : (const void *)w8;
+				const size_t stride = t == 0 ? (size_t)nb * sizeof w4[0]
+						      : t == 1 ? (size_t)nb * sizeof w6[0] : (size_t)nb8 * sizeof w8[0];
+				const int64_t k = t == 2 ? (int64_t)QG_QK * nb8 : (int64_t)QG_QK_K * nb;
+				for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+					s[i] = -1e30f;
+				gemv(k, s, w, stride, nc, t == 2 ? (const void *)a8 : (const void *)a);
+				for (int c = 0; c < nc; c++) {
+					const void *wr = (const uint8_t *)w + (size_t)c * stride;
+					const float want = t == 0 ? qg_vec_dot_q4_K_q8_K(k, wr, a)
+							   : t == 1 ? qg_vec_dot_q6_K_q8_K(k, wr, a)
+							   : qg_vec_dot_q8_0_q8_0(k, wr, a8);
+					cases++;
+					if (memcmp(&want, &s[c], 4) != 0) {
+						if (!bad)
+							tap_diag("%s %s gemv: nc %d k %lld: [%d] %.9g, want %.9g", kn->name,
+								 t == 0 ? "q4_K" : t == 1 ? "q6_K" : "q8_0", nc, (long long)k, c,
+								 s[c], want);
+						bad++;
+					}
+				}
+				for (size_t c = (size_t)nc; c < sizeof s / sizeof s[0]; c++)
+					stray += s[c] != -1e30f;
+			}
+		}
+		tap_ok(kn->q4_K_gemv && kn->q6_K_gemv && kn->q8_0_gemv && bad == 0 && stray == 0,
+		       "%s: %d GEMV outputs (q4_K, q6_K, q8_0) equal the reference bit for bit (%d differ, %d past NC)",
+		       kn->name, cases, bad, stray);
+	}
+}
+
 static void test_kernels(void)
 {
 	enum { NB = 40 };	/* four rows of up to ten: every grouping and its tail */
@@ -472,6 +546,7 @@ static void test_kernels(void)
 	}
 	tap_diag("%d K-quant kernel families run on this CPU", ran);
 	test_gemm();
+	test_gemv();
 
 	/* Q8_0 x Q8_0: weights over every byte, -128 included; activations in -127..127 */
 	static struct qg_block_q8_0 w8[NB * 8], a8[NB * 8];
@@ -595,11 +670,38 @@ static void test_mulmat(void)
 		mm.kq_kernel = &qg_kq_portable;
 		tap_ok(qg_mul_mat(&mm, scr8) == 0 && memcmp(y8, y83, sizeof y8) == 0,
 		       "q8_0 mul_mat: the portable kernels, asked for, give the same bits");
-		/* one row: a GEMM too where q8_0_gemm_rows says so */
+		/* one row: the GEMV where the family has one, a GEMM where q8_0_gemm_rows says so */
 		mm.kq_kernel = NULL;
 		mm.n = 1;
 		tap_ok(qg_mul_mat(&mm, scr8) == 0 && memcmp(y8, y83, M * sizeof y8[0]) == 0,
 		       "q8_0 mul_mat, n 1 (%s): the same bits", qg_kq_kernel_for()->name);
+	}
+	/* one activation row (the GEMVs where the family has them): every output the reference's bits */
+	{
+		enum { M1 = 37, K1 = 1024 };
+		static uint8_t w1[M1 * K1 / 32 * 34];	/* Q8_0's, the largest */
+		/* Q8_0's scratch (blocks and their aux) is the larger */
+		static _Alignas(64) uint8_t scr1[K1 / 32 * (34 + 8) + 8];
+		static float wf1[M1 * K1], y1[M1];
+		const enum qg_type t1[] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K, QG_TYPE_Q8_0 };
+		for (int i = 0; i < M1 * K1; i++)
+			wf1[i] = frand();
+		for (int t = 0; t < 3; t++) {
+			struct qg_mm mm = { .wtype = t1[t], .w = w1, .m = M1, .k = K1, .x = x, .ldx = K1, .n = 1, .y = y1,
+					    .ldy = M1 };
+			const size_t rb = (size_t)qg_row_size(t1[t], K1);
+			int bad = qg_quantize(t1[t], wf1, w1, sizeof w1, M1, K1, NULL) != (ssize_t)(rb * M1) ||
+				  qg_mul_mat_scratch_size(&mm) > sizeof scr1 || qg_mul_mat(&mm, scr1) != 0;
+			for (int r = 0; r < M1; r++) {
+				const void *wr = w1 + (size_t)r * rb;
+				const float want = t == 0 ? qg_vec_dot_q4_K_q8_K(K1, wr, (const void *)scr1)
+						   : t == 1 ? qg_vec_dot_q6_K_q8_K(K1, wr, (const void *)scr1)
+						   : qg_vec_dot_q8_0_q8_0(K1, wr, (const void *)scr1);
+				bad += memcmp(&want, &y1[r], 4) != 0;
+			}
+			tap_ok(bad == 0, "%s mul_mat, n 1, m %d (%s): the reference dot products bit for bit (%d differ)",
+			       qg_type_name(t1[t]), M1, qg_kq_kernel_for()->name, bad);
+		}
 	}
 	struct qg_mm bad = { .wtype = QG_TYPE_Q8_K, .w = wq, .m = M, .k = K, .x = x, .ldx = K, .n = N, .y = y, .ldy = M };
 	tap_ok(qg_mul_mat_check(&bad) == -EINVAL, "mul_mat: Q8_K is no weight type");

@@ -175,6 +175,15 @@ typedef void (*qg_kq_gemm_fn)(int64_t k, float *restrict s, size_t lds, const vo
 			      int nc, const void *restrict a, int nr);
 
 /*
+ * One activation row against many weight rows (a decoding token's GEMV):
+ * NC Q4_K or Q6_K weight rows (WSTRIDE bytes apart) against one row of
+ * K/256 block_q8_K, or NC Q8_0 rows against K/32 block_q8_0; S[c] gets
+ * weight row c's one-row kernel result bit for bit.
+ */
+typedef void (*qg_kq_gemv_fn)(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			      const void *restrict a);
+
+/*
  * Beside every Q8_0 activation block mul_mat keeps, for the Q8_0 GEMMs,
  * its scale as a float and -128 times the sum of its codes.
  */
@@ -207,6 +216,9 @@ struct qg_kq_kernel {
 	qg_kq_dot4_fn q6_K_x4;	/* optional */
 	qg_kq_dot_fn q8_0;	/* optional (NULL: qg_vec_dot_q8_0_q8_0) */
 	qg_kq_dot4_fn q8_0_x4;	/* optional */
+	qg_kq_gemv_fn q4_K_gemv;	/* optional (NULL: the one-row kernel per weight row) */
+	qg_kq_gemv_fn q6_K_gemv;	/* optional */
+	qg_kq_gemv_fn q8_0_gemv;	/* optional */
 	qg_kq_gemm_fn q4_K_gemm;	/* optional (NULL: the four-row kernel) */
 	qg_kq_gemm_fn q6_K_gemm;	/* optional */
 	qg_q8_0_gemm_fn q8_0_gemm;	/* optional */

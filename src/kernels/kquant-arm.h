@@ -39,6 +39,20 @@ void qg_kq_gemm_q8_0_dotprod(int64_t k, float *restrict s, size_t lds, const voi
 			     int nc, const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
 void qg_kq_gemm_q8_0_i8mm(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride, int nc,
 			  const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
+/* kquant-gemv-neon.c: the NEON family's qg_kq_gemv_fn */
+void qg_kq_gemv_q4_K_neon(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a);
+void qg_kq_gemv_q6_K_neon(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a);
+void qg_kq_gemv_q8_0_neon(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			  const void *restrict a);
+/* kquant-gemv-dotprod.c: the dotprod and i8mm families' */
+void qg_kq_gemv_q4_K_dotprod(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			     const void *restrict a);
+void qg_kq_gemv_q6_K_dotprod(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			     const void *restrict a);
+void qg_kq_gemv_q8_0_dotprod(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			     const void *restrict a);
 
 #if defined(__ARM_FEATURE_DOTPROD)
 /* The dotprod and i8mm families' 16-byte step: one sdot. */
@@ -210,7 +224,7 @@ static inline __attribute__((always_inline)) void kq_arm_q8_0(int64_t k, const v
 		out[r] = acc[r];
 }
 
-/* --- the GEMMs' tiles: several weight rows' super-blocks at once ------- */
+/* --- several weight rows at once: the GEMMs' tiles, the GEMVs' lanes ---- */
 
 #define KQ_ARM_INLINE static inline __attribute__((always_inline))
 
@@ -233,6 +247,26 @@ KQ_ARM_INLINE void kq_arm_transpose4(const uint8_t *const row[4], size_t off, ui
 	v[3] = vreinterpretq_u8_u64(vtrn2q_u64(t1, t3));
 }
 
+/* The GEMVs' row groups: rows ROW[0..N-1] from row C0 of W, the last of NC repeated past it. */
+KQ_ARM_INLINE void kq_arm_group_rows(const uint8_t *w, size_t wstride, int c0, int nc, int n, const uint8_t **row)
+{
+	for (int r = 0; r < n; r++)
+		row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
+}
+
+/* The first N lanes of V to S (N < 4: a group's tail). */
+KQ_ARM_INLINE void kq_arm_store_lanes(float *s, float32x4_t v, int n)
+{
+	if (n >= 4) {
+		vst1q_f32(s, v);
+	} else {
+		float t[4];
+		vst1q_f32(t, v);
+		for (int r = 0; r < n; r++)
+			s[r] = t[r];
+	}
+}
+
 /* Byte J of each 32-bit lane of V, zero-extended: a table lookup whose out-of-range indices give 0. */
 KQ_ARM_INLINE int32x4_t kq_arm_byte_lanes(uint8x16_t v, int j)
 {
@@ -246,6 +280,7 @@ KQ_ARM_INLINE int32x4_t kq_arm_byte_lanes(uint8x16_t v, int j)
 struct kq_arm_q4_K_head {
 	int32x4_t sc[8];	/* the eight scales */
 	uint8x16_t mn[2];	/* byte 4r + j: min j (MN[0]) and min 4 + j (MN[1]) */
+	uint8x16_t sb[2];	/* the scales as bytes, as MN */
 	float32x4_t d, dmin;
 };
 
@@ -269,6 +304,8 @@ KQ_ARM_INLINE void kq_arm_q4_K_head(const uint8_t *const row[4], size_t off, str
 	const uint8x16_t sh = vorrq_u8(vandq_u8(y[3], low4), vandq_u8(vshrq_n_u8(y[1], 2), m48));
 	h->mn[0] = vandq_u8(y[2], m63);
 	h->mn[1] = vorrq_u8(vshrq_n_u8(y[3], 4), vandq_u8(vshrq_n_u8(y[2], 2), m48));
+	h->sb[0] = sl;
+	h->sb[1] = sh;
 	#pragma GCC unroll 4
 	for (int j = 0; j < 4; j++) {
 		h->sc[j] = kq_arm_byte_lanes(sl, j);

@@ -4,7 +4,9 @@
  * widening multiplies (smull, smull2) and two pairwise accumulates
  * (sadalp).  A product of a code (at most 63 in magnitude) and an
  * activation (at most 128) fits int16.  The body is kquant-arm.h's; a
- * Q8_0 block's products go by pairs in int16 (kq_arm_mull32).
+ * Q8_0 block's products go by pairs in int16 (kq_arm_mull32).  One
+ * activation row goes to the GEMV (kquant-gemv-neon.c), which does the
+ * rest of the work four weight rows at a time.
  */
 #include "config.h"
 
@@ -24,4 +26,6 @@ const struct qg_kq_kernel qg_kq_neon = {
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
 	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
+	.q4_K_gemv = qg_kq_gemv_q4_K_neon, .q6_K_gemv = qg_kq_gemv_q6_K_neon,
+	.q8_0_gemv = qg_kq_gemv_q8_0_neon,
 };

@@ -360,24 +360,29 @@ static float dot_q8_0_ref(int64_t k, const void *restrict w, const void *restric
  * Q4_K, Q6_K, Q8_0 W: rows [ROW0, ROW1) of Y, every activation row, in
  * tiles as below: by the family's GEMM where it has one and N is at
  * least its gemm_rows (Q8_0: its q8_0_gemm_rows if set), else four
- * activation rows at a time where the kernels can, and one at a time.
- * All give the one-row kernel's bits.
+ * activation rows at a time where the kernels can, and one at a time:
+ * by the family's GEMV over the tile's weight rows where it has one (it
+ * keeps several weight rows in the lanes of its vectors), else row by
+ * row.  All give the one-row kernel's bits.
  */
 static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
 	const struct qg_kq_kernel *kn = mm->kq_kernel ? mm->kq_kernel : qg_kq_kernel_for();
 	qg_kq_dot_fn dot;
 	qg_kq_dot4_fn dot4;
+	qg_kq_gemv_fn gemv;
 	size_t ab;	/* bytes of one activation block */
 	int qk;		/* values per activation block */
 	if (mm->wtype == QG_TYPE_Q8_0) {
 		dot = kn->q8_0 ? kn->q8_0 : dot_q8_0_ref;
 		dot4 = kn->q8_0_x4;
+		gemv = kn->q8_0_gemv;
 		ab = sizeof(struct qg_block_q8_0);
 		qk = QG_QK;
 	} else {
 		dot = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K : kn->q6_K;
 		dot4 = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_x4 : kn->q6_K_x4;
+		gemv = mm->wtype == QG_TYPE_Q4_K ? kn->q4_K_gemv : kn->q6_K_gemv;
 		ab = sizeof(struct qg_block_q8_K);
 		qk = QG_QK_K;
 	}
@@ -387,8 +392,12 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 	const int gemm_rows = gemm8 && kn->q8_0_gemm_rows > 0 ? kn->q8_0_gemm_rows : kn->gemm_rows;
 	const int use_gemm = (gemm || gemm8) && mm->n >= gemm_rows;
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
-	/* the GEMMs build tiles of 16 weight rows (AVX2's of 8) */
-	const int64_t tile = tile_rows(row_bytes, use_gemm ? 16 : 1);
+	/*
+	 * the GEMMs build tiles of 16 weight rows (AVX2's of 8); one
+	 * activation row reuses no weights, and its GEMV takes all its rows
+	 * at once (what it prepares of the activation row serves them all)
+	 */
+	const int64_t tile = mm->n == 1 && gemv ? row1 - row0 : tile_rows(row_bytes, use_gemm ? 16 : 1);
 	const int64_t nbk = mm->k / qk;
 	const size_t arow = (size_t)nbk * ab;
 	const uint8_t *xa = scratch;
@@ -416,6 +425,11 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 		}
 		for (; i < mm->n; i++) {
 			float *y = mm->y + (size_t)i * mm->ldy;
+			if (gemv) {
+				gemv(mm->k, y + t0, (const uint8_t *)mm->w + (size_t)t0 * row_bytes, row_bytes,
+				     (int)(t1 - t0), xa + (size_t)i * arow);
+				continue;
+			}
 			for (int64_t r = t0; r < t1; r++)
 				y[r] = dot(mm->k, (const uint8_t *)mm->w + (size_t)r * row_bytes, xa + (size_t)i * arow);
 		}

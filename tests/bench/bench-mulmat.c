@@ -7,7 +7,7 @@
  *   bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]
  *                [--row-by-row]
  *   bench-mulmat --kernel-only --type T --n N --repeat R [--kernel FAMILY]
- *                [--gemm-rows G]
+ *                [--gemm-rows G] [--row-by-row]
  *   bench-mulmat --kernel-only --type T --n N --repeat R --ggml LIBGGML_CPU
  *
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
@@ -42,7 +42,10 @@
  * three rows through the kernel's gemv_rows where it has one, as mul_mat
  * runs them, or one GEMV per row with --row-by-row), for instruction
  * counts under qemu: two runs that differ only in R give the kernel's
- * count (tests/bench/insn-table.sh).  With --type T --ggml LIB, ggml's
+ * count (tests/bench/insn-table.sh).  With --type T the plain type's
+ * kernels as mul_mat runs them (its one-row GEMV over many weight rows
+ * where the family has one; --row-by-row: its one-row dot per weight
+ * row instead).  With --type T --ggml LIB, ggml's
  * kernel for T in our place.
  */
 #include "config.h"
@@ -94,7 +97,7 @@ static void usage(FILE *f)
 		"       bench-mulmat --kernel-only --layout L --n N --repeat R [--kernel FAMILY]\n"
 		"                    [--row-by-row]\n"
 		"       bench-mulmat --kernel-only --type q4_K|q6_K|q8_0 --n N --repeat R [--kernel FAMILY]\n"
-		"                    [--gemm-rows G]\n"
+		"                    [--gemm-rows G] [--row-by-row]\n"
 		"       bench-mulmat --kernel-only --type q4_K|q6_K|q8_0 --n N --repeat R --ggml LIBGGML_CPU\n"
 		"       bench-mulmat --limits [--json] [--quick] [--threads 1,2]\n");
 }
@@ -208,8 +211,9 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
  * m = k = 4096, as mul_mat runs them: the family's GEMM where N is at
  * least its gemm_rows (Q8_0: its q8_0_gemm_rows if set; --gemm-rows G
  * in its place: a G above N measures the four-row path), else the
- * four-row entry on each group of four activation rows and the one-row
- * entry on the rest.
+ * four-row entry on each group of four activation rows and, on the
+ * rest, the GEMV over all m weight rows where the family has one
+ * (--row-by-row: the one-row entry instead).
  */
 static int kernel_only_plain(const struct opts *o)
 {
@@ -235,6 +239,9 @@ static int kernel_only_plain(const struct opts *o)
 	}
 	const qg_kq_dot_fn dot = wt == QG_TYPE_Q4_K ? kq->q4_K : wt == QG_TYPE_Q6_K ? kq->q6_K : kq->q8_0;
 	const qg_kq_dot4_fn dot4 = wt == QG_TYPE_Q4_K ? kq->q4_K_x4 : wt == QG_TYPE_Q6_K ? kq->q6_K_x4 : kq->q8_0_x4;
+	const qg_kq_gemv_fn gemv = o->row_by_row	  ? NULL
+				   : wt == QG_TYPE_Q4_K ? kq->q4_K_gemv
+				   : wt == QG_TYPE_Q6_K ? kq->q6_K_gemv : kq->q8_0_gemv;
 	const qg_kq_gemm_fn gemm = wt == QG_TYPE_Q4_K ? kq->q4_K_gemm : wt == QG_TYPE_Q6_K ? kq->q6_K_gemm : NULL;
 	const qg_q8_0_gemm_fn gemm8 = wt == QG_TYPE_Q8_0 ? kq->q8_0_gemm : NULL;
 	const int rows = gemm8 && kq->q8_0_gemm_rows > 0 ? kq->q8_0_gemm_rows : kq->gemm_rows;
@@ -265,6 +272,8 @@ static int kernel_only_plain(const struct opts *o)
 				for (int j = 0; j < 4; j++)
 					y[(i + j) * m + r] = out[j];
 			}
+		for (; gemv && i < n; i++)
+			gemv(k, y + i * m, w, wrow, (int)m, a + (size_t)i * arow);
 		for (; i < n; i++)
 			for (int64_t r = 0; r < m; r++)
 				y[i * m + r] = dot ? dot(k, w + (size_t)r * wrow, a + (size_t)i * arow)
@@ -273,7 +282,8 @@ static int kernel_only_plain(const struct opts *o)
 	}
 	/* a family without a kernel for the type leaves it to the portable C */
 	printf("kernel: %s%s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
-	       dot || dot4 || use_gemm ? kq->name : "portable", use_gemm ? " (gemm)" : "", qg_type_name(wt),
+	       dot || dot4 || use_gemm ? kq->name : "portable",
+	       use_gemm ? " (gemm)" : gemv && n % 4 ? " (gemv)" : "", qg_type_name(wt),
 	       (long long)m, (long long)n, (long long)k, o->repeat,
 	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
 	free(x);
