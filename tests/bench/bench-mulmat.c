@@ -210,10 +210,10 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
  * --kernel-only --type T: T's plain-type kernels alone, R times over
  * m = k = 4096, as mul_mat runs them: the family's GEMM where N is at
  * least its gemm_rows (Q8_0: its q8_0_gemm_rows if set; --gemm-rows G
- * in its place: a G above N measures the four-row path), else the
- * four-row entry on each group of four activation rows and, on the
- * rest, the GEMV over all m weight rows where the family has one
- * (--row-by-row: the one-row entry instead).
+ * in its place: a G above N measures what runs without the GEMM), else
+ * the GEMV over all m weight rows for each activation row where the
+ * family has one, else (or with --row-by-row) the four-row entry on
+ * each group of four activation rows and the one-row entry on the rest.
  */
 static int kernel_only_plain(const struct opts *o)
 {
@@ -265,7 +265,7 @@ static int kernel_only_plain(const struct opts *o)
 				gemm(k, y, (size_t)m, w, wrow, (int)m, a, (int)n);
 			i = n;
 		}
-		for (; dot4 && i + 4 <= n; i += 4)
+		for (; dot4 && !gemv && i + 4 <= n; i += 4)
 			for (int64_t r = 0; r < m; r++) {
 				float out[4];
 				dot4(k, w + (size_t)r * wrow, a + (size_t)i * arow, nba, out);
@@ -283,7 +283,7 @@ static int kernel_only_plain(const struct opts *o)
 	/* a family without a kernel for the type leaves it to the portable C */
 	printf("kernel: %s%s\nlayout: %s\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
 	       dot || dot4 || use_gemm ? kq->name : "portable",
-	       use_gemm ? " (gemm)" : gemv && n % 4 ? " (gemv)" : "", qg_type_name(wt),
+	       use_gemm ? " (gemm)" : gemv ? " (gemv)" : "", qg_type_name(wt),
 	       (long long)m, (long long)n, (long long)k, o->repeat,
 	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
 	free(x);
