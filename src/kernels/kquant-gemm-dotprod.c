@@ -57,7 +57,7 @@
 #include "kquant-arm.h"
 #include "kquant.h"
 
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
 /* Super-blocks per tile chunk: a chunk's tiles are KC * 5.4 KB. */
@@ -74,7 +74,7 @@ struct tile {
 };
 
 /* Scales (int32, lanes = rows 4v .. 4v + 3) of the N sub-blocks as the tile keeps them: differences. */
-INLINE void store_scales(struct tile *t, int v, const int32x4_t sc[], const int n)
+static INLINE void store_scales(struct tile *t, int v, const int32x4_t sc[], const int n)
 {
 	UNROLL
 	for (int j = 0; j < n; j++)
@@ -195,8 +195,8 @@ static void tile_q6_K(const uint8_t *const row[16], size_t off, struct tile *t)
  * One super-block's ISUM (lanes = rows 4v .. 4v + 3 at ISUM[g][v]) for
  * one activation row (A1 NULL) or two, from tile T.
  */
-INLINE void sums(const int q6, const int G, const struct tile *t, const int8_t *a0, const int8_t *a1,
-		 int32_t isum[GM][4][4])
+static INLINE void sums(const int q6, const int G, const struct tile *t, const int8_t *a0, const int8_t *a1,
+			int32_t isum[GM][4][4])
 {
 	const int8_t *wq = t->q[0];
 	const int32_t *sp = t->sc[0];
@@ -228,8 +228,8 @@ INLINE void sums(const int q6, const int G, const struct tile *t, const int8_t *
  * KC tiles T: S[g * LDS + r] for the tile's 16 rows, starting from 0
  * (FIRST) or from what S holds (the chunks before).
  */
-INLINE void run_tiles(const int G, const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a,
-		      size_t nba, float *s, size_t lds, int first)
+static INLINE void run_tiles(const int G, const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a,
+			     size_t nba, float *s, size_t lds, int first)
 {
 	float32x4_t acc[GM][4];
 
@@ -281,8 +281,8 @@ INLINE void run_tiles(const int G, const int q6, const struct tile *T, int kc, c
  * of fewer than 16 rows (NCOL) runs on a copy of its outputs, so that
  * nothing past NC is read or written.
  */
-INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a, size_t nba,
-		     int nr, float *s, size_t lds, int first, int ncol)
+static INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a, size_t nba,
+			    int nr, float *s, size_t lds, int first, int ncol)
 {
 	for (int g0 = 0; g0 < nr; g0 += GM) {
 		const int G = nr - g0 < GM ? nr - g0 : GM;
@@ -449,8 +449,8 @@ static void tiles8_q8_0(const uint8_t *const row[8], int kc, uint8_t *t)
  * XG, blocks 34 and 8 bytes apart) against the KC tiles T: S0[c] and
  * S1[c] (G = 2) for the 16 rows, added to unless FIRST.
  */
-INLINE void run_tiles8(const int G, const struct tile8 *T, int kc, const int8_t *a0, const int8_t *a1,
-		       const struct qg_q8_0_aux *x0, const struct qg_q8_0_aux *x1, float *s0, float *s1, int first)
+static INLINE void run_tiles8(const int G, const struct tile8 *T, int kc, const int8_t *a0, const int8_t *a1,
+			      const struct qg_q8_0_aux *x0, const struct qg_q8_0_aux *x1, float *s0, float *s1, int first)
 {
 	const struct tile8 *t = T;
 	const size_t ab = sizeof(struct qg_block_q8_0);

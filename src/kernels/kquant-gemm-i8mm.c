@@ -49,7 +49,7 @@
 #include "kquant-arm.h"
 #include "kquant.h"
 
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
 /* Super-blocks per tile chunk: a chunk's tiles are KC * 6.5 KB. */
@@ -68,7 +68,7 @@ struct tile {
 #define PAIR_F32(v, h) vreinterpretq_f32_u64(vdupq_laneq_u64(vreinterpretq_u64_f32(v), h))
 
 /* Four rows' scales (lanes = rows) as the tile keeps them: differences, pairs 2P4 and 2P4 + 1. */
-INLINE void store_scales(struct tile *t, int p4, const int32x4_t sc[], const int n)
+static INLINE void store_scales(struct tile *t, int p4, const int32x4_t sc[], const int n)
 {
 	UNROLL
 	for (int j = 0; j < n; j++) {
@@ -79,7 +79,7 @@ INLINE void store_scales(struct tile *t, int p4, const int32x4_t sc[], const int
 }
 
 /* Codes A and B of two rows, eight values each for two octets, into octets O and O + 1 of pair P. */
-INLINE void store_pair(struct tile *t, int o, int p, uint8x16_t a, uint8x16_t b)
+static INLINE void store_pair(struct tile *t, int o, int p, uint8x16_t a, uint8x16_t b)
 {
 	const uint64x2_t x = vreinterpretq_u64_u8(a), y = vreinterpretq_u64_u8(b);
 
@@ -192,7 +192,7 @@ static void tile_q6_K(const uint8_t *const row[16], size_t off, struct tile *t)
 	"v25", "v26", "v27", "v28", "v29", "v30", "v31", "cc", "memory"
 
 /* One super-block's ISUM (pair p's 2x2 tile at ISUM[p]) for activation rows A0, A1, from tile T. */
-INLINE void sums(const int q6, const struct tile *t, const int8_t *a0, const int8_t *a1, int32_t isum[8][4])
+static INLINE void sums(const int q6, const struct tile *t, const int8_t *a0, const int8_t *a1, int32_t isum[8][4])
 {
 	const int8_t *wq = t->q[0][0];
 	const int32_t *sp = t->sc[0][0];
@@ -218,8 +218,8 @@ INLINE void sums(const int q6, const struct tile *t, const int8_t *a0, const int
  * S holds (the chunks before).  Pair p's tile is [a0 w0, a0 w1, a1 w0,
  * a1 w1]: its halves are S0[2p ..] and S1[2p ..].
  */
-INLINE void run_tiles(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a0,
-		      const struct qg_block_q8_K *a1, float *s0, float *s1, int two, int first)
+static INLINE void run_tiles(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a0,
+			     const struct qg_block_q8_K *a1, float *s0, float *s1, int two, int first)
 {
 	float32x4_t acc[8];
 
@@ -265,8 +265,8 @@ INLINE void run_tiles(const int q6, const struct tile *T, int kc, const struct q
  * tile of fewer than 16 rows (NCOL) runs on a copy of its outputs, so
  * that nothing past NC is read or written.
  */
-INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a, size_t nba,
-		     int nr, float *s, size_t lds, int first, int ncol)
+static INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a, size_t nba,
+			    int nr, float *s, size_t lds, int first, int ncol)
 {
 	for (int g0 = 0; g0 < nr; g0 += 2) {
 		const int two = nr - g0 >= 2;
