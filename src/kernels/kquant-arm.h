@@ -395,6 +395,35 @@ static inline int32x4_t kq_arm_mull32(int8x16_t w0, int8x16_t w1, int8x16_t a0, 
 		kq_arm_q6_K(k, w, a, nba, 4, out, dot);                                                   \
 	}
 
+/*
+ * A family's Q4_K and Q6_K GEMVs (qg_kq_gemv_fn, named qg_kq_gemv_q4_K_FAMILY
+ * and _q6_K_FAMILY) from its four-row kernels gemv4_q4_K and gemv4_q6_K
+ * (four weight rows, lane r row r's sum, against one activation row): NC
+ * rows four at a time, the last group's missing rows the last row again,
+ * computed and not stored.
+ */
+#define KQ_ARM_GEMV_ENTRIES(family)                                                                      \
+	static void gemv_kq(const int q6, int64_t k, float *restrict s, const void *restrict w,          \
+			    size_t wstride, int nc, const void *restrict a)                               \
+	{                                                                                                 \
+		for (int c0 = 0; c0 < nc; c0 += 4) {                                                      \
+			const uint8_t *row[4];                                                            \
+			kq_arm_group_rows(w, wstride, c0, nc, 4, row);                                    \
+			kq_arm_store_lanes(s + c0, q6 ? gemv4_q6_K(row, a, k / QG_QK_K)                   \
+						      : gemv4_q4_K(row, a, k / QG_QK_K), nc - c0);        \
+		}                                                                                         \
+	}                                                                                                 \
+	void qg_kq_gemv_q4_K_##family(int64_t k, float *restrict s, const void *restrict w, size_t wstride, \
+				      int nc, const void *restrict a)                                     \
+	{                                                                                                 \
+		gemv_kq(0, k, s, w, wstride, nc, a);                                                      \
+	}                                                                                                 \
+	void qg_kq_gemv_q6_K_##family(int64_t k, float *restrict s, const void *restrict w, size_t wstride, \
+				      int nc, const void *restrict a)                                     \
+	{                                                                                                 \
+		gemv_kq(1, k, s, w, wstride, nc, a);                                                      \
+	}
+
 /* The same for Q8_0 weights and activations (DOT32 the family's block step). */
 #define KQ_ARM_Q8_0_ENTRIES(dot32)                                                                       \
 	static float dot_q8_0(int64_t k, const void *restrict w, const void *restrict a)                 \

@@ -214,28 +214,7 @@ static float32x4_t gemv4_q6_K(const uint8_t *const row[4], const struct qg_block
 	return acc;
 }
 
-static void gemv_kq(const int q6, int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
-		    const void *restrict a)
-{
-	for (int c0 = 0; c0 < nc; c0 += 4) {
-		const uint8_t *row[4];
-		kq_arm_group_rows(w, wstride, c0, nc, 4, row);
-		const float32x4_t v = q6 ? gemv4_q6_K(row, a, k / QG_QK_K) : gemv4_q4_K(row, a, k / QG_QK_K);
-		kq_arm_store_lanes(s + c0, v, nc - c0);
-	}
-}
-
-void qg_kq_gemv_q4_K_neon(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
-			  const void *restrict a)
-{
-	gemv_kq(0, k, s, w, wstride, nc, a);
-}
-
-void qg_kq_gemv_q6_K_neon(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
-			  const void *restrict a)
-{
-	gemv_kq(1, k, s, w, wstride, nc, a);
-}
+KQ_ARM_GEMV_ENTRIES(neon)
 
 /*
  * Four Q8_0 rows: per block each row's 32 products (kq_arm_mull32), the
