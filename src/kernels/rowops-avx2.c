@@ -245,6 +245,8 @@ static inline __attribute__((always_inline)) void scores_g(const int G, float *s
 		const uint16_t *k1 = two ? (const uint16_t *)((const char *)k0 + kstride) : k0;
 		__m256 a0[4], a1[4];
 
+		qg_rowops_prefetch(k0, kstride, (size_t)dk * 2);
+		qg_rowops_prefetch(k1, kstride, (size_t)dk * 2);
 		UNROLL
 		for (int g = 0; g < 4; g++)
 			a0[g] = a1[g] = _mm256_setzero_ps();
@@ -364,6 +366,8 @@ static inline __attribute__((always_inline)) void mix_g(const int G, float *acc,
 			for (int l = 0; l < nl; l++) {
 				const int j = live[l];
 				const uint16_t *vj = (const uint16_t *)((const char *)v0 + (size_t)j * vstride) + t;
+				if (t == 0)
+					qg_rowops_prefetch(vj, vstride, (size_t)dv * 2);
 				const __m256 x0 = load_h8(vj), x1 = load_h8(vj + 8);
 				UNROLL
 				for (int g = 0; g < G; g++) {

@@ -209,6 +209,8 @@ static inline __attribute__((always_inline)) void scores_g(const int G, float *s
 		float32x4_t a0[4], a1[4];
 		float r[2][4];
 
+		qg_rowops_prefetch(k0, kstride, (size_t)dk * 2);
+		qg_rowops_prefetch(k1, kstride, (size_t)dk * 2);
 		UNROLL
 		for (int g = 0; g < 4; g++)
 			a0[g] = a1[g] = vdupq_n_f32(0.0f);
@@ -291,6 +293,8 @@ static inline __attribute__((always_inline)) void mix_g(const int G, float *acc,
 				const int j = live[l];
 				const uint16_t *vj = (const uint16_t *)((const char *)v0 + (size_t)j * vstride) + t;
 				float32x4_t x[4];
+				if (t == 0)
+					qg_rowops_prefetch(vj, vstride, (size_t)dv * 2);
 				UNROLL
 				for (int c = 0; c < 4; c++)
 					x[c] = load_f16x4(vj + 4 * c);
