@@ -303,6 +303,31 @@ static void test_family(enum qg_kfamily f)
 			}
 	}
 	tap_ok(dbad == 0, "%s: halves to floats exactly (%d off)", r->name, dbad);
+
+	/* floats through halves: any bits, so NaN, infinity, overflow, subnormal halves and ties */
+	static float xr[W];
+	int rbad = 0;
+	for (int64_t n = 1; n <= W; n += n < 40 ? 1 : 33) {
+		for (int64_t i = 0; i < n; i++) {
+			uint32_t u = (uint32_t)tap_rand(&rng);
+			if (i % 3 == 1) {	/* in the half range (2^-25 .. 2^16), half of them ties */
+				uint32_t m = (u & 0x7fffffu) | (i % 2 ? 0x1000u : 0);
+				if (i % 2)
+					m &= ~0xfffu;
+				u = (u & 0x80000000u) | ((102u + (uint32_t)(tap_rand(&rng) % 42)) << 23) | m;
+			}
+			memcpy(&xr[i], &u, sizeof u);
+		}
+		p->round_f16(yd0, xr, n);
+		r->round_f16(yd1, xr, n);
+		for (int64_t i = 0; i < n; i++)
+			if (memcmp(&yd0[i], &yd1[i], 4) != 0 && !(isnan(yd0[i]) && isnan(yd1[i]))) {
+				if (!rbad)
+					tap_diag("%s round_f16(%a): %a against %a", r->name, xr[i], yd1[i], yd0[i]);
+				rbad++;
+			}
+	}
+	tap_ok(rbad == 0, "%s: floats rounded through halves exactly (%d off)", r->name, rbad);
 	test_attention(r);
 }
 

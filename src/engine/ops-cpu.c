@@ -583,9 +583,7 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 		const int64_t kh = grp * u.g / rk2, vh = grp * u.g / rv2;
 
 		for (int64_t qi = 0; qi < nq; qi++) {
-			const float *qr = (const float *)row_at(q, t0 + qi / u.g, grp * u.g + qi % u.g, i3);
-			for (int64_t i = 0; i < dk; i++)
-				qf[qi * dk + i] = qg_fp16_to_fp32(qg_fp32_to_fp16(qr[i]));
+			ro->round_f16(qf + qi * dk, (const float *)row_at(q, t0 + qi / u.g, grp * u.g + qi % u.g, i3), dk);
 			memset(acc + qi * dv, 0, (size_t)dv * sizeof *acc);
 			mx[qi] = -INFINITY;
 			sum[qi] = 0.0f;
@@ -608,12 +606,13 @@ static int compute_flash_attn(const struct qg_tensor *t, int ith, int nth, void 
 						mq[j] = qg_fp16_to_fp32(hv);
 					}
 				}
-				for (int64_t j = 0; j < nk; j++) {
-					if (mq[j] != -INFINITY) {
-						lo = j < lo ? j : lo;
-						hi = j + 1 > hi ? j + 1 : hi;
-					}
-				}
+				/* widen [lo, hi) by this row's unmasked keys: only the keys outside it are looked at */
+				for (int64_t j = 0; j < lo; j++)
+					if (mq[j] != -INFINITY)
+						lo = j;
+				for (int64_t j = nk; j > hi; j--)
+					if (mq[j - 1] != -INFINITY)
+						hi = j;
 			}
 			if (lo >= hi)
 				continue;

@@ -417,6 +417,16 @@ static void from_f16_avx2(float *y, const uint16_t *x, int64_t n)
 		y[i] = _cvtsh_ss(x[i]);
 }
 
+static void round_f16_avx2(float *y, const float *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+	for (; i < n; i++)
+		y[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
 const struct qg_rowops qg_rowops_avx2 = {
 	.name = "avx2",
 	.family = QG_KF_AVX2,
@@ -429,4 +439,5 @@ const struct qg_rowops qg_rowops_avx2 = {
 	.scores = scores_avx2,
 	.mix = mix_avx2,
 	.from_f16 = from_f16_avx2,
+	.round_f16 = round_f16_avx2,
 };

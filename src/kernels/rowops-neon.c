@@ -347,6 +347,16 @@ static void from_f16_neon(float *y, const uint16_t *x, int64_t n)
 		y[i] = qg_fp16_to_fp32(x[i]);
 }
 
+static void round_f16_neon(float *y, const float *x, int64_t n)
+{
+	int64_t i = 0;
+
+	for (; i + 4 <= n; i += 4)
+		vst1q_f32(y + i, vcvt_f32_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+	for (; i < n; i++)
+		y[i] = qg_fp16_to_fp32(qg_fp32_to_fp16(x[i]));
+}
+
 const struct qg_rowops qg_rowops_neon = {
 	.name = "neon",
 	.family = QG_KF_NEON,
@@ -359,4 +369,5 @@ const struct qg_rowops qg_rowops_neon = {
 	.scores = scores_neon,
 	.mix = mix_neon,
 	.from_f16 = from_f16_neon,
+	.round_f16 = round_f16_neon,
 };

@@ -105,6 +105,12 @@ static void from_f16_portable(float *y, const uint16_t *x, int64_t n)
 		y[i] = qg_fp16_to_fp32(x[i]);
 }
 
+static void round_f16_portable(float *y, const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = qg_fp16_to_fp32(qg_fp32_to_fp16(x[i]));
+}
+
 static const struct qg_rowops rowops_portable = {
 	.name = "portable",
 	.family = QG_KF_PORTABLE,
@@ -117,6 +123,7 @@ static const struct qg_rowops rowops_portable = {
 	.scores = scores_portable,
 	.mix = mix_portable,
 	.from_f16 = from_f16_portable,
+	.round_f16 = round_f16_portable,
 };
 
 const struct qg_rowops *qg_rowops_get(enum qg_kfamily family)

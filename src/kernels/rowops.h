@@ -67,6 +67,8 @@ struct qg_rowops {
 		    int64_t nk, int64_t dv);
 	/* Y[i] = X[i], N halves to floats (exact). */
 	void (*from_f16)(float *y, const uint16_t *x, int64_t n);
+	/* Y[i] = X[i] rounded to the nearest half (ties to even) and back, N values (Y may be X). */
+	void (*round_f16)(float *y, const float *x, int64_t n);
 };
 
 /*
