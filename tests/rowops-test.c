@@ -191,6 +191,26 @@ static void test_attention(const struct qg_rowops *r)
 }
 
 /* FAMILY's kernels against the portable ones. */
+/*
+ * How many of N floats of GOT differ in their bits from WANT (any NaN
+ * equals any NaN); the first difference is told unless SEEN already
+ * counts some.
+ */
+static int floats_off(const char *family, const char *what, const float *want, const float *got, int64_t n, int seen)
+{
+	int off = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		if (memcmp(&want[i], &got[i], sizeof *want) == 0 || (isnan(want[i]) && isnan(got[i])))
+			continue;
+		if (!seen && !off)
+			tap_diag("%s %s, value %lld of %lld: %a against %a", family, what, (long long)i, (long long)n,
+				 got[i], want[i]);
+		off++;
+	}
+	return off;
+}
+
 static void test_family(enum qg_kfamily f)
 {
 	const struct qg_rowops *p = qg_rowops_get(QG_KF_PORTABLE), *r = qg_rowops_get(f);
@@ -285,30 +305,14 @@ static void test_family(enum qg_kfamily f)
 	tap_ok(sbad == 0, "%s: attention's softmax blocks equal the portable ones (masked scores 0 exactly), "
 	       "lengths 1 to %d", r->name, N_MAX);
 
-	/* halves to floats: any bits, NaN and infinity included */
+	/* halves to floats, and floats through halves: any bits, NaN and infinity included */
 	enum { W = 140 };
-	static float yd0[W], yd1[W];
+	static float yd0[W], yd1[W], xr[W];
 	static uint16_t h[W];
-	int dbad = 0;
-	for (int64_t n = 1; n <= W; n += n < 40 ? 1 : 33) {
-		for (int64_t i = 0; i < n; i++)
-			h[i] = (uint16_t)tap_rand(&rng);	/* any bits: NaN and infinity included */
-		p->from_f16(yd0, h, n);
-		r->from_f16(yd1, h, n);
-		for (int64_t i = 0; i < n; i++)
-			if (memcmp(&yd0[i], &yd1[i], 4) != 0 && !(isnan(yd0[i]) && isnan(yd1[i]))) {
-				if (!dbad)
-					tap_diag("%s from_f16(0x%04x): %.9g against %.9g", r->name, h[i], yd1[i], yd0[i]);
-				dbad++;
-			}
-	}
-	tap_ok(dbad == 0, "%s: halves to floats exactly (%d off)", r->name, dbad);
-
-	/* floats through halves: any bits, so NaN, infinity, overflow, subnormal halves and ties */
-	static float xr[W];
-	int rbad = 0;
+	int dbad = 0, rbad = 0;
 	for (int64_t n = 1; n <= W; n += n < 40 ? 1 : 33) {
 		for (int64_t i = 0; i < n; i++) {
+			h[i] = (uint16_t)tap_rand(&rng);
 			uint32_t u = (uint32_t)tap_rand(&rng);
 			if (i % 3 == 1) {	/* in the half range (2^-25 .. 2^16), half of them ties */
 				uint32_t m = (u & 0x7fffffu) | (i % 2 ? 0x1000u : 0);
@@ -318,15 +322,14 @@ static void test_family(enum qg_kfamily f)
 			}
 			memcpy(&xr[i], &u, sizeof u);
 		}
+		p->from_f16(yd0, h, n);
+		r->from_f16(yd1, h, n);
+		dbad += floats_off(r->name, "from_f16", yd0, yd1, n, dbad);
 		p->round_f16(yd0, xr, n);
 		r->round_f16(yd1, xr, n);
-		for (int64_t i = 0; i < n; i++)
-			if (memcmp(&yd0[i], &yd1[i], 4) != 0 && !(isnan(yd0[i]) && isnan(yd1[i]))) {
-				if (!rbad)
-					tap_diag("%s round_f16(%a): %a against %a", r->name, xr[i], yd1[i], yd0[i]);
-				rbad++;
-			}
+		rbad += floats_off(r->name, "round_f16", yd0, yd1, n, rbad);
 	}
+	tap_ok(dbad == 0, "%s: halves to floats exactly (%d off)", r->name, dbad);
 	tap_ok(rbad == 0, "%s: floats rounded through halves exactly (%d off)", r->name, rbad);
 	test_attention(r);
 }
