@@ -393,8 +393,6 @@ static void test_families(struct tap_rng *rng)
 
 	for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
 		const int64_t k = ks[ki];
-		/* the smallest allowed row count and a larger one; fewer rows at large K */
-		const int mult = k >= 4096 ? 2 : 5;
 		struct wset ws;
 		float *x = xmalloc((size_t)(nmax * k) * sizeof *x);
 
@@ -402,7 +400,13 @@ static void test_families(struct tap_rng *rng)
 		for (int l = 0; l < QG_LAYOUT_COUNT; l++) {
 			const int R = layout_r[l];
 			for (int mi = 0; mi < 2; mi++) {
-				const int64_t m = mi ? mult * R : R;
+				/*
+				 * the smallest allowed row count and a larger one;
+				 * at large K (several chunks of K) one row group
+				 * past a 16-row tile: the AVX-512 GEMM's pair of
+				 * tiles with a partial second one
+				 */
+				const int64_t m = mi ? (k >= 4096 ? 16 + R : 5 * R) : R;
 				const size_t ny = (size_t)(nmax * m);
 				float *ref[sizeof ns / sizeof ns[0]];
 				double *sa = xmalloc(ny * sizeof *sa);

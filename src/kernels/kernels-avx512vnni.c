@@ -5,8 +5,9 @@
  *
  * One shape serves all three layouts: a weight tile is 16 weight rows (two
  * 8-row groups, or four 4-row groups), turned per block into eight zmm
- * registers, one per quad of k values (k = 4q .. 4q+3), holding in 32-bit
- * lane r the four unsigned nibble codes of weight row r.  Then one vpdpbusd
+ * registers, one per quad of k values (k = 4q .. 4q+3), holding in each
+ * 32-bit lane the four unsigned nibble codes of one weight row (8x8: in
+ * the order tile_to_rows undoes, lane r row r otherwise).  Then one vpdpbusd
  * whose other operand is the quad of an activation row broadcast from
  * memory ({1to16}) does 64 useful multiply-accumulates, and eight of them
  * make the row's 16 block dot products with every lane in use.  Only the
@@ -74,22 +75,25 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *const p[4], size_
 		 * qs[0..63] of a block_q4_0x8: rows 0..7, bytes 0..7 each, so
 		 * 32-bit lane 2r + e holds bytes 4e .. 4e+3 of row r.  The
 		 * even lanes of both groups give quad 0 of 16 rows, the odd
-		 * lanes quad 1; qs[64..127] the same for bytes 8..15.
+		 * lanes quad 1; qs[64..127] the same for bytes 8..15.  An
+		 * in-lane shuffle picks them, so the lanes hold the rows in
+		 * the order tile_to_rows undoes, not 0..15: the scales follow.
 		 */
-		const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-		const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 		const struct qg_block_q4_0x8 *b0 = (const void *)(p[0] + off);
 		const struct qg_block_q4_0x8 *b1 = (const void *)(p[1] + off);
-		__m512i a0 = _mm512_loadu_si512(b0->qs), a1 = _mm512_loadu_si512(b0->qs + 64);
-		__m512i c0 = _mm512_loadu_si512(b1->qs), c1 = _mm512_loadu_si512(b1->qs + 64);
+		__m512 a0 = _mm512_castsi512_ps(_mm512_loadu_si512(b0->qs));
+		__m512 a1 = _mm512_castsi512_ps(_mm512_loadu_si512(b0->qs + 64));
+		__m512 c0 = _mm512_castsi512_ps(_mm512_loadu_si512(b1->qs));
+		__m512 c1 = _mm512_castsi512_ps(_mm512_loadu_si512(b1->qs + 64));
 
-		x[0] = _mm512_permutex2var_epi32(a0, ev, c0);
-		x[1] = _mm512_permutex2var_epi32(a0, od, c0);
-		x[2] = _mm512_permutex2var_epi32(a1, ev, c1);
-		x[3] = _mm512_permutex2var_epi32(a1, od, c1);
-		__m256i h = _mm256_inserti128_si256(
-			_mm256_castsi128_si256(_mm_loadu_si128((const void *)b0->d)),
-			_mm_loadu_si128((const void *)b1->d), 1);
+		x[0] = _mm512_castps_si512(_mm512_shuffle_ps(a0, c0, 0x88));
+		x[1] = _mm512_castps_si512(_mm512_shuffle_ps(a0, c0, 0xdd));
+		x[2] = _mm512_castps_si512(_mm512_shuffle_ps(a1, c1, 0x88));
+		x[3] = _mm512_castps_si512(_mm512_shuffle_ps(a1, c1, 0xdd));
+		/* scale pairs of the two groups alternate, as the rows do */
+		__m128i d0 = _mm_loadu_si128((const void *)b0->d), d1 = _mm_loadu_si128((const void *)b1->d);
+		__m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi32(d0, d1)),
+						    _mm_unpackhi_epi32(d0, d1), 1);
 		*dw = _mm512_cvtph_ps(h);
 	} else {
 		const struct qg_block_q4_0x4 *b[4];
@@ -139,6 +143,8 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *const p[4], size_
 						 _mm_loadl_epi64((const void *)b[3]->d));
 		*dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(d01), d23, 1));
 	}
+	/* unrolled, or GCC keeps x and w in memory, stored and reloaded per block */
+#pragma GCC unroll 4
 	for (int m = 0; m < 4; m++) {
 		w[m] = _mm512_ternarylogic_epi32(x[m], m0f, m08, TL_AND_XOR);
 		w[m + 4] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x[m], 4), m0f, m08, TL_AND_XOR);
@@ -168,6 +174,31 @@ static ALWAYS_INLINE __mmask16 tile_mask(int c0, int nc)
 }
 
 /* --- GEMM --------------------------------------------------------------- */
+
+/*
+ * Where load_tile puts the tile's rows: 4x4 and 4x8 in order, 8x8 with
+ * lane 4i + 2g + t holding row 8g + 2i + t (load_tile says why).  The
+ * accumulators keep that order; tile_to_rows and tile_from_rows convert
+ * at the edges of the tile, where the results are stored and loaded.
+ */
+static ALWAYS_INLINE int tile_ordered(enum lay l)
+{
+	return l != LAY_8X8;
+}
+
+static ALWAYS_INLINE __m512 tile_to_rows(enum lay l, __m512 v)
+{
+	const __m512i idx = _mm512_set_epi32(15, 14, 11, 10, 7, 6, 3, 2, 13, 12, 9, 8, 5, 4, 1, 0);
+
+	return tile_ordered(l) ? v : _mm512_permutexvar_ps(idx, v);
+}
+
+static ALWAYS_INLINE __m512 tile_from_rows(enum lay l, __m512 v)
+{
+	const __m512i idx = _mm512_set_epi32(15, 14, 7, 6, 13, 12, 5, 4, 11, 10, 3, 2, 9, 8, 1, 0);
+
+	return tile_ordered(l) ? v : _mm512_permutexvar_ps(idx, v);
+}
 
 /*
  * Bytes ahead of the weight streams the GEMM asks for: with few activation
@@ -220,61 +251,99 @@ static void act_facts(const struct qg_block_q8_0x4 *a, int64_t nb, int il, void 
 }
 
 /*
- * G groups of activation rows (4G rows) times one 16-row weight tile, over
- * KC blocks starting at block B0.  A points at group 0's block B0, groups
- * NB blocks apart; PRE holds the facts, groups PST blocks apart.  FIRST
+ * G groups of activation rows (4G rows) times T (1 or 2) adjacent 16-row
+ * weight tiles, tile i at P[i] writing S + 16i under MASK[i], over KC
+ * blocks starting at block B0.  A points at group 0's block B0, groups NB
+ * blocks apart; PRE holds the facts, groups PST blocks apart.  FIRST
  * starts from zero, otherwise from what S holds (the previous chunk).
+ *
+ * With one or two groups a tile's 4G vpdpbusd chains per block are too
+ * few to keep the multipliers busy through the unpacking; a second tile
+ * (where tile_pairs says it pays) doubles the independent chains and
+ * shares each activation broadcast.  Three or four groups have chains
+ * enough, and no registers for a second tile's accumulators.
  */
-static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
-				    float *s, size_t lds, const uint8_t *const p[4], size_t off0,
+static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int T, const int il,
+				    float *s, size_t lds, const uint8_t *const p[2][4], size_t off0,
 				    int kc, const struct qg_block_q8_0x4 *a, size_t nb,
-				    const struct qg_x86_pre4 *pre, size_t pst, int first, __mmask16 mask)
+				    const struct qg_x86_pre4 *pre, size_t pst, int first, const __mmask16 mask[2])
 {
-	__m512 acc[4][4];
+	__m512 acc[2][4][4];
 
+#pragma GCC unroll 2
+	for (int i = 0; i < T; i++)
 #pragma GCC unroll 4
-	for (int g = 0; g < G; g++)
+		for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
-		for (int j = 0; j < 4; j++)
-			acc[g][j] = first ? _mm512_setzero_ps()
-					  : _mm512_maskz_loadu_ps(mask, s + (size_t)(g * 4 + j) * lds);
+			for (int j = 0; j < 4; j++) {
+				float *si = s + 16 * i + (size_t)(g * 4 + j) * lds;
+				acc[i][g][j] = first ? _mm512_setzero_ps()
+						     : tile_from_rows(l, _mm512_maskz_loadu_ps(mask[i], si));
+			}
 
 	for (int b = 0; b < kc; b++) {
-		__m512i w[8];
-		__m512 dw;
+		__m512i w[2][8];
+		__m512 dw[2];
 		const size_t off = off0 + (size_t)b * lay_bytes(l);
 
-		prefetch_tile(l, p, off);
-		load_tile(l, p, off, w, &dw);
+#pragma GCC unroll 2
+		for (int i = 0; i < T; i++) {
+			prefetch_tile(l, p[i], off);
+			load_tile(l, p[i], off, w[i], &dw[i]);
+		}
 #pragma GCC unroll 4
 		for (int g = 0; g < G; g++) {
 			const int8_t *qa = a[g * nb + b].qs;
 			const struct qg_x86_pre4 *f = &pre[g * pst + b];
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++) {
-				__m512i t = _mm512_set1_epi32(f->ns[j]);
+				__m512i t[2];
+#pragma GCC unroll 2
+				for (int i = 0; i < T; i++)
+					t[i] = _mm512_set1_epi32(f->ns[j]);
 #pragma GCC unroll 8
-				for (int q = 0; q < 8; q++)
-					t = _mm512_dpbusd_epi32(t, w[q],
-						_mm512_set1_epi32(load32(qa + qg_x86_act_off(il, j, q))));
-				__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(f->d[j]));
-				acc[g][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), sc, acc[g][j]);
+				for (int q = 0; q < 8; q++) {
+					__m512i aq = _mm512_set1_epi32(load32(qa + qg_x86_act_off(il, j, q)));
+#pragma GCC unroll 2
+					for (int i = 0; i < T; i++)
+						t[i] = _mm512_dpbusd_epi32(t[i], w[i][q], aq);
+				}
+#pragma GCC unroll 2
+				for (int i = 0; i < T; i++) {
+					__m512 sc = _mm512_mul_ps(dw[i], _mm512_set1_ps(f->d[j]));
+					acc[i][g][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[i]), sc, acc[i][g][j]);
+				}
 			}
 		}
 	}
 
+#pragma GCC unroll 2
+	for (int i = 0; i < T; i++)
 #pragma GCC unroll 4
-	for (int g = 0; g < G; g++)
+		for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
-		for (int j = 0; j < 4; j++)
-			_mm512_mask_storeu_ps(s + (size_t)(g * 4 + j) * lds, mask, acc[g][j]);
+			for (int j = 0; j < 4; j++)
+				_mm512_mask_storeu_ps(s + 16 * i + (size_t)(g * 4 + j) * lds, mask[i],
+						      tile_to_rows(l, acc[i][g][j]));
+}
+
+/*
+ * Whether gemm_tile takes weight tiles two at a time for G groups: where
+ * the doubled state of the unpacking and the accumulators spills little
+ * enough to gain.  The 8x8 unpack needs the fewest registers; the 4x8
+ * one spills and loses, the 4x4 one gains nothing measurable.
+ */
+static ALWAYS_INLINE int tile_pairs(enum lay l, int G)
+{
+	return l == LAY_8X8 && G <= 2;
 }
 
 /*
  * The whole GEMM: activation tiles of up to four groups (16 rows), chunks
- * of K, and for each the weight tiles of all NC rows.  Each weight block is
- * unpacked once per activation tile; each activation byte is read from L1
- * once per weight tile.
+ * of K, and for each the weight tiles of all NC rows, two at a time where
+ * tile_pairs says so.  Each weight block is unpacked once per activation
+ * tile; each activation byte is read from L1 once per weight tile (or
+ * pair).
  */
 static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restrict s, size_t lds,
 				   const void *restrict w, const void *restrict a, const struct qg_x86_pre4 *facts,
@@ -295,29 +364,31 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
 			const struct qg_x86_pre4 *ab = facts ? facts + (size_t)g0 * nb + b0 : pre;
 			const size_t pst = facts ? nb : QG_X86_KC_GEMM;
 			const struct qg_block_q8_0x4 *ag = act + (size_t)g0 * nb + b0;
+			const size_t off = b0 * (size_t)lay_bytes(l);
 
 			for (int g = 0; !facts && g < G; g++)
 				pre_gemm(ag + g * nb, kc, il, pre + g * QG_X86_KC_GEMM);
-			for (int c0 = 0; c0 < nc; c0 += 16) {
-				const uint8_t *p[4];
-				const __mmask16 m = tile_mask(c0, nc);
-				const size_t off = b0 * (size_t)lay_bytes(l);
+			for (int c0 = 0, T; c0 < nc; c0 += 16 * T) {
+				const uint8_t *p[2][4];
+				__mmask16 m[2];
 
-				tile_ptrs(l, w, rgb, c0, nc, p);
-				switch (G) {
-				case 4:
-					gemm_tile(l, 4, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
-					break;
-				case 3:
-					gemm_tile(l, 3, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
-					break;
-				case 2:
-					gemm_tile(l, 2, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
-					break;
-				default:
-					gemm_tile(l, 1, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
-					break;
+				T = tile_pairs(l, G) && c0 + 16 < nc ? 2 : 1;
+				for (int i = 0; i < T; i++) {
+					tile_ptrs(l, w, rgb, c0 + 16 * i, nc, p[i]);
+					m[i] = tile_mask(c0 + 16 * i, nc);
 				}
+				if (T == 2 && G == 2)
+					gemm_tile(l, 2, 2, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
+				else if (T == 2)
+					gemm_tile(l, 1, 2, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
+				else if (G == 4)
+					gemm_tile(l, 4, 1, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
+				else if (G == 3)
+					gemm_tile(l, 3, 1, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
+				else if (G == 2)
+					gemm_tile(l, 2, 1, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
+				else
+					gemm_tile(l, 1, 1, il, sg + c0, lds, p, off, kc, ag, nb, ab, pst, b0 == 0, m);
 			}
 		}
 	}
