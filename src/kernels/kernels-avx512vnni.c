@@ -52,6 +52,20 @@ static ALWAYS_INLINE int32_t load32(const void *p)
 	return v;
 }
 
+/* An int32 read through any pointer, for an asm memory operand. */
+typedef int32_t qg_i32_any __attribute__((may_alias, aligned(1)));
+
+/*
+ * vpdpbusd T += W x (the four bytes at A, broadcast): with the broadcast
+ * in the instruction's {1to16} memory operand, which GCC 12 does not fold
+ * from the intrinsics (it loads each into a register of its own first).
+ */
+static ALWAYS_INLINE __m512i dpbusd_bcast(__m512i t, __m512i w, const int8_t *a)
+{
+	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(t) : "v"(w), "m"(*(const qg_i32_any *)a));
+	return t;
+}
+
 /* vpternlogd truth table for (A & B) ^ C. */
 #define TL_AND_XOR 0x6a
 
@@ -99,6 +113,8 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *const p[4], size_
 		const struct qg_block_q4_0x4 *b[4];
 		__m512i r[4];
 
+		/* unrolled, or GCC passes R through memory */
+#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {
 			b[i] = (const void *)(p[i] + off);
 			r[i] = _mm512_loadu_si512(b[i]->qs);
@@ -211,7 +227,9 @@ static ALWAYS_INLINE void prefetch_tile(enum lay l, const uint8_t *const p[4], s
 {
 	const int ngroups = 16 / lay_rows(l), bytes = lay_bytes(l);
 
+#pragma GCC unroll 4
 	for (int i = 0; i < ngroups; i++)
+#pragma GCC unroll 4
 		for (int c = 0; c < bytes; c += 64)
 			_mm_prefetch((const char *)p[i] + off + GEMM_PREFETCH + c, _MM_HINT_T0);
 }
@@ -303,7 +321,13 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int T, const 
 					t[i] = _mm512_set1_epi32(f->ns[j]);
 #pragma GCC unroll 8
 				for (int q = 0; q < 8; q++) {
-					__m512i aq = _mm512_set1_epi32(load32(qa + qg_x86_act_off(il, j, q)));
+					const int8_t *aj = qa + qg_x86_act_off(il, j, q);
+
+					if (T == 1) {
+						t[0] = dpbusd_bcast(t[0], w[0][q], aj);
+						continue;
+					}
+					__m512i aq = _mm512_set1_epi32(load32(aj));
 #pragma GCC unroll 2
 					for (int i = 0; i < T; i++)
 						t[i] = _mm512_dpbusd_epi32(t[i], w[i][q], aq);
