@@ -51,7 +51,8 @@
  * (two ymm per quad, 2 or 3 rows a pass), 5 and 6 rows a pass, and 2 or 8
  * super-blocks a chunk, all alike or slower.  Four rows a pass keep the
  * quad loop in registers (four int16 sums, four int32 sums, the tile
- * vector, one broadcast).
+ * vector, one broadcast), and the Q8_0 one too (two int16 sums a row,
+ * the tile's two vectors and a broadcast: 15 ymm of 16).
  */
 #define KC 4
 #define GM 4
@@ -301,26 +302,6 @@ static ALWAYS_INLINE void run_tiles(const int G, const int q6, const struct tile
 		_mm256_maskstore_ps(s + (size_t)g * lds, mask, acc[g]);
 }
 
-/* Every group of up to GM activation rows against one chunk's tiles. */
-static ALWAYS_INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a,
-				   size_t nba, int nr, float *s, size_t lds, int first, int ns)
-{
-	int g0 = 0;
-
-	for (; g0 + GM <= nr; g0 += GM)
-		run_tiles(GM, q6, T, kc, a + (size_t)g0 * nba, nba, s + (size_t)g0 * lds, lds, first, ns);
-	/* the last 1 .. GM - 1 rows: each count its own copy, G a constant in it */
-#pragma GCC unroll 8
-	for (int g = 1; g < GM; g++)
-		if (nr - g0 == g)
-			run_tiles(g, q6, T, kc, a + (size_t)g0 * nba, nba, s + (size_t)g0 * lds, lds, first, ns);
-}
-
-#define KQ_GEMM_FAMILY avx2
-#define KQ_TILE_ROWS 8
-#define KQ_TILE_ALIGN 32
-#include "kquant-gemm.h"
-
 /* --- Q8_0 weights --------------------------------------------------------- */
 
 /*
@@ -353,7 +334,6 @@ static ALWAYS_INLINE void run_rows(const int q6, const struct tile *T, int kc, c
  * it holds only for activations in -127..127.
  */
 #define KC8 16		/* blocks per chunk: a chunk's tiles are KC8 * 544 bytes */
-#define GM8 4		/* activation rows per pass: three ymm each, with the tile's two and a broadcast 15 of 16 */
 
 /* One block of 8 weight rows, as the GEMM reads it. */
 struct tile8 {
@@ -390,14 +370,14 @@ static ALWAYS_INLINE void run_tiles8(const int G, const struct tile8 *T, int kc,
 				     int ns)
 {
 	const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(ns), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-	__m256 acc[GM8];
+	__m256 acc[GM];
 
 #pragma GCC unroll 8
 	for (int g = 0; g < G; g++)
 		acc[g] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(s + (size_t)g * lds, mask);
 	for (int b = 0; b < kc; b++) {
 		const struct tile8 *t = &T[b];
-		__m256i xl[GM8], xh[GM8];
+		__m256i xl[GM], xh[GM];
 
 #pragma GCC unroll 8
 		for (int g = 0; g < G; g++)
@@ -431,41 +411,8 @@ static ALWAYS_INLINE void run_tiles8(const int G, const struct tile8 *T, int kc,
 		_mm256_maskstore_ps(s + (size_t)g * lds, mask, acc[g]);
 }
 
-/*
- * As qg_q8_0_gemm_fn: by chunks of KC8 blocks, and in each by tiles of 8
- * weight rows built once and met by all NR activation rows, GM8 at a
- * time.  A tile past the last row repeats it (its lanes are not stored).
- */
-void qg_kq_gemm_q8_0_avx2(int64_t k, float *restrict s, size_t lds, const void *restrict vw, size_t wstride, int nc,
-			  const void *restrict va, const struct qg_q8_0_aux *restrict aux, int nr)
-{
-	const uint8_t *w = vw;
-	const struct qg_block_q8_0 *a = va;
-	const int64_t nb = k / QG_QK;
-	_Alignas(32) struct tile8 T[KC8];
-
-	for (int64_t b0 = 0; b0 < nb; b0 += KC8) {
-		const int kc = nb - b0 < KC8 ? (int)(nb - b0) : KC8;
-		for (int c0 = 0; c0 < nc; c0 += 8) {
-			const uint8_t *row[8];
-			for (int r = 0; r < 8; r++)
-				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
-			for (int b = 0; b < kc; b++)
-				tile_q8_0(row, (size_t)(b0 + b) * sizeof(struct qg_block_q8_0), &T[b]);
-			const int ns = nc - c0 < 8 ? nc - c0 : 8, first = b0 == 0;
-			const struct qg_block_q8_0 *ag = a + b0;
-			const struct qg_q8_0_aux *xg = aux + b0;
-			float *sg = s + c0;
-			int g0 = 0;
-			for (; g0 + GM8 <= nr; g0 += GM8)
-				run_tiles8(GM8, T, kc, ag + (size_t)g0 * nb, xg + (size_t)g0 * nb, (size_t)nb,
-					   sg + (size_t)g0 * lds, lds, first, ns);
-			/* the last 1 .. GM8 - 1 rows: each count its own copy, G a constant in it */
-#pragma GCC unroll 8
-			for (int g = 1; g < GM8; g++)
-				if (nr - g0 == g)
-					run_tiles8(g, T, kc, ag + (size_t)g0 * nb, xg + (size_t)g0 * nb, (size_t)nb,
-						   sg + (size_t)g0 * lds, lds, first, ns);
-		}
-	}
-}
+#define KQ_GEMM_FAMILY avx2
+#define KQ_TILE_ROWS 8
+#define KQ_TILE_ALIGN 32
+#define KQ_GEMM_Q8_0
+#include "kquant-gemm.h"

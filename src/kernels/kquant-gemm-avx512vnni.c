@@ -1,5 +1,5 @@
 /*
- * kquant-gemm-avx512vnni.c - Q4_K and Q6_K weight rows against many
+ * kquant-gemm-avx512vnni.c - Q4_K, Q6_K and Q8_0 weight rows against many
  * activation rows (a prompt's) with AVX-512 VNNI.
  *
  * The one- and four-row kernels (kquant-avx512vnni.c) meet one weight row
@@ -212,16 +212,23 @@ static ALWAYS_INLINE int32_t load32(const void *p)
 	return v;
 }
 
+/* The first NCOL (1 .. 16) lanes. */
+static ALWAYS_INLINE __mmask16 cols(int ncol)
+{
+	return ncol >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncol) - 1);
+}
+
 /*
  * G activation rows (row g's super-block b at A[g * NBA + b]) against the
- * KC tiles T: S[g * LDS + r] for the tile's rows in MASK, starting from 0
- * (FIRST) or from what S holds (the chunks before).
+ * KC tiles T: S[g * LDS + r] for the tile's first NCOL rows, starting
+ * from 0 (FIRST) or from what S holds (the chunks before).
  */
 static ALWAYS_INLINE void run_tiles(const int G, const int q6, const struct tile *T, int kc,
 				    const struct qg_block_q8_K *a, size_t nba, float *s, size_t lds, int first,
-				    __mmask16 mask)
+				    int ncol)
 {
 	const int nsub = q6 ? 16 : 8, qps = q6 ? 4 : 8;
+	const __mmask16 mask = cols(ncol);
 	__m512 acc[GM];
 
 #pragma GCC unroll 8
@@ -276,29 +283,6 @@ static ALWAYS_INLINE void run_tiles(const int G, const int q6, const struct tile
 		_mm512_mask_storeu_ps(s + (size_t)g * lds, mask, acc[g]);
 }
 
-/* Every group of up to GM activation rows against one chunk's tiles. */
-static ALWAYS_INLINE void run_rows(const int q6, const struct tile *T, int kc, const struct qg_block_q8_K *a,
-				   size_t nba, int nr, float *s, size_t lds, int first, int ncol)
-{
-	const __mmask16 mask = ncol >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncol) - 1);
-	int g0 = 0;
-
-	for (; g0 + GM <= nr; g0 += GM)
-		run_tiles(GM, q6, T, kc, a + (size_t)g0 * nba, nba, s + (size_t)g0 * lds, lds, first, mask);
-	_Static_assert(GM == 4, "the tails below are GM - 1 .. 1 rows");
-	switch (nr - g0) {
-	case 3: run_tiles(3, q6, T, kc, a + (size_t)g0 * nba, nba, s + (size_t)g0 * lds, lds, first, mask); break;
-	case 2: run_tiles(2, q6, T, kc, a + (size_t)g0 * nba, nba, s + (size_t)g0 * lds, lds, first, mask); break;
-	case 1: run_tiles(1, q6, T, kc, a + (size_t)g0 * nba, nba, s + (size_t)g0 * lds, lds, first, mask); break;
-	default: break;
-	}
-}
-
-#define KQ_GEMM_FAMILY avx512vnni
-#define KQ_TILE_ROWS 16
-#define KQ_TILE_ALIGN 64
-#include "kquant-gemm.h"
-
 /* --- Q8_0 weights --------------------------------------------------------- */
 
 /*
@@ -331,10 +315,12 @@ static void tile_q8_0(const uint8_t *const row[16], size_t off, struct tile8 *t)
 	_mm512_store_ps(t->d, halves(words(sb, offsetof(struct qg_block_q8_0, d), 2), 0));
 }
 
+/* As run_tiles, for Q8_0 tiles (AUX: the activation blocks' facts, as A). */
 static ALWAYS_INLINE void run_tiles8(const int G, const struct tile8 *T, int kc, const struct qg_block_q8_0 *a,
 				     const struct qg_q8_0_aux *aux, size_t nba, float *s, size_t lds, int first,
-				     __mmask16 mask)
+				     int ncol)
 {
+	const __mmask16 mask = cols(ncol);
 	__m512 acc[GM];
 
 #pragma GCC unroll 8
@@ -365,37 +351,8 @@ static ALWAYS_INLINE void run_tiles8(const int G, const struct tile8 *T, int kc,
 		_mm512_mask_storeu_ps(s + (size_t)g * lds, mask, acc[g]);
 }
 
-void qg_kq_gemm_q8_0_avx512vnni(int64_t k, float *restrict s, size_t lds, const void *restrict vw, size_t wstride,
-				int nc, const void *restrict va, const struct qg_q8_0_aux *restrict aux, int nr)
-{
-	const uint8_t *w = vw;
-	const struct qg_block_q8_0 *a = va;
-	const int64_t nb = k / QG_QK;
-	_Alignas(64) struct tile8 T[KC8];
-
-	for (int64_t b0 = 0; b0 < nb; b0 += KC8) {
-		const int kc = nb - b0 < KC8 ? (int)(nb - b0) : KC8;
-		for (int c0 = 0; c0 < nc; c0 += 16) {
-			const uint8_t *row[16];
-			for (int r = 0; r < 16; r++)
-				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
-			for (int b = 0; b < kc; b++)
-				tile_q8_0(row, (size_t)(b0 + b) * sizeof(struct qg_block_q8_0), &T[b]);
-			const __mmask16 mask = nc - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nc - c0)) - 1);
-			const int first = b0 == 0;
-			int g0 = 0;
-			for (; g0 + GM <= nr; g0 += GM)
-				run_tiles8(GM, T, kc, a + (size_t)g0 * nb + b0, aux + (size_t)g0 * nb + b0, (size_t)nb,
-					   s + (size_t)g0 * lds + c0, lds, first, mask);
-			const struct qg_block_q8_0 *ag = a + (size_t)g0 * nb + b0;
-			const struct qg_q8_0_aux *xg = aux + (size_t)g0 * nb + b0;
-			float *sg = s + (size_t)g0 * lds + c0;
-			switch (nr - g0) {
-			case 3: run_tiles8(3, T, kc, ag, xg, (size_t)nb, sg, lds, first, mask); break;
-			case 2: run_tiles8(2, T, kc, ag, xg, (size_t)nb, sg, lds, first, mask); break;
-			case 1: run_tiles8(1, T, kc, ag, xg, (size_t)nb, sg, lds, first, mask); break;
-			default: break;
-			}
-		}
-	}
-}
+#define KQ_GEMM_FAMILY avx512vnni
+#define KQ_TILE_ROWS 16
+#define KQ_TILE_ALIGN 64
+#define KQ_GEMM_Q8_0
+#include "kquant-gemm.h"
