@@ -58,23 +58,10 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-enum lay { LAY_4X4, LAY_4X8, LAY_8X8 };
-
-/* Rows per row group and bytes per row group block of each layout. */
-static ALWAYS_INLINE int lay_rows(enum lay l)
-{
-	return l == LAY_8X8 ? 8 : 4;
-}
-
-static ALWAYS_INLINE int lay_bytes(enum lay l)
-{
-	return l == LAY_8X8 ? (int)sizeof(struct qg_block_q4_0x8) : (int)sizeof(struct qg_block_q4_0x4);
-}
-
 /* Whether the layout's registers hold rows 0 1 4 5 2 3 6 7 (else 0..7). */
-static ALWAYS_INLINE int lay_permuted(enum lay l)
+static ALWAYS_INLINE int lay_permuted(enum qg_x86_lay l)
 {
-	return l != LAY_4X4;
+	return l != QG_X86_LAY_4X4;
 }
 
 static ALWAYS_INLINE __m256i loadu256(const void *p)
@@ -91,14 +78,14 @@ static ALWAYS_INLINE __m256i loadu256(const void *p)
  * then masked, the high ones shifted down first.  Byte j of a Q4_0 row
  * holds k = j (low nibble) and k = j + 16 (high).
  */
-static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *p0, const uint8_t *p1, size_t off,
+static ALWAYS_INLINE void load_tile(enum qg_x86_lay l, const uint8_t *p0, const uint8_t *p1, size_t off,
 				    __m256i w[8], __m256 *dw)
 {
 	const __m256i m0f = _mm256_set1_epi8(0x0f), m88 = _mm256_set1_epi8((char)0x88);
 	__m256i x[4];
 	__m128i d;
 
-	if (l == LAY_4X4) {
+	if (l == QG_X86_LAY_4X4) {
 		/*
 		 * 128-bit lane c of a block_q4_0x4 holds bytes 4c .. 4c+3 of
 		 * rows 0..3: lane c of both groups side by side is X[c], whose
@@ -124,7 +111,7 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *p0, const uint8_t
 		 * make the 8x8 picture.  X[0] rows 0..3 and X[1] rows 4..7 of
 		 * bytes 0..7, X[2] and X[3] of bytes 8..15, as stored.
 		 */
-		if (l == LAY_8X8) {
+		if (l == QG_X86_LAY_8X8) {
 			const struct qg_block_q4_0x8 *b = (const void *)(p0 + off);
 #pragma GCC unroll 4
 			for (int i = 0; i < 4; i++)
@@ -175,12 +162,12 @@ static ALWAYS_INLINE __m256i bcast64(const int8_t *p)
  * block_q8_0 (GEMV).  See the top of the file for why the 16-bit sums
  * cannot overflow.
  */
-static ALWAYS_INLINE __m256i block_dot(enum lay l, const __m256i w[8], const int8_t *qa,
+static ALWAYS_INLINE __m256i block_dot(enum qg_x86_lay l, const __m256i w[8], const int8_t *qa,
 				       const int il, const int j)
 {
 	const __m256i ones = _mm256_set1_epi16(1);
 
-	if (l == LAY_4X4) {
+	if (l == QG_X86_LAY_4X4) {
 		/*
 		 * W[q] holds quad q of rows 0..7, one row per 32-bit lane:
 		 * the activation quad broadcast to every lane.  Two chains
@@ -224,10 +211,10 @@ static ALWAYS_INLINE __m256i block_dot(enum lay l, const __m256i w[8], const int
  * groups; where only one remains, P1 repeats it and its lanes are computed
  * and not stored), each group RGB bytes long.
  */
-static ALWAYS_INLINE void tile_ptrs(enum lay l, const uint8_t *w, size_t rgb, int c0, int nc,
+static ALWAYS_INLINE void tile_ptrs(enum qg_x86_lay l, const uint8_t *w, size_t rgb, int c0, int nc,
 				    const uint8_t **p0, const uint8_t **p1)
 {
-	const int rows = lay_rows(l);
+	const int rows = qg_x86_lay_rows(l);
 
 	*p0 = w + (size_t)(c0 / rows) * rgb;
 	*p1 = rows == 4 && nc - c0 >= 8 ? *p0 + rgb : *p0;
@@ -240,14 +227,14 @@ static ALWAYS_INLINE __m256i tile_mask(int c0, int nc)
 }
 
 /* Eight (or the first four) outputs at S into the layout's lane order, and back. */
-static ALWAYS_INLINE __m256 acc_load(enum lay l, const float *s, __m256i mask)
+static ALWAYS_INLINE __m256 acc_load(enum qg_x86_lay l, const float *s, __m256i mask)
 {
 	__m256 v = _mm256_maskload_ps(s, mask);
 
 	return lay_permuted(l) ? _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8)) : v;
 }
 
-static ALWAYS_INLINE void acc_store(enum lay l, float *s, __m256i mask, __m256 v)
+static ALWAYS_INLINE void acc_store(enum qg_x86_lay l, float *s, __m256i mask, __m256 v)
 {
 	if (lay_permuted(l))
 		v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
@@ -300,7 +287,7 @@ static void act_facts(const struct qg_block_q8_0x4 *a, int64_t nb, int il, void 
  * groups PST blocks apart.  FIRST starts from zero, otherwise from what S
  * holds (the previous chunk).
  */
-static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
+static ALWAYS_INLINE void gemm_tile(enum qg_x86_lay l, const int G, const int il,
 				    float *s, size_t lds, const uint8_t *p0, const uint8_t *p1, size_t off0,
 				    int kc, const struct qg_block_q8_0x4 *a, size_t nb,
 				    const struct qg_x86_pre4 *pre, size_t pst, int first, __m256i mask)
@@ -315,7 +302,7 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
 		__m256i w[8];
 		__m256 dw;
 
-		load_tile(l, p0, p1, off0 + (size_t)b * lay_bytes(l), w, &dw);
+		load_tile(l, p0, p1, off0 + (size_t)b * qg_x86_lay_bytes(l), w, &dw);
 #pragma GCC unroll 4
 		for (int g = 0; g < G; g++) {
 			const int8_t *qa = a[g * nb + b].qs;
@@ -340,12 +327,12 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int il,
  * unpacked once per activation tile; each activation byte is read from L1
  * once per weight tile.
  */
-static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restrict s, size_t lds,
+static ALWAYS_INLINE void gemm_any(enum qg_x86_lay l, const int il, int k, float *restrict s, size_t lds,
 				   const void *restrict w, const void *restrict a, const struct qg_x86_pre4 *facts,
 				   int nr, int nc)
 {
 	const size_t nb = (size_t)(k / QG_QK);
-	const size_t rgb = nb * (size_t)lay_bytes(l);
+	const size_t rgb = nb * (size_t)qg_x86_lay_bytes(l);
 	const struct qg_block_q8_0x4 *act = a;
 	struct qg_x86_pre4 pre[4 * QG_X86_KC_GEMM];
 	const int ngroups = nr / 4;
@@ -356,7 +343,7 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
 		for (size_t b0 = 0; b0 < nb; b0 += QG_X86_KC_GEMM) {
 			const int kc = nb - b0 < QG_X86_KC_GEMM ? (int)(nb - b0) : QG_X86_KC_GEMM;
 			const struct qg_block_q8_0x4 *ag = act + (size_t)g0 * nb + b0;
-			const size_t off = b0 * (size_t)lay_bytes(l);
+			const size_t off = b0 * (size_t)qg_x86_lay_bytes(l);
 
 			/* the facts of the chunk: made by mul_mat once, or here for each call */
 			const struct qg_x86_pre4 *ab = facts ? facts + (size_t)g0 * nb + b0 : pre;
@@ -412,9 +399,9 @@ static void pre_gemv(const struct qg_block_q8_0 *a, int kc, struct qg_x86_pre1 *
 #define GEMV_PREFETCH 1024
 
 /* The GEMV's prefetches for the tile block at OFF of the row groups at P0 and P1. */
-static ALWAYS_INLINE void gemv_prefetch(enum lay l, const uint8_t *p0, const uint8_t *p1, size_t off)
+static ALWAYS_INLINE void gemv_prefetch(enum qg_x86_lay l, const uint8_t *p0, const uint8_t *p1, size_t off)
 {
-	if (l == LAY_8X8) {
+	if (l == QG_X86_LAY_8X8) {
 		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH, _MM_HINT_T0);
 		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 48, _MM_HINT_T0);
 		_mm_prefetch((const char *)p0 + off + GEMV_PREFETCH + 96, _MM_HINT_T0);
@@ -432,11 +419,11 @@ static ALWAYS_INLINE void gemv_prefetch(enum lay l, const uint8_t *p0, const uin
  * the same order as alone, so that a row's sums are the same bits however
  * many rows run beside it.
  */
-static ALWAYS_INLINE void gemv_any(enum lay l, const int NR, int k, float *restrict s, size_t lds,
+static ALWAYS_INLINE void gemv_any(enum qg_x86_lay l, const int NR, int k, float *restrict s, size_t lds,
 					const void *restrict w, const void *restrict a, int nc)
 {
 	const size_t nb = (size_t)(k / QG_QK);
-	const size_t rgb = nb * (size_t)lay_bytes(l);
+	const size_t rgb = nb * (size_t)qg_x86_lay_bytes(l);
 	const struct qg_block_q8_0 *act = a;
 	struct qg_x86_pre1 pre[3][QG_X86_KC_GEMV];
 
@@ -448,14 +435,14 @@ static ALWAYS_INLINE void gemv_any(enum lay l, const int NR, int k, float *restr
 		for (int c0 = 0; c0 < nc; c0 += 8) {
 			const uint8_t *p0, *p1;
 			const __m256i m = tile_mask(c0, nc);
-			size_t off = b0 * (size_t)lay_bytes(l);
+			size_t off = b0 * (size_t)qg_x86_lay_bytes(l);
 			__m256 acc[3];
 
 #pragma GCC unroll 3
 			for (int r = 0; r < NR; r++)
 				acc[r] = b0 == 0 ? _mm256_setzero_ps() : acc_load(l, s + (size_t)r * lds + c0, m);
 			tile_ptrs(l, w, rgb, c0, nc, &p0, &p1);
-			for (int b = 0; b < kc; b++, off += (size_t)lay_bytes(l)) {
+			for (int b = 0; b < kc; b++, off += (size_t)qg_x86_lay_bytes(l)) {
 				__m256i wq[8];
 				__m256 dw;
 
@@ -477,7 +464,7 @@ static ALWAYS_INLINE void gemv_any(enum lay l, const int NR, int k, float *restr
 }
 
 /* NR rows of LAY: two or three at once, else one by one. */
-static ALWAYS_INLINE void gemv_rows_lay(enum lay l, int k, float *restrict s, size_t lds, const void *restrict w,
+static ALWAYS_INLINE void gemv_rows_lay(enum qg_x86_lay l, int k, float *restrict s, size_t lds, const void *restrict w,
 					const void *restrict a, int nr, int nc)
 {
 	const struct qg_block_q8_0 *act = a;
@@ -495,71 +482,39 @@ static ALWAYS_INLINE void gemv_rows_lay(enum lay l, int k, float *restrict s, si
 void qg_avx2_gemv_rows_4x4(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
 			   int nr, int nc)
 {
-	gemv_rows_lay(LAY_4X4, k, s, lds, w, a, nr, nc);
+	gemv_rows_lay(QG_X86_LAY_4X4, k, s, lds, w, a, nr, nc);
 }
 
 void qg_avx2_gemv_rows_4x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
 			   int nr, int nc)
 {
-	gemv_rows_lay(LAY_4X8, k, s, lds, w, a, nr, nc);
+	gemv_rows_lay(QG_X86_LAY_4X8, k, s, lds, w, a, nr, nc);
 }
 
 void qg_avx2_gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
 			   int nr, int nc)
 {
-	gemv_rows_lay(LAY_8X8, k, s, lds, w, a, nr, nc);
+	gemv_rows_lay(QG_X86_LAY_8X8, k, s, lds, w, a, nr, nc);
 }
 
 void qg_avx2_gemv_4x4(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv_any(LAY_4X4, 1, k, s, 0, w, a, nc);
+	gemv_any(QG_X86_LAY_4X4, 1, k, s, 0, w, a, nc);
 }
 
 void qg_avx2_gemv_4x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv_any(LAY_4X8, 1, k, s, 0, w, a, nc);
+	gemv_any(QG_X86_LAY_4X8, 1, k, s, 0, w, a, nc);
 }
 
 void qg_avx2_gemv_8x8(int k, float *restrict s, const void *restrict w, const void *restrict a, int nc)
 {
-	gemv_any(LAY_8X8, 1, k, s, 0, w, a, nc);
+	gemv_any(QG_X86_LAY_8X8, 1, k, s, 0, w, a, nc);
 }
 
-static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm_any(LAY_4X4, 4, k, s, lds, w, a, NULL, nr, nc);
-}
-
-static void gemm_facts_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
-			   const void *restrict a, const void *restrict f, int nr, int nc)
-{
-	gemm_any(LAY_4X4, 4, k, s, lds, w, a, f, nr, nc);
-}
-
-static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm_any(LAY_4X8, 8, k, s, lds, w, a, NULL, nr, nc);
-}
-
-static void gemm_facts_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
-			   const void *restrict a, const void *restrict f, int nr, int nc)
-{
-	gemm_any(LAY_4X8, 8, k, s, lds, w, a, f, nr, nc);
-}
-
-static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm_any(LAY_8X8, 8, k, s, lds, w, a, NULL, nr, nc);
-}
-
-static void gemm_facts_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
-			   const void *restrict a, const void *restrict f, int nr, int nc)
-{
-	gemm_any(LAY_8X8, 8, k, s, lds, w, a, f, nr, nc);
-}
+QG_X86_GEMM_ENTRIES(4x4, QG_X86_LAY_4X4, 4)
+QG_X86_GEMM_ENTRIES(4x8, QG_X86_LAY_4X8, 8)
+QG_X86_GEMM_ENTRIES(8x8, QG_X86_LAY_8X8, 8)
 
 /* --- activation quantizers ---------------------------------------------- */
 

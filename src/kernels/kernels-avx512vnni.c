@@ -31,19 +31,6 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-enum lay { LAY_4X4, LAY_4X8, LAY_8X8 };
-
-/* Rows per row group and bytes per row group block of each layout. */
-static ALWAYS_INLINE int lay_rows(enum lay l)
-{
-	return l == LAY_8X8 ? 8 : 4;
-}
-
-static ALWAYS_INLINE int lay_bytes(enum lay l)
-{
-	return l == LAY_8X8 ? (int)sizeof(struct qg_block_q4_0x8) : (int)sizeof(struct qg_block_q4_0x4);
-}
-
 static ALWAYS_INLINE int32_t load32(const void *p)
 {
 	int32_t v;
@@ -78,13 +65,13 @@ static ALWAYS_INLINE __m512i dpbusd_bcast(__m512i t, __m512i w, const int8_t *a)
  * k = j (low nibble) and k = j + 16 (high), so X below, holding bytes
  * 4m .. 4m+3 of each row, gives quad m low and quad m + 4 high.
  */
-static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *const p[4], size_t off,
+static ALWAYS_INLINE void load_tile(enum qg_x86_lay l, const uint8_t *const p[4], size_t off,
 				    __m512i w[8], __m512 *dw)
 {
 	const __m512i m0f = _mm512_set1_epi8(0x0f), m08 = _mm512_set1_epi8(0x08);
 	__m512i x[4];
 
-	if (l == LAY_8X8) {
+	if (l == QG_X86_LAY_8X8) {
 		/*
 		 * qs[0..63] of a block_q4_0x8: rows 0..7, bytes 0..7 each, so
 		 * 32-bit lane 2r + e holds bytes 4e .. 4e+3 of row r.  The
@@ -119,7 +106,7 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *const p[4], size_
 			b[i] = (const void *)(p[i] + off);
 			r[i] = _mm512_loadu_si512(b[i]->qs);
 		}
-		if (l == LAY_4X8) {
+		if (l == QG_X86_LAY_4X8) {
 			/*
 			 * 64-bit lane 4c + r holds bytes 8c .. 8c+7 of row r.
 			 * Putting chunk c of two groups side by side makes the
@@ -172,10 +159,10 @@ static ALWAYS_INLINE void load_tile(enum lay l, const uint8_t *const p[4], size_
  * group RGB bytes long: groups past the end repeat the last one (their
  * lanes are computed and not stored), so nothing is read out of bounds.
  */
-static ALWAYS_INLINE void tile_ptrs(enum lay l, const uint8_t *w, size_t rgb, int c0, int nc,
+static ALWAYS_INLINE void tile_ptrs(enum qg_x86_lay l, const uint8_t *w, size_t rgb, int c0, int nc,
 				    const uint8_t *p[4])
 {
-	const int rows = lay_rows(l), ngroups = 16 / rows;
+	const int rows = qg_x86_lay_rows(l), ngroups = 16 / rows;
 	int valid = (nc - c0 < 16 ? nc - c0 : 16) / rows;
 
 	for (int i = 0; i < ngroups; i++)
@@ -197,19 +184,19 @@ static ALWAYS_INLINE __mmask16 tile_mask(int c0, int nc)
  * accumulators keep that order; tile_to_rows and tile_from_rows convert
  * at the edges of the tile, where the results are stored and loaded.
  */
-static ALWAYS_INLINE int tile_ordered(enum lay l)
+static ALWAYS_INLINE int tile_ordered(enum qg_x86_lay l)
 {
-	return l != LAY_8X8;
+	return l != QG_X86_LAY_8X8;
 }
 
-static ALWAYS_INLINE __m512 tile_to_rows(enum lay l, __m512 v)
+static ALWAYS_INLINE __m512 tile_to_rows(enum qg_x86_lay l, __m512 v)
 {
 	const __m512i idx = _mm512_set_epi32(15, 14, 11, 10, 7, 6, 3, 2, 13, 12, 9, 8, 5, 4, 1, 0);
 
 	return tile_ordered(l) ? v : _mm512_permutexvar_ps(idx, v);
 }
 
-static ALWAYS_INLINE __m512 tile_from_rows(enum lay l, __m512 v)
+static ALWAYS_INLINE __m512 tile_from_rows(enum qg_x86_lay l, __m512 v)
 {
 	const __m512i idx = _mm512_set_epi32(15, 14, 7, 6, 13, 12, 5, 4, 11, 10, 3, 2, 9, 8, 1, 0);
 
@@ -223,9 +210,9 @@ static ALWAYS_INLINE __m512 tile_from_rows(enum lay l, __m512 v)
  */
 #define GEMM_PREFETCH 1024
 
-static ALWAYS_INLINE void prefetch_tile(enum lay l, const uint8_t *const p[4], size_t off)
+static ALWAYS_INLINE void prefetch_tile(enum qg_x86_lay l, const uint8_t *const p[4], size_t off)
 {
-	const int ngroups = 16 / lay_rows(l), bytes = lay_bytes(l);
+	const int ngroups = 16 / qg_x86_lay_rows(l), bytes = qg_x86_lay_bytes(l);
 
 #pragma GCC unroll 4
 	for (int i = 0; i < ngroups; i++)
@@ -281,7 +268,7 @@ static void act_facts(const struct qg_block_q8_0x4 *a, int64_t nb, int il, void 
  * shares each activation broadcast.  Three or four groups have chains
  * enough, and no registers for a second tile's accumulators.
  */
-static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int T, const int il,
+static ALWAYS_INLINE void gemm_tile(enum qg_x86_lay l, const int G, const int T, const int il,
 				    float *s, size_t lds, const uint8_t *const p[2][4], size_t off0,
 				    int kc, const struct qg_block_q8_0x4 *a, size_t nb,
 				    const struct qg_x86_pre4 *pre, size_t pst, int first, const __mmask16 mask[2])
@@ -302,7 +289,7 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int T, const 
 	for (int b = 0; b < kc; b++) {
 		__m512i w[2][8];
 		__m512 dw[2];
-		const size_t off = off0 + (size_t)b * lay_bytes(l);
+		const size_t off = off0 + (size_t)b * qg_x86_lay_bytes(l);
 
 #pragma GCC unroll 2
 		for (int i = 0; i < T; i++) {
@@ -357,9 +344,9 @@ static ALWAYS_INLINE void gemm_tile(enum lay l, const int G, const int T, const 
  * enough to gain.  The 8x8 unpack needs the fewest registers; the 4x8
  * one spills and loses, the 4x4 one gains nothing measurable.
  */
-static ALWAYS_INLINE int tile_pairs(enum lay l, int G)
+static ALWAYS_INLINE int tile_pairs(enum qg_x86_lay l, int G)
 {
-	return l == LAY_8X8 && G <= 2;
+	return l == QG_X86_LAY_8X8 && G <= 2;
 }
 
 /*
@@ -369,12 +356,12 @@ static ALWAYS_INLINE int tile_pairs(enum lay l, int G)
  * tile; each activation byte is read from L1 once per weight tile (or
  * pair).
  */
-static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restrict s, size_t lds,
+static ALWAYS_INLINE void gemm_any(enum qg_x86_lay l, const int il, int k, float *restrict s, size_t lds,
 				   const void *restrict w, const void *restrict a, const struct qg_x86_pre4 *facts,
 				   int nr, int nc)
 {
 	const size_t nb = (size_t)(k / QG_QK);
-	const size_t rgb = nb * (size_t)lay_bytes(l);
+	const size_t rgb = nb * (size_t)qg_x86_lay_bytes(l);
 	const struct qg_block_q8_0x4 *act = a;
 	struct qg_x86_pre4 pre[4 * QG_X86_KC_GEMM];
 	const int ngroups = nr / 4;
@@ -388,7 +375,7 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
 			const struct qg_x86_pre4 *ab = facts ? facts + (size_t)g0 * nb + b0 : pre;
 			const size_t pst = facts ? nb : QG_X86_KC_GEMM;
 			const struct qg_block_q8_0x4 *ag = act + (size_t)g0 * nb + b0;
-			const size_t off = b0 * (size_t)lay_bytes(l);
+			const size_t off = b0 * (size_t)qg_x86_lay_bytes(l);
 
 			for (int g = 0; !facts && g < G; g++)
 				pre_gemm(ag + g * nb, kc, il, pre + g * QG_X86_KC_GEMM);
@@ -424,41 +411,9 @@ static ALWAYS_INLINE void gemm_any(enum lay l, const int il, int k, float *restr
  * it.
  */
 
-static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm_any(LAY_4X4, 4, k, s, lds, w, a, NULL, nr, nc);
-}
-
-static void gemm_facts_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
-			   const void *restrict a, const void *restrict f, int nr, int nc)
-{
-	gemm_any(LAY_4X4, 4, k, s, lds, w, a, f, nr, nc);
-}
-
-static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm_any(LAY_4X8, 8, k, s, lds, w, a, NULL, nr, nc);
-}
-
-static void gemm_facts_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
-			   const void *restrict a, const void *restrict f, int nr, int nc)
-{
-	gemm_any(LAY_4X8, 8, k, s, lds, w, a, f, nr, nc);
-}
-
-static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm_any(LAY_8X8, 8, k, s, lds, w, a, NULL, nr, nc);
-}
-
-static void gemm_facts_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
-			   const void *restrict a, const void *restrict f, int nr, int nc)
-{
-	gemm_any(LAY_8X8, 8, k, s, lds, w, a, f, nr, nc);
-}
+QG_X86_GEMM_ENTRIES(4x4, QG_X86_LAY_4X4, 4)
+QG_X86_GEMM_ENTRIES(4x8, QG_X86_LAY_4X8, 8)
+QG_X86_GEMM_ENTRIES(8x8, QG_X86_LAY_8X8, 8)
 
 /* --- activation quantizers ---------------------------------------------- */
 

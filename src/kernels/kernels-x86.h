@@ -50,6 +50,20 @@ struct qg_x86_pre1 {
 	float d;
 };
 
+/* The interleaved Q4_0 layouts the x86 GEMMs read. */
+enum qg_x86_lay { QG_X86_LAY_4X4, QG_X86_LAY_4X8, QG_X86_LAY_8X8 };
+
+/* Rows per row group and bytes per row group block of each layout. */
+static inline __attribute__((always_inline)) int qg_x86_lay_rows(enum qg_x86_lay l)
+{
+	return l == QG_X86_LAY_8X8 ? 8 : 4;
+}
+
+static inline __attribute__((always_inline)) int qg_x86_lay_bytes(enum qg_x86_lay l)
+{
+	return l == QG_X86_LAY_8X8 ? (int)sizeof(struct qg_block_q4_0x8) : (int)sizeof(struct qg_block_q4_0x4);
+}
+
 /*
  * Byte offset in block_q8_0x4.qs of the four activations k = 4*Q .. 4*Q+3
  * of row J, for interleave IL (4 or 8): chunk c of IL values of row r sits
@@ -87,5 +101,22 @@ void qg_avx2_gemv_rows_4x8(int k, float *restrict s, size_t lds, const void *res
 			   int nr, int nc);
 void qg_avx2_gemv_rows_8x8(int k, float *restrict s, size_t lds, const void *restrict w, const void *restrict a,
 			   int nr, int nc);
+
+/*
+ * A family's GEMMs of layout LAYOUT (activations of interleave IL):
+ * gemm_NAME (qg_gemm_fn) and gemm_facts_NAME (qg_gemm_facts_fn), over the
+ * family's own gemm_any(layout, il, k, s, lds, w, a, facts, nr, nc).
+ */
+#define QG_X86_GEMM_ENTRIES(name, layout, il)                                                           \
+	static void gemm_##name(int k, float *restrict s, size_t lds, const void *restrict w,           \
+			       const void *restrict a, int nr, int nc)                                  \
+	{                                                                                               \
+		gemm_any(layout, il, k, s, lds, w, a, NULL, nr, nc);                                    \
+	}                                                                                               \
+	static void gemm_facts_##name(int k, float *restrict s, size_t lds, const void *restrict w,     \
+				     const void *restrict a, const void *restrict f, int nr, int nc)    \
+	{                                                                                               \
+		gemm_any(layout, il, k, s, lds, w, a, f, nr, nc);                                       \
+	}
 
 #endif /* QG_KERNELS_X86_H */
