@@ -90,14 +90,6 @@ static inline __attribute__((always_inline)) void sums_q4_K(const struct qg_bloc
 	}
 }
 
-static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
-{
-	float out;
-
-	kq_x86_rows_q4_K(k, vw, va, 0, 1, &out, sums_q4_K);
-	return out;
-}
-
 /*
  * Super-block W against four activation rows (row r's block at
  * A[r * NBA]), rows paired so that one vpmaddwd by the scale serves two:
@@ -251,14 +243,6 @@ static inline __attribute__((always_inline)) void sums_q6_K(const struct qg_bloc
 	}
 }
 
-static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
-{
-	float out;
-
-	kq_x86_rows_q6_K(k, vw, va, 0, 1, &out, sums_q6_K);
-	return out;
-}
-
 /*
  * Super-block W against four activation rows, paired as sums4_q4_K pairs
  * them: a lane of vpmaddubsw is at most 2 * 63 * 128 = 16128 here, two
@@ -386,18 +370,7 @@ static inline __attribute__((always_inline)) void sums_q8_0(const struct qg_bloc
 	}
 }
 
-static float dot_q8_0(int64_t k, const void *restrict vw, const void *restrict va)
-{
-	float out;
-
-	kq_x86_rows_q8_0(k, vw, va, 0, 1, &out, sums_q8_0);
-	return out;
-}
-
-static void dot4_q8_0(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
-{
-	kq_x86_rows_q8_0(k, vw, va, nba, 4, out, sums_q8_0);
-}
+KQ_X86_ENTRIES()
 
 const struct qg_kq_kernel qg_kq_avx2 = {
 	.name = "avx2 k-quants", .family = QG_KF_AVX2,

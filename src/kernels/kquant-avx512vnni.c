@@ -327,14 +327,6 @@ static void dot4_q4_K(int64_t k, const void *restrict vw, const void *restrict v
 	memcpy(out, s, sizeof s);
 }
 
-static float dot_q4_K(int64_t k, const void *restrict vw, const void *restrict va)
-{
-	float out;
-
-	kq_x86_rows_q4_K(k, vw, va, 0, 1, &out, sums_q4_K);
-	return out;
-}
-
 /*
  * The exact integer sums of Q6_K super-block W against R activation rows:
  * the sixteen int32 lanes of I[r] add up to sum_j scale_j * sum((u - 32)
@@ -490,14 +482,6 @@ static void dot4_q6_K(int64_t k, const void *restrict vw, const void *restrict v
 	memcpy(out, s, sizeof s);
 }
 
-static float dot_q6_K(int64_t k, const void *restrict vw, const void *restrict va)
-{
-	float out;
-
-	kq_x86_rows_q6_K(k, vw, va, 0, 1, &out, sums_q6_K);
-	return out;
-}
-
 /* --- Q8_0 x Q8_0 ------------------------------------------------------- */
 
 /*
@@ -520,18 +504,7 @@ static KQ_X86_INLINE void sums_q8_0(const struct qg_block_q8_0 *w, const struct 
 	}
 }
 
-static float dot_q8_0(int64_t k, const void *restrict vw, const void *restrict va)
-{
-	float out;
-
-	kq_x86_rows_q8_0(k, vw, va, 0, 1, &out, sums_q8_0);
-	return out;
-}
-
-static void dot4_q8_0(int64_t k, const void *restrict vw, const void *restrict va, int64_t nba, float *restrict out)
-{
-	kq_x86_rows_q8_0(k, vw, va, nba, 4, out, sums_q8_0);
-}
+KQ_X86_ENTRIES()
 
 const struct qg_kq_kernel qg_kq_avx512vnni = {
 	.name = "avx512vnni k-quants", .family = QG_KF_AVX512VNNI,

@@ -313,4 +313,28 @@ static KQ_X86_INLINE void kq_x86_rows_q8_0(int64_t k, const struct qg_block_q8_0
 		out[r] = acc[r];
 }
 
+/* One-row kernel dot_TYPE (qg_kq_dot_fn): kq_x86_rows_TYPE around the family's sums_TYPE. */
+#define KQ_X86_DOT(type)                                                                                 \
+	static float dot_##type(int64_t k, const void *restrict w, const void *restrict a)               \
+	{                                                                                                 \
+		float out;                                                                                \
+		kq_x86_rows_##type(k, w, a, 0, 1, &out, sums_##type);                                     \
+		return out;                                                                               \
+	}
+
+/*
+ * A family's one-row kernels (dot_q4_K, dot_q6_K, dot_q8_0) and its
+ * four-row Q8_0 kernel (dot4_q8_0), the drivers above around its
+ * sums_q4_K, sums_q6_K and sums_q8_0.
+ */
+#define KQ_X86_ENTRIES()                                                                                 \
+	KQ_X86_DOT(q4_K)                                                                                  \
+	KQ_X86_DOT(q6_K)                                                                                  \
+	KQ_X86_DOT(q8_0)                                                                                  \
+	static void dot4_q8_0(int64_t k, const void *restrict w, const void *restrict a, int64_t nba,    \
+			      float *restrict out)                                                        \
+	{                                                                                                 \
+		kq_x86_rows_q8_0(k, w, a, nba, 4, out, sums_q8_0);                                        \
+	}
+
 #endif /* QG_KQUANT_X86_H */
