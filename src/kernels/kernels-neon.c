@@ -77,18 +77,7 @@
 #define NV44_W(wg)							\
 	"ldr d5, [%[" wg "]], #8\n\t" \
 	"ld1 {v16.16b-v19.16b}, [%[" wg "]], #64\n\t" \
-	"sshr v20.16b, v16.16b, #4\n\t" \
-	"sshr v21.16b, v17.16b, #4\n\t" \
-	"sshr v22.16b, v18.16b, #4\n\t" \
-	"sshr v23.16b, v19.16b, #4\n\t" \
-	"shl v16.16b, v16.16b, #4\n\t" \
-	"shl v17.16b, v17.16b, #4\n\t" \
-	"shl v18.16b, v18.16b, #4\n\t" \
-	"shl v19.16b, v19.16b, #4\n\t" \
-	"sshr v16.16b, v16.16b, #4\n\t" \
-	"sshr v17.16b, v17.16b, #4\n\t" \
-	"sshr v18.16b, v18.16b, #4\n\t" \
-	"sshr v19.16b, v19.16b, #4\n\t" \
+	NV_X8_NIB("16", "17", "18", "19") \
 	"fcvtl v5.4s, v5.4h\n\t"
 
 /* The row whose duplicated values are in v8-v15 and scale in lane R of v4, into sum S. */
@@ -151,6 +140,7 @@
 #define NV_X8_BLOCK2 NV_SCALE0 NV_X8_ACT0 NV_SCALE1 NV_X8_ACT1 NV_SCALES
 #define NV_X8_BLOCK3 NV_SCALE0 NV_X8_ACT0 NV_SCALE1 NV_X8_ACT1 NV_SCALE2 NV_X8_ACT2 NV_SCALES
 
+/* The nibbles of vR0..vR3 as signed codes: the high ones to v20-v23, the low ones in place. */
 #define NV_X8_NIB(r0, r1, r2, r3)						\
 	"sshr v20.16b, v" r0 ".16b, #4\n\t" \
 	"sshr v21.16b, v" r1 ".16b, #4\n\t" \
@@ -391,18 +381,7 @@ static void gemv_groups(enum qg_layout l, int nr, int ng, int nb, float *restric
  * rows 0..3; also the 8-byte layouts' raw weights before the uzp).
  */
 #define NV_NIBBLES							\
-	"sshr v20.16b, v16.16b, #4\n\t" \
-	"sshr v21.16b, v17.16b, #4\n\t" \
-	"sshr v22.16b, v18.16b, #4\n\t" \
-	"sshr v23.16b, v19.16b, #4\n\t" \
-	"shl v16.16b, v16.16b, #4\n\t" \
-	"shl v17.16b, v17.16b, #4\n\t" \
-	"shl v18.16b, v18.16b, #4\n\t" \
-	"shl v19.16b, v19.16b, #4\n\t" \
-	"sshr v16.16b, v16.16b, #4\n\t" \
-	"sshr v17.16b, v17.16b, #4\n\t" \
-	"sshr v18.16b, v18.16b, #4\n\t" \
-	"sshr v19.16b, v19.16b, #4\n\t" \
+	NV_X8_NIB("16", "17", "18", "19") \
 	"fcvtl v8.4s, v8.4h\n\t"
 
 #define NV_WLOAD_72							\
