@@ -215,10 +215,31 @@
 /* A 4x8 group against two or three rows, into sums S0.. (4x4: the same after NV44_W2). */
 #define NV_X8_ROWS2(s0, s1) NV_X8_NIB("16", "17", "18", "19") NV_X8_R0(s0) NV_X8_R1(s1)
 #define NV_X8_ROWS3(s0, s1, s2) NV_X8_ROWS2(s0, s1) NV_X8_R2(s2)
-#define NV48_W2(wg, s0, s1) NV48_W(wg) NV_X8_ROWS2(s0, s1)
-#define NV48_W3(wg, s0, s1, s2) NV48_W(wg) NV_X8_ROWS3(s0, s1, s2)
-#define NV44_W2R(wg, s0, s1) NV44_W2(wg) NV_X8_ROWS2(s0, s1)
-#define NV44_W3R(wg, s0, s1, s2) NV44_W2(wg) NV_X8_ROWS3(s0, s1, s2)
+
+/*
+ * In gemv_groups: NR (2 or 3) rows against NG groups in the 4x8 form,
+ * each group's weights loaded by WLOAD(wg) (NV48_W, or NV44_W2 for 4x4).
+ */
+#define NV_X8_GEMV_ROWS(WLOAD)							\
+	do {									\
+		if (nr == 2) {							\
+			if (ng == 3)						\
+				NV_LOOP(NV_X8_BLOCK2 WLOAD("w0") NV_X8_ROWS2("0", "1") \
+					WLOAD("w1") NV_X8_ROWS2("2", "3")		\
+					WLOAD("w2") NV_X8_ROWS2("6", "7"));		\
+			else if (ng == 2)					\
+				NV_LOOP(NV_X8_BLOCK2 WLOAD("w0") NV_X8_ROWS2("0", "1") \
+					WLOAD("w1") NV_X8_ROWS2("2", "3"));		\
+			else							\
+				NV_LOOP(NV_X8_BLOCK2 WLOAD("w0") NV_X8_ROWS2("0", "1")); \
+		} else {							\
+			if (ng == 2)						\
+				NV_LOOP(NV_X8_BLOCK3 WLOAD("w0") NV_X8_ROWS3("0", "1", "2") \
+					WLOAD("w1") NV_X8_ROWS3("3", "6", "7"));	\
+			else							\
+				NV_LOOP(NV_X8_BLOCK3 WLOAD("w0") NV_X8_ROWS3("0", "1", "2")); \
+		}								\
+	} while (0)
 
 #define NV88_GROUP(wg, s0, s1)							\
 	"ldr q5, [%[" wg "]], #16\n\t" \
@@ -302,19 +323,8 @@ static void gemv_groups(enum qg_layout l, int nr, int ng, int nb, float *restric
 				NV_LOOP(NV44_ACT1 NV44_W("w0") NV44_DOT("0", "0") NV44_W("w1") NV44_DOT("0", "1"));
 			else
 				NV_LOOP(NV44_ACT1 NV44_W("w0") NV44_DOT("0", "0"));
-		} else if (nr == 2) {
-			if (ng == 3)
-				NV_LOOP(NV_X8_BLOCK2 NV44_W2R("w0", "0", "1") NV44_W2R("w1", "2", "3")
-					NV44_W2R("w2", "6", "7"));
-			else if (ng == 2)
-				NV_LOOP(NV_X8_BLOCK2 NV44_W2R("w0", "0", "1") NV44_W2R("w1", "2", "3"));
-			else
-				NV_LOOP(NV_X8_BLOCK2 NV44_W2R("w0", "0", "1"));
 		} else {
-			if (ng == 2)
-				NV_LOOP(NV_X8_BLOCK3 NV44_W3R("w0", "0", "1", "2") NV44_W3R("w1", "3", "6", "7"));
-			else
-				NV_LOOP(NV_X8_BLOCK3 NV44_W3R("w0", "0", "1", "2"));
+			NV_X8_GEMV_ROWS(NV44_W2);
 		}
 	} else if (l == QG_LAYOUT_4X8) {
 		if (nr == 1) {
@@ -327,18 +337,8 @@ static void gemv_groups(enum qg_layout l, int nr, int ng, int nb, float *restric
 				NV_LOOP(NV_X8_BLOCK1 NV48_GROUP("w0", "0") NV48_GROUP("w1", "1"));
 			else
 				NV_LOOP(NV_X8_BLOCK1 NV48_GROUP("w0", "0"));
-		} else if (nr == 2) {
-			if (ng == 3)
-				NV_LOOP(NV_X8_BLOCK2 NV48_W2("w0", "0", "1") NV48_W2("w1", "2", "3") NV48_W2("w2", "6", "7"));
-			else if (ng == 2)
-				NV_LOOP(NV_X8_BLOCK2 NV48_W2("w0", "0", "1") NV48_W2("w1", "2", "3"));
-			else
-				NV_LOOP(NV_X8_BLOCK2 NV48_W2("w0", "0", "1"));
 		} else {
-			if (ng == 2)
-				NV_LOOP(NV_X8_BLOCK3 NV48_W3("w0", "0", "1", "2") NV48_W3("w1", "3", "6", "7"));
-			else
-				NV_LOOP(NV_X8_BLOCK3 NV48_W3("w0", "0", "1", "2"));
+			NV_X8_GEMV_ROWS(NV48_W);
 		}
 	} else {
 		if (nr == 1) {
