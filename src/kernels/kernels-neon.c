@@ -407,128 +407,49 @@ static void gemv_groups(enum qg_layout l, int nr, int ng, int nb, float *restric
 	"uzp1 v18.4s, v26.4s, v27.4s\n\t" \
 	"uzp2 v19.4s, v26.4s, v27.4s\n\t"
 
+/*
+ * Row L of an activation group (its values in lane L of v24-v31, its
+ * scale in lane L of v9) against the tile (codes in v16-v23, scales in
+ * v8), into sum S.
+ */
+#define NV_GROUP_ROW(l, s)							\
+	"dup v10.4s, v24.s[" l "]\n\t" \
+	"smull v11.8h, v16.8b, v10.8b\n\t" \
+	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
+	"dup v10.4s, v25.s[" l "]\n\t" \
+	"smlal v11.8h, v17.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
+	"dup v10.4s, v26.s[" l "]\n\t" \
+	"smlal v11.8h, v18.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
+	"dup v10.4s, v27.s[" l "]\n\t" \
+	"smlal v11.8h, v19.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
+	"dup v10.4s, v28.s[" l "]\n\t" \
+	"smlal v11.8h, v20.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
+	"dup v10.4s, v29.s[" l "]\n\t" \
+	"smlal v11.8h, v21.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
+	"dup v10.4s, v30.s[" l "]\n\t" \
+	"smlal v11.8h, v22.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
+	"dup v10.4s, v31.s[" l "]\n\t" \
+	"smlal v11.8h, v23.8b, v10.8b\n\t" \
+	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
+	"addp v11.8h, v11.8h, v12.8h\n\t" \
+	"saddlp v11.4s, v11.8h\n\t" \
+	"scvtf v11.4s, v11.4s\n\t" \
+	"fmul v11.4s, v11.4s, v8.4s\n\t" \
+	"fmla v" s ".4s, v11.4s, v9.s[" l "]\n\t"
+
 /* One activation group (pointer operand AG) into sums S0..S3. */
 #define NV_GROUP(ag, s0, s1, s2, s3)							\
 	"ldr d9, [%[" ag "]], #8\n\t" \
 	"ld1 {v24.16b-v27.16b}, [%[" ag "]], #64\n\t" \
 	"ld1 {v28.16b-v31.16b}, [%[" ag "]], #64\n\t" \
 	"fcvtl v9.4s, v9.4h\n\t" \
-	"dup v10.4s, v24.s[0]\n\t" \
-	"smull v11.8h, v16.8b, v10.8b\n\t" \
-	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
-	"dup v10.4s, v25.s[0]\n\t" \
-	"smlal v11.8h, v17.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
-	"dup v10.4s, v26.s[0]\n\t" \
-	"smlal v11.8h, v18.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
-	"dup v10.4s, v27.s[0]\n\t" \
-	"smlal v11.8h, v19.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
-	"dup v10.4s, v28.s[0]\n\t" \
-	"smlal v11.8h, v20.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
-	"dup v10.4s, v29.s[0]\n\t" \
-	"smlal v11.8h, v21.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
-	"dup v10.4s, v30.s[0]\n\t" \
-	"smlal v11.8h, v22.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
-	"dup v10.4s, v31.s[0]\n\t" \
-	"smlal v11.8h, v23.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
-	"addp v11.8h, v11.8h, v12.8h\n\t" \
-	"saddlp v11.4s, v11.8h\n\t" \
-	"scvtf v11.4s, v11.4s\n\t" \
-	"fmul v11.4s, v11.4s, v8.4s\n\t" \
-	"fmla v" s0 ".4s, v11.4s, v9.s[0]\n\t" \
-	"dup v10.4s, v24.s[1]\n\t" \
-	"smull v11.8h, v16.8b, v10.8b\n\t" \
-	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
-	"dup v10.4s, v25.s[1]\n\t" \
-	"smlal v11.8h, v17.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
-	"dup v10.4s, v26.s[1]\n\t" \
-	"smlal v11.8h, v18.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
-	"dup v10.4s, v27.s[1]\n\t" \
-	"smlal v11.8h, v19.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
-	"dup v10.4s, v28.s[1]\n\t" \
-	"smlal v11.8h, v20.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
-	"dup v10.4s, v29.s[1]\n\t" \
-	"smlal v11.8h, v21.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
-	"dup v10.4s, v30.s[1]\n\t" \
-	"smlal v11.8h, v22.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
-	"dup v10.4s, v31.s[1]\n\t" \
-	"smlal v11.8h, v23.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
-	"addp v11.8h, v11.8h, v12.8h\n\t" \
-	"saddlp v11.4s, v11.8h\n\t" \
-	"scvtf v11.4s, v11.4s\n\t" \
-	"fmul v11.4s, v11.4s, v8.4s\n\t" \
-	"fmla v" s1 ".4s, v11.4s, v9.s[1]\n\t" \
-	"dup v10.4s, v24.s[2]\n\t" \
-	"smull v11.8h, v16.8b, v10.8b\n\t" \
-	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
-	"dup v10.4s, v25.s[2]\n\t" \
-	"smlal v11.8h, v17.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
-	"dup v10.4s, v26.s[2]\n\t" \
-	"smlal v11.8h, v18.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
-	"dup v10.4s, v27.s[2]\n\t" \
-	"smlal v11.8h, v19.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
-	"dup v10.4s, v28.s[2]\n\t" \
-	"smlal v11.8h, v20.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
-	"dup v10.4s, v29.s[2]\n\t" \
-	"smlal v11.8h, v21.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
-	"dup v10.4s, v30.s[2]\n\t" \
-	"smlal v11.8h, v22.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
-	"dup v10.4s, v31.s[2]\n\t" \
-	"smlal v11.8h, v23.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
-	"addp v11.8h, v11.8h, v12.8h\n\t" \
-	"saddlp v11.4s, v11.8h\n\t" \
-	"scvtf v11.4s, v11.4s\n\t" \
-	"fmul v11.4s, v11.4s, v8.4s\n\t" \
-	"fmla v" s2 ".4s, v11.4s, v9.s[2]\n\t" \
-	"dup v10.4s, v24.s[3]\n\t" \
-	"smull v11.8h, v16.8b, v10.8b\n\t" \
-	"smull2 v12.8h, v16.16b, v10.16b\n\t" \
-	"dup v10.4s, v25.s[3]\n\t" \
-	"smlal v11.8h, v17.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v17.16b, v10.16b\n\t" \
-	"dup v10.4s, v26.s[3]\n\t" \
-	"smlal v11.8h, v18.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v18.16b, v10.16b\n\t" \
-	"dup v10.4s, v27.s[3]\n\t" \
-	"smlal v11.8h, v19.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v19.16b, v10.16b\n\t" \
-	"dup v10.4s, v28.s[3]\n\t" \
-	"smlal v11.8h, v20.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v20.16b, v10.16b\n\t" \
-	"dup v10.4s, v29.s[3]\n\t" \
-	"smlal v11.8h, v21.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v21.16b, v10.16b\n\t" \
-	"dup v10.4s, v30.s[3]\n\t" \
-	"smlal v11.8h, v22.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v22.16b, v10.16b\n\t" \
-	"dup v10.4s, v31.s[3]\n\t" \
-	"smlal v11.8h, v23.8b, v10.8b\n\t" \
-	"smlal2 v12.8h, v23.16b, v10.16b\n\t" \
-	"addp v11.8h, v11.8h, v12.8h\n\t" \
-	"saddlp v11.4s, v11.8h\n\t" \
-	"scvtf v11.4s, v11.4s\n\t" \
-	"fmul v11.4s, v11.4s, v8.4s\n\t" \
-	"fmla v" s3 ".4s, v11.4s, v9.s[3]\n\t"
+	NV_GROUP_ROW("0", s0) NV_GROUP_ROW("1", s1) NV_GROUP_ROW("2", s2) NV_GROUP_ROW("3", s3)
 
 #define NV_TILE(WLOAD, GROUPS)						\
 	__asm__ volatile(						\
