@@ -203,4 +203,26 @@ QG_ARM_INLINE void qg_arm_store_t4(float *s, size_t lds, float32x4_t c0, float32
 	vst1q_f32(s + 3 * lds, vreinterpretq_f32_f64(vtrn2q_f64(u1, u3)));
 }
 
+/*
+ * A family's activation quantizers (quant_row and quant_x4, for its
+ * struct qg_kernel): the NEON code above, built with the family's flags.
+ */
+#define QG_ARM_QUANT_ENTRIES()                                                                           \
+	static void quant_row(const float *x, struct qg_block_q8_0 *y, int64_t k)                        \
+	{                                                                                                 \
+		qg_arm_quant_row(x, y, k);                                                                \
+	}                                                                                                 \
+	static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int64_t k, int ileave) \
+	{                                                                                                 \
+		qg_arm_quant_x4(x, ldx, y, k, ileave);                                                    \
+	}
+
+/* A family's GEMM of layout LAYOUT, gemm_NAME (qg_gemm_fn), over its gemm(layout, k, s, lds, w, a, nr, nc). */
+#define QG_ARM_GEMM_ENTRY(name, layout)                                                                  \
+	static void gemm_##name(int k, float *restrict s, size_t lds, const void *restrict w,            \
+				const void *restrict a, int nr, int nc)                                   \
+	{                                                                                                 \
+		gemm(layout, k, s, lds, w, a, nr, nc);                                                    \
+	}
+
 #endif /* QG_KERNELS_ARM_H */

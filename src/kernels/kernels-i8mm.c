@@ -409,15 +409,7 @@ static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict 
 
 /* --- activation quantizers: kernels-arm.h's NEON code, same bytes as quant.c --- */
 
-static void quant_row(const float *x, struct qg_block_q8_0 *y, int64_t k)
-{
-	qg_arm_quant_row(x, y, k);
-}
-
-static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int64_t k, int ileave)
-{
-	qg_arm_quant_x4(x, ldx, y, k, ileave);
-}
+QG_ARM_QUANT_ENTRIES()
 
 const struct qg_kernel qg_kernels_i8mm[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X8] = {

@@ -528,35 +528,13 @@ QG_ARM_INLINE void gemm(enum qg_layout l, int k, float *restrict s, size_t lds,
 	}
 }
 
-static void gemm_4x4(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm(QG_LAYOUT_4X4, k, s, lds, w, a, nr, nc);
-}
-
-static void gemm_4x8(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm(QG_LAYOUT_4X8, k, s, lds, w, a, nr, nc);
-}
-
-static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict w,
-		     const void *restrict a, int nr, int nc)
-{
-	gemm(QG_LAYOUT_8X8, k, s, lds, w, a, nr, nc);
-}
+QG_ARM_GEMM_ENTRY(4x4, QG_LAYOUT_4X4)
+QG_ARM_GEMM_ENTRY(4x8, QG_LAYOUT_4X8)
+QG_ARM_GEMM_ENTRY(8x8, QG_LAYOUT_8X8)
 
 /* --- activation quantization ------------------------------------------ */
 
-static void quant_row(const float *x, struct qg_block_q8_0 *y, int64_t k)
-{
-	qg_arm_quant_row(x, y, k);
-}
-
-static void quant_x4(const float *x, size_t ldx, struct qg_block_q8_0x4 *y, int64_t k, int ileave)
-{
-	qg_arm_quant_x4(x, ldx, y, k, ileave);
-}
+QG_ARM_QUANT_ENTRIES()
 
 const struct qg_kernel qg_kernels_neon[QG_LAYOUT_COUNT] = {
 	[QG_LAYOUT_4X4] = {
