@@ -32,7 +32,11 @@
  * forced AVX2 kernels are measured against vpmaddubsw.  A limit is the
  * fastest of its repetitions (bench_min says why).  Ratios: the 75 MB n = 1
  * case as weight bytes per second over the bandwidth; n >= 8 as MACs per
- * second over the peak.
+ * second over the peak.  The plain types' n = 1 rounds each read their
+ * own weights with the widest loads right after the kernels ran, and take
+ * the median of the rounds' ratios: this host's bandwidth drifts by more
+ * than a third from one second to the next, so a limit measured once at
+ * the start says little about a kernel timed a minute later.
  *
  * --limits measures the limits alone and stops (bench-llama.sh reads the
  * read bandwidth so).
@@ -740,11 +744,17 @@ int main(int argc, char **argv)
 						.peer = &peer, .w = gw, .m = m, .k = K_DIM, .n = n,
 						.x = x, .y = y, .scratch = scratch,
 					};
-					double ours[16], theirs[16];
+					double ours[16], theirs[16], rbw[16], rq[16], rg[16];
 					for (int r = 0; r < rounds; r++) {
 						ours[r] = time_mm(&pool, &mm, scratch, &tm_round);
 						if (have_peer)
 							theirs[r] = time_fn(&pool, gg_job, &gj, &tm_round);
+						if (!big)
+							continue;
+						/* the limit of this round: the same bytes, read by the widest loads */
+						rbw[r] = bench_read_bw(&pool, w, wbytes, 1);
+						rq[r] = (double)wbytes / ours[r] / rbw[r];
+						rg[r] = have_peer ? (double)wbytes / theirs[r] / rbw[r] : 0;
 					}
 					const double sec = bench_median(ours, rounds);
 					const double macs = (double)m * (double)n * K_DIM;
@@ -755,8 +765,8 @@ int main(int argc, char **argv)
 					};
 					if (big) {
 						r.limit_name = bw_name;
-						r.limit_value = bw[t] / 1e9;
-						r.ratio = (double)wbytes / sec / bw[t];
+						r.limit_value = bench_median(rbw, rounds) / 1e9;
+						r.ratio = bench_median(rq, rounds);
 					} else if (n >= 8 && peak[t] > 0) {
 						r.limit_name = peak_name;
 						r.limit_value = peak[t] / 1e9;
@@ -768,7 +778,7 @@ int main(int argc, char **argv)
 						struct bench_result g = r;
 						g.kernel = gj.sgemm_ran ? "ggml sgemm" : peer.name;
 						g.value = 2 * macs / gsec / 1e9;
-						g.ratio = big ? (double)wbytes / gsec / bw[t] : n >= 8 ? macs / gsec / peak[t] : 0;
+						g.ratio = big ? bench_median(rg, rounds) : n >= 8 ? macs / gsec / peak[t] : 0;
 						report(&o, &g, gsec * 1e3);
 						struct bench_result v = {
 							.bench = "mulmat-vs-ggml", .m = m, .n = n, .k = K_DIM,
