@@ -154,6 +154,9 @@ int main(void)
 	tap_ok(daemon_stat(s, "batches") == 2 && daemon_stat(s, "batched_graphs") == 8,
 	       "the stats count a second batch of four (%lld, %lld)", daemon_stat(s, "batches"),
 	       daemon_stat(s, "batched_graphs"));
+	tap_ok(daemon_stat(s, "batch_size 4") == 2 && daemon_stat(s, "batch_size 2") == -1,
+	       "the size histogram holds the two batches under size 4 (%lld), none under 2",
+	       daemon_stat(s, "batch_size 4"));
 
 	/* one cancelled as it is sent */
 	float before[NS][ROWS];

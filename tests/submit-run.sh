@@ -134,6 +134,7 @@ assert d["status"]["ok"] >= 1 and "quota" in d["status"] and "max-message" in d[
 assert d["latency"]["count"] >= 1 and d["latency"]["cumulative"][-1] <= d["latency"]["count"], d["latency"]
 assert sorted(d["latency"]["le_ns"]) == d["latency"]["le_ns"], d["latency"]
 assert all(k in d for k in ("timeouts", "cancels", "sessions_dropped", "models")), d
+assert all(int(k) >= 1 for k in d["batch_size"]) and sum(d["batch_size"].values()) <= d["graphs_run"], d
 PY
 	r=$?
 	ok $r "stats --json parses, with its counters, kernels and the asking session"

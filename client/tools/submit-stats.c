@@ -263,6 +263,31 @@ struct printing {
 	size_t metric;
 };
 
+/* A "batch_size N RUNS" line: the runs on the pool of N graphs as one (1: alone). */
+static void print_batch_size(const char *p, size_t len, void *arg)
+{
+	struct printing *pr = arg;
+	char line[64];
+	unsigned size;
+	unsigned long long runs;
+
+	if (len >= sizeof line) {
+		pr->bad = 1;
+		return;
+	}
+	memcpy(line, p, len);
+	line[len] = '\0';
+	if (sscanf(line, "%u %llu", &size, &runs) != 2) {
+		pr->bad = 1;
+		return;
+	}
+	if (pr->format == STATS_JSON)
+		printf("%s\"%u\": %llu", pr->first ? "" : ", ", size, runs);
+	else
+		printf("qgraph_batch_runs_total{size=\"%u\"} %llu\n", size, runs);
+	pr->first = 0;
+}
+
 static void print_kernel(const char *p, size_t len, void *arg)
 {
 	struct printing *pr = arg;
@@ -445,6 +470,11 @@ static int print_stats(const char *buf, int format)
 		for (size_t k = 0; k < st.n_le; k++)
 			printf("%s%llu", k ? ", " : "", st.le_count[k]);
 		printf("], \"count\": %llu, \"sum_ns\": %llu}", st.latency_count, st.latency_sum_ns);
+		/* the runs by batch size, as the daemon counts them (size 1: a graph run alone) */
+		printf(", \"batch_size\": {");
+		each_line(buf, "batch_size ", print_batch_size, &pr);
+		pr.first = 1;
+		printf("}");
 		printf(", \"pool\": ");
 		json_string(stdout, st.pool, st.pool_len);
 		printf(", \"loop\": ");
@@ -460,6 +490,11 @@ static int print_stats(const char *buf, int format)
 		       "qgraph_graph_duration_seconds_sum %llu.%09llu\nqgraph_graph_duration_seconds_count %llu\n",
 		       st.latency_count, st.latency_sum_ns / 1000000000u, st.latency_sum_ns % 1000000000u,
 		       st.latency_count);
+		if (each_line(buf, "batch_size ", NULL, NULL))
+			printf("# HELP qgraph_batch_runs_total Runs on the pool by the graphs run as one (size 1: alone).\n"
+			       "# TYPE qgraph_batch_runs_total counter\n");
+		each_line(buf, "batch_size ", print_batch_size, &pr);
+		pr.first = 1;
 		if (each_line(buf, "kernel ", NULL, NULL))
 			printf("# HELP qgraph_kernel_info The kernel chosen for each weight layout.\n"
 			       "# TYPE qgraph_kernel_info gauge\n");
