@@ -139,6 +139,8 @@ void qgd_report_stats(struct qgd_session *s, uint64_t rid, const Qgraph__StatsRe
 	st.pool_kind = (char *)qgd_exec_pool_kind(srv);
 	st.loop = (char *)qg_loop_kind_name(srv->loop);
 	st.threads = (uint32_t)qgd_exec_threads(srv);
+	st.batch_max = srv->cfg.batch_max;
+	st.batch_window_us = srv->cfg.batch_window_us;
 	if (privileged(s)) {
 		st.weights_stored = qgd_weights_stored_count(srv);
 		st.weights_referenced_bytes = qgd_weights_referenced_bytes(srv);

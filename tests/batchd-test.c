@@ -134,6 +134,9 @@ int main(void)
 	}
 	struct qgraph_session *s = m[0].s;
 	tap_ok(daemon_stat(s, "weights_stored") == 1, "the four uploads are one stored matrix");
+	tap_ok(daemon_stat(s, "batch_max") == 4 && daemon_stat(s, "batch_window_us") == 1000000,
+	       "the stats tell the batching settings in force (%lld, %lld)", daemon_stat(s, "batch_max"),
+	       daemon_stat(s, "batch_window_us"));
 
 	/* a batch with a row index out of range in one member */
 	const int bad[NS] = { -1, TABLE + 5, -1, -1 };

@@ -243,6 +243,7 @@ static char *stats_text(const Qgraph__Stats *st, size_t *lists)
 	}
 	PUT("batches %llu\nbatched_graphs %llu\nbatch_wait_ns %llu\n", (unsigned long long)batches,
 	    (unsigned long long)batched, (unsigned long long)st->batch_wait_ns);
+	PUT("batch_max %u\nbatch_window_us %u\n", st->batch_max, st->batch_window_us);
 	for (size_t k = 0; k < st->n_batch_size_count; k++)
 		if (st->batch_size_count[k])
 			PUT("batch_size %zu %llu\n", k + 1, (unsigned long long)st->batch_size_count[k]);

@@ -74,6 +74,7 @@ static const struct stat_metric {
 	{ "batches", "qgraph_batches_total", "counter",
 	  "Runs of graphs of several sessions as one batch on shared weights since start." },
 	{ "batched_graphs", "qgraph_batched_graphs_total", "counter", "Graphs run in those batches." },
+	{ "batch_max", "qgraph_batch_max", "gauge", "Graphs that may run as one batch at most (batch-max)." },
 };
 #define N_STAT_METRICS (sizeof stat_metrics / sizeof stat_metrics[0])
 
@@ -152,7 +153,7 @@ struct stats {
 	int have[N_STAT_METRICS];
 	const char *version, *pool, *loop;
 	size_t version_len, pool_len, loop_len;
-	unsigned long long uptime_ms, latency_count, latency_sum_ns, batch_wait_ns;
+	unsigned long long uptime_ms, latency_count, latency_sum_ns, batch_wait_ns, batch_window_us;
 	struct stat_pair status[STATS_MAX_PAIRS], quota[STATS_MAX_PAIRS];
 	size_t n_status, n_quota;
 	unsigned long long le_ns[STATS_MAX_PAIRS], le_count[STATS_MAX_PAIRS];
@@ -220,6 +221,8 @@ static int parse_stats(const char *buf, struct stats *st)
 				st->latency_sum_ns = v;
 			} else if (strcmp(key, "batch_wait_ns") == 0) {
 				st->batch_wait_ns = v;	/* in seconds for Prometheus */
+			} else if (strcmp(key, "batch_window_us") == 0) {
+				st->batch_window_us = v;	/* so too */
 			} else {
 				for (size_t k = 0; k < N_STAT_METRICS; k++)
 					if (strcmp(key, stat_metrics[k].key) == 0) {
@@ -431,8 +434,8 @@ static int print_stats(const char *buf, int format)
 	if (format == STATS_JSON) {
 		printf("{\"version\": ");
 		json_string(stdout, st.version, st.version_len);
-		printf(", \"tool_version\": \"%s\", \"uptime_ms\": %llu, \"batch_wait_ns\": %llu", PACKAGE_VERSION,
-		       st.uptime_ms, st.batch_wait_ns);
+		printf(", \"tool_version\": \"%s\", \"uptime_ms\": %llu, \"batch_wait_ns\": %llu, \"batch_window_us\": %llu",
+		       PACKAGE_VERSION, st.uptime_ms, st.batch_wait_ns, st.batch_window_us);
 	} else {
 		printf("# HELP qgraph_info The daemon's version, memory pool and event loop.\n"
 		       "# TYPE qgraph_info gauge\nqgraph_info{version=\"");
@@ -447,6 +450,9 @@ static int print_stats(const char *buf, int format)
 		printf("# HELP qgraph_batch_wait_seconds_total Time graphs waited for company (batch-window-us).\n"
 		       "# TYPE qgraph_batch_wait_seconds_total counter\nqgraph_batch_wait_seconds_total %llu.%09llu\n",
 		       st.batch_wait_ns / 1000000000u, st.batch_wait_ns % 1000000000u);
+		printf("# HELP qgraph_batch_window_seconds How long a graph may wait for company (batch-window-us; "
+		       "0: never).\n# TYPE qgraph_batch_window_seconds gauge\nqgraph_batch_window_seconds %llu.%06llu\n",
+		       st.batch_window_us / 1000000u, st.batch_window_us % 1000000u);
 	}
 	for (size_t k = 0; k < N_STAT_METRICS; k++) {
 		if (!st.have[k])
