@@ -48,7 +48,9 @@
 # mean) and the ms per token of every repetition of every process, median
 # and worst.  With the plugin, the daemon may run the N processes' decode
 # graphs as one batch (qgraphd.conf batch-max, batch-window-us), reading
-# the weights once for all.  The anchor is stock llama-batched-bench with
+# the weights once for all; its result says how many graphs a run on the
+# daemon's pool held on average (graphs_per_run) and the window it had.
+# The anchor is stock llama-batched-bench with
 # N sequences in one process (where it is built), at the best of the
 # thread counts of --threads: one process batching N sequences reads the
 # weights once too.
@@ -275,7 +277,18 @@ waiting() {
 pinned_kib() {
 	sub=$top/client/tools/qgraph-submit
 	[ -x "$sub" ] || sub=$(command -v qgraph-submit) || return 1
-	"$sub" stats --all 2>/dev/null | awk '$1 == "pinned_bytes" { printf "%d\n", $2 / 1024; exit }'
+	# shellcheck disable=SC2086
+	env ${QG_GGML_ENV:-} "$sub" stats --all 2>/dev/null | awk '$1 == "pinned_bytes" { printf "%d\n", $2 / 1024; exit }'
+}
+
+# The daemon's runs on its pool so far and the graphs in them (its batch-size
+# histogram summed), and its batch-window-us: "RUNS GRAPHS WINDOW", or nothing.
+batch_counts() {
+	sub=$top/client/tools/qgraph-submit
+	[ -x "$sub" ] || sub=$(command -v qgraph-submit) || return 1
+	# shellcheck disable=SC2086
+	env ${QG_GGML_ENV:-} "$sub" stats --all 2>/dev/null | awk '$1 == "batch_size" { r += $3; g += $2 * $3 }
+		$1 == "batch_window_us" { w = $2 } END { if (w != "") print r + 0, g + 0, w }'
 }
 
 memory() {
@@ -336,6 +349,7 @@ procs() {
 		for be in $backends; do
 			pids=
 			i=0
+			[ "$be" = qgraph ] && batch0=$(batch_counts)
 			while [ $i -lt "$n" ]; do
 				i=$((i + 1))
 				# shellcheck disable=SC2046
@@ -368,6 +382,12 @@ procs() {
 				result llama_tg128_procs "$be" t/s "$agg" "" "" "$x"
 			else
 				qgraph_agg=$agg
+				# how many processes' graphs ran as one, on average, at the daemon's window
+				batch1=$(batch_counts)
+				if [ -n "$batch0" ] && [ -n "$batch1" ]; then
+					x=$x$(echo "$batch0 $batch1" | awk '{ r = $4 - $1; g = $5 - $2
+						printf ",\"graphs_per_run\":%.2f,\"batch_window_us\":%d", r ? g / r : 0, $6 }')
+				fi
 				result llama_tg128_procs "$be" t/s "$agg" stock_procs "$stock_agg" "$x"
 			fi
 			res_threads=
