@@ -374,10 +374,11 @@ static int use_privileges(struct qgd_server *srv)
 	if (!socket_dir_ours(cfg->socket_path))
 		return 1;
 	int run_dir = -1;
-	if (qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_bind(srv) < 0 ||
-	    qgd_priv_own_socket(&cfg->priv, cfg->socket_path) ||
-	    qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) || qgd_memory_init(srv) ||
-	    qgd_priv_drop(&cfg->priv))
+	char staged[PATH_MAX];
+	if (qg_sock_staging_path(cfg->socket_path, staged, sizeof staged) ||
+	    qgd_priv_runtime_dir(&cfg->priv, cfg->socket_path, &run_dir) || qgd_server_bind(srv) < 0 ||
+	    qgd_priv_own_socket(&cfg->priv, staged) || qgd_memory_init(srv) || qgd_server_open(srv) ||
+	    qgd_priv_hand_over_dir(&cfg->priv, cfg->socket_path, run_dir) || qgd_priv_drop(&cfg->priv))
 		return 1;
 	if (!socket_dir_ours(cfg->socket_path))	/* again: it may have been made between the check and mkdir */
 		return 1;

@@ -372,6 +372,19 @@ int qgd_server_bind(struct qgd_server *srv)
 	return 0;
 }
 
+int qgd_server_open(struct qgd_server *srv)
+{
+	const char *path = srv->cfg.socket_path;
+	int r = listen(srv->listen_fd, 128) < 0 ? -errno : qg_sock_publish(path);
+
+	if (r) {
+		qgd_error("cannot listen on %s: %s", path, strerror(-r));
+		return r;
+	}
+	srv->published = 1;
+	return 0;
+}
+
 int qgd_server_adopt(struct qgd_server *srv, int fd)
 {
 	struct sockaddr_un sa;
@@ -455,12 +468,6 @@ int qgd_server_start(struct qgd_server *srv)
 	}
 	srv->fd_rl = (struct qgd_ratelimit){ .interval_ms = 10000, .burst = 1 };
 	srv->stats.started_ns = qg_stamp_ns();	/* uptime: since the daemon began to serve */
-	/* only now, with the memory ready and the loop about to run, may clients queue */
-	if (!srv->activated && listen(srv->listen_fd, 128) < 0) {
-		int r = -errno;
-		qgd_error("cannot listen on %s: %s", srv->cfg.socket_path, strerror(-r));
-		return r;
-	}
 	int r;
 	if ((r = qg_loop_watch(srv->loop, srv->listen_fd, POLLIN, on_accept, srv, &srv->listen_watch)) ||
 	    (r = qg_loop_watch(srv->loop, srv->signal_fd, POLLIN, on_signal, srv, &srv->signal_watch))) {
@@ -476,8 +483,12 @@ void qgd_server_close(struct qgd_server *srv)
 	if (srv->listen_fd >= 0) {
 		close(srv->listen_fd);
 		srv->listen_fd = -1;
-		if (!srv->activated)	/* the service manager's socket stays for the next start */
+		char staged[PATH_MAX];
+		/* the service manager's socket stays for the next start */
+		if (srv->published)
 			unlink(srv->cfg.socket_path);
+		else if (!srv->activated && qg_sock_staging_path(srv->cfg.socket_path, staged, sizeof staged) == 0)
+			unlink(staged);
 	}
 	if (srv->lock_fd >= 0)
 		close(srv->lock_fd);

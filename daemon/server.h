@@ -30,6 +30,7 @@ struct qgd_server {
 	struct qg_loop *loop;
 	int listen_fd, lock_fd;
 	int activated;			/* listen_fd came from the service manager (LISTEN_FDS): never unlinked (qgd_server_activated) */
+	int published;			/* listen_fd listens, at the socket path (qgd_server_open) */
 	int signal_fd;
 	struct qg_watch *listen_watch, *signal_watch;
 	int reserve_fd;			/* /dev/null, given up to take a connection when descriptors run out */
@@ -58,12 +59,22 @@ struct qgd_server {
 };
 
 /*
- * Bind the socket, without listening (before the privileges are dropped):
- * until qgd_server_start a client's connect() is refused at once rather
- * than left waiting for a daemon that cannot serve yet.  0 or -errno
+ * Bind the socket, without listening, at its staging name (qg_sock_bind),
+ * before the privileges are dropped: the path is ours, but no client finds
+ * a socket there until qgd_server_open, rather than one that refuses it
+ * while the pool is locked (seconds for a large pool).  0 or -errno
  * (logged): -EADDRINUSE when another daemon serves the socket.
  */
 int qgd_server_bind(struct qgd_server *srv);
+/*
+ * Listen, and move the socket to its path: called once the memory is
+ * ready, still privileged and before the socket's directory is handed to
+ * the daemon's user (root works on no path in a directory that user could
+ * change), moments before the loop starts: a client that finds the socket
+ * waits in the backlog for its welcome at most that long.  0 or -errno
+ * (logged).
+ */
+int qgd_server_open(struct qgd_server *srv);
 /*
  * Serve on FD, a listening socket the service manager passed (socket
  * activation): it must be a Unix SOCK_SEQPACKET socket that listens; the
@@ -75,7 +86,7 @@ int qgd_server_adopt(struct qgd_server *srv, int fd);
  * longer allows (a served session is dropped, with the reason logged).
  */
 void qgd_server_recheck(struct qgd_server *srv);
-/* Listen (unless the socket was passed) and watch the socket and the signals in the loop.  0 or -errno (logged). */
+/* Watch the socket (qgd_server_open's, or the one passed) and the signals in the loop.  0 or -errno (logged). */
 int qgd_server_start(struct qgd_server *srv);
 /* Close the socket (unlinked unless the service manager passed it) and give up the socket's lock. */
 void qgd_server_close(struct qgd_server *srv);

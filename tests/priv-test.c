@@ -199,7 +199,7 @@ static void test_hand_over(const char *top)
 	for (int round = 0; round < 2; round++) {
 		struct test_daemon v = { 0 };
 		int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-		int wd = inotify_add_watch(in, svc, IN_ATTRIB | IN_CREATE);
+		int wd = inotify_add_watch(in, svc, IN_ATTRIB | IN_CREATE | IN_MOVED_TO);
 		snprintf(v.dir, sizeof v.dir, "%s/v%d", top, round);
 		snprintf(v.sock, sizeof v.sock, "%s/qgraphd.sock", svc);
 		mkdir(v.dir, 0700);
@@ -211,8 +211,8 @@ static void test_hand_over(const char *top)
 				const struct inotify_event *e = (const struct inotify_event *)(void *)p;
 				if (!e->len)
 					last_dir = seq;
-				else if (strcmp(e->name, "qgraphd.sock") == 0)
-					last_sock = seq;
+				else if (strcmp(e->name, "qgraphd.sock") == 0 || strcmp(e->name, "qgraphd.sock.new") == 0)
+					last_sock = seq;	/* bound at its staging name, then moved in place */
 				seq++;
 				p += sizeof *e + e->len;
 			}

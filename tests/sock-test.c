@@ -130,6 +130,35 @@ int main(void)
 	tap_ok(qg_sock_listen(path, 0600, &lock) == -EEXIST && access(path, F_OK) == 0,
 	       "a regular file at the path is left alone (-EEXIST)");
 
+	/*
+	 * A daemon getting ready: bound, the path taken, but no socket at the
+	 * path for a client to be refused by, until it listens and publishes
+	 */
+	unlink(path);
+	char staged[80];
+	l = qg_sock_bind(path, 0600, &lock);
+	tap_ok(l >= 0 && qg_sock_staging_path(path, staged, sizeof staged) == 0 && access(path, F_OK) != 0 &&
+		       access(staged, F_OK) == 0 && qg_sock_connect(path) == -ENOENT,
+	       "bound, the socket is at its staging name %s and the path has none", staged);
+	tap_ok(qg_sock_listen(path, 0600, &lock2) == -EADDRINUSE, "yet the path is taken");
+	c = -1;
+	tap_ok(listen(l, 8) == 0 && qg_sock_publish(path) == 0 && access(staged, F_OK) != 0 &&
+		       (c = qg_sock_connect(path)) >= 0,
+	       "listening and published, the socket is at the path and takes clients");
+	close(c);
+	close(l);
+	close(lock);
+	unlink(path);
+	l = qg_sock_bind(path, 0600, &lock);
+	close(l);
+	close(lock);
+	l = qg_sock_listen(path, 0600, &lock);
+	tap_ok(l >= 0 && access(staged, F_OK) != 0 && access(path, F_OK) == 0,
+	       "a dead daemon's staged socket is removed by the next listener");
+	close(l);
+	close(lock);
+	unlink(path);
+
 	char longp[200];
 	memset(longp, 'a', sizeof longp - 1);
 	longp[sizeof longp - 1] = 0;

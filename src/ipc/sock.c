@@ -29,16 +29,50 @@ static int sock_addr(const char *path, struct sockaddr_un *sa)
 	return 0;
 }
 
+int qg_sock_staging_path(const char *path, char *buf, size_t len)
+{
+	const size_t room = sizeof ((struct sockaddr_un *)0)->sun_path;
+	const char *name = strlen(path) + sizeof ".new" <= room ? ".new" : "";
+
+	if ((size_t)snprintf(buf, len, "%s%s", path, name) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int qg_sock_publish(const char *path)
+{
+	char staged[PATH_MAX];
+	int err = qg_sock_staging_path(path, staged, sizeof staged);
+
+	if (err)
+		return err;
+	return strcmp(staged, path) && rename(staged, path) < 0 ? -errno : 0;
+}
+
+/* Remove a socket file at PATH (never anything else): 0, or -EEXIST for something that is not a socket. */
+static int remove_socket(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;	/* never remove what is not a socket */
+	unlink(path);
+	return 0;
+}
+
 int qg_sock_bind(const char *path, unsigned mode, int *lock_fd)
 {
 	struct sockaddr_un sa;
-	char lock_path[PATH_MAX];
+	char lock_path[PATH_MAX], staged[PATH_MAX];
 	int err, lfd, fd;
 
 	if (!lock_fd)
 		return -EINVAL;
 	*lock_fd = -1;
-	if ((err = sock_addr(path, &sa)))
+	if ((err = sock_addr(path, &sa)) || (err = qg_sock_staging_path(path, staged, sizeof staged)) ||
+	    (err = sock_addr(staged, &sa)))
 		return err;
 	if ((size_t)snprintf(lock_path, sizeof lock_path, "%s.lock", path) >= sizeof lock_path)
 		return -ENAMETOOLONG;
@@ -50,14 +84,10 @@ int qg_sock_bind(const char *path, unsigned mode, int *lock_fd)
 		close(lfd);
 		return err;
 	}
-	/* we hold the lock: whatever socket file is there belongs to a dead daemon */
-	struct stat st;
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			close(lfd);
-			return -EEXIST;	/* never remove what is not a socket */
-		}
-		unlink(path);
+	/* we hold the lock: whatever socket files are there belong to a dead daemon */
+	if ((err = remove_socket(path)) || (err = remove_socket(staged))) {
+		close(lfd);
+		return err;
 	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -67,7 +97,7 @@ int qg_sock_bind(const char *path, unsigned mode, int *lock_fd)
 	mode_t old = umask(0177);
 	int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
 	umask(old);
-	if (r < 0 || chmod(path, mode) < 0)
+	if (r < 0 || chmod(staged, mode) < 0)
 		goto fail;
 	*lock_fd = lfd;
 	return fd;
@@ -81,10 +111,15 @@ fail:
 
 int qg_sock_listen(const char *path, unsigned mode, int *lock_fd)
 {
+	char staged[PATH_MAX];
 	int fd = qg_sock_bind(path, mode, lock_fd);
 
-	if (fd >= 0 && listen(fd, 128) < 0) {
-		int err = -errno;
+	if (fd < 0)
+		return fd;
+	int err = listen(fd, 128) < 0 ? -errno : qg_sock_publish(path);
+	if (err) {
+		if (qg_sock_staging_path(path, staged, sizeof staged) == 0)
+			unlink(staged);
 		close(fd);
 		close(*lock_fd);
 		*lock_fd = -1;

@@ -22,11 +22,23 @@
 int qg_sock_listen(const char *path, unsigned mode, int *lock_fd);
 
 /*
- * qg_sock_listen() without the listen(): the socket is bound, so the path
- * is taken, but a connect() is refused until the caller listens (a daemon
- * that cannot serve yet must not let clients queue on it).
+ * qg_sock_listen() without the listen(), and out of sight: PATH is taken
+ * (its lock held, a dead daemon's socket removed) but the socket is bound
+ * at the staging name qg_sock_staging_path() gives, so that no client
+ * finds a socket at PATH that refuses it while the daemon gets ready.
+ * Listen, then qg_sock_publish() moves it to PATH.
  */
 int qg_sock_bind(const char *path, unsigned mode, int *lock_fd);
+
+/*
+ * Where qg_sock_bind() binds for PATH, in BUF (LEN bytes): PATH".new", or
+ * PATH itself when that name would not fit a socket address.  0 or
+ * -ENAMETOOLONG.
+ */
+int qg_sock_staging_path(const char *path, char *buf, size_t len);
+
+/* The socket qg_sock_bind() bound for PATH, renamed to PATH: 0 or -errno. */
+int qg_sock_publish(const char *path);
 
 /* Connect to PATH (blocking, close-on-exec).  Returns the fd or -errno. */
 int qg_sock_connect(const char *path);
