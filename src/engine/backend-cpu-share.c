@@ -248,6 +248,22 @@ static void group_phase(struct cpu_batch *bt, size_t j, uint32_t live, int ith)
 }
 
 /*
+ * The thread number member B's own nodes see thread ITH of NTH as: the
+ * pool's numbering turned by B.  A node on fewer threads than the pool's
+ * (a norm or a rope of one token's row, on one) runs on B's first
+ * threads, so that the members' small nodes of a step spread over the
+ * pool instead of all waiting for thread 0 while the others sit at the
+ * barrier.  The same turn for every node of a member keeps a node that
+ * reads another's rows on the thread that wrote them (row_local pairs
+ * have equal thread counts), and a node's split of its work is the one
+ * it has alone: the bits do not change.
+ */
+static int member_ith(int ith, size_t b, int nth)
+{
+	return (ith + nth - (int)(b % (size_t)nth)) % nth;
+}
+
+/*
  * Thread ITH's part of a batch: qg_cpu_run_share over every live member at once,
  * a group's product once for all.  The members' plans are alike, so
  * P[0]'s steps and order are every member's.
@@ -272,7 +288,7 @@ void qg_cpu_run_batch_share(struct cpu_backend *cb, struct cpu_batch *bt, int it
 					if (!(live >> b & 1))
 						continue;
 					const struct cpu_node *nd = &bt->p[b]->nodes[j];
-					int e = node_phase(bt->p[b], nd, ph, ith);
+					int e = node_phase(bt->p[b], nd, ph, member_ith(ith, b, cb->nth));
 					if (e)
 						note_member_error(bt, b, e, nd->index);
 				}
