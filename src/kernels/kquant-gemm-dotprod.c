@@ -397,7 +397,8 @@ static void tiles8_q8_0(const uint8_t *const row[8], int kc, uint8_t *t)
  * its sums in v16 + 4g .. v19 + 4g and its outputs in v24 + 4g .. v27 +
  * 4g, loaded and stored once per chunk.  QUAD(a, l): one ld1 of the
  * tile and 4 * G sdot against quad l of vA; FLOAT: four outputs' float
- * step, v5 the scales' product (the codes there are spent by then).
+ * step, v5 the scales' product (the codes there are spent by then), row
+ * g's activation scale in v8 + g, where it outlives a block.
  */
 #define Q8_QUAD1(a, l)                                                 \
 	"ld1 {v0.16b-v3.16b}, [%[t]], #64\n\t"                         \
@@ -411,27 +412,42 @@ static void tiles8_q8_0(const uint8_t *const row[8], int kc, uint8_t *t)
 #define Q8_QUADS2                                                      \
 	Q8_QUAD2("4", "6", "0") Q8_QUAD2("4", "6", "1") Q8_QUAD2("4", "6", "2") Q8_QUAD2("4", "6", "3") \
 	Q8_QUAD2("5", "7", "0") Q8_QUAD2("5", "7", "1") Q8_QUAD2("5", "7", "2") Q8_QUAD2("5", "7", "3")
-#define Q8_FLOAT(x, acc, w, a)                                         \
-	"fmul v5.4s, v" w ".4s, v" a ".s[0]\n\t"                       \
+#define Q8_FLOAT(x, acc, w, a, l)                                      \
+	"fmul v5.4s, v" w ".4s, v" a ".s[" l "]\n\t"                   \
 	"scvtf v" x ".4s, v" x ".4s\n\t"                               \
 	"fmul v" x ".4s, v" x ".4s, v5.4s\n\t"                         \
 	"fadd v" acc ".4s, v" acc ".4s, v" x ".4s\n\t"
-#define Q8_FLOATS1                                                     \
+#define Q8_FLOATS1(l)                                                  \
 	"ld1 {v0.4s-v3.4s}, [%[t]], #64\n\t"                           \
-	"ldr s4, [%[x0]], #8\n\t"                                      \
-	Q8_FLOAT("16", "24", "0", "4") Q8_FLOAT("17", "25", "1", "4") Q8_FLOAT("18", "26", "2", "4") \
-	Q8_FLOAT("19", "27", "3", "4")
-#define Q8_FLOATS2                                                     \
-	Q8_FLOATS1 "ldr s6, [%[x1]], #8\n\t"                           \
-	Q8_FLOAT("20", "28", "0", "6") Q8_FLOAT("21", "29", "1", "6") Q8_FLOAT("22", "30", "2", "6") \
-	Q8_FLOAT("23", "31", "3", "6")
-#define Q8_BLOCK1                                                      \
+	Q8_FLOAT("16", "24", "0", "8", l) Q8_FLOAT("17", "25", "1", "8", l) Q8_FLOAT("18", "26", "2", "8", l) \
+	Q8_FLOAT("19", "27", "3", "8", l)
+#define Q8_FLOATS2(l)                                                  \
+	Q8_FLOATS1(l)                                                  \
+	Q8_FLOAT("20", "28", "0", "9", l) Q8_FLOAT("21", "29", "1", "9", l) Q8_FLOAT("22", "30", "2", "9", l) \
+	Q8_FLOAT("23", "31", "3", "9", l)
+/* One block, row g's activation scale in lane L of v8 + g. */
+#define Q8_BLOCK1(l)                                                   \
 	KQ_ZERO4("16", "17", "18", "19")                               \
-	"ld1 {v4.16b, v5.16b}, [%[a0]], %[ab]\n\t" Q8_QUADS1 Q8_FLOATS1
-#define Q8_BLOCK2                                                      \
+	"ld1 {v4.16b, v5.16b}, [%[a0]], %[ab]\n\t" Q8_QUADS1 Q8_FLOATS1(l)
+#define Q8_BLOCK2(l)                                                   \
 	KQ_ZERO4("16", "17", "18", "19") KQ_ZERO4("20", "21", "22", "23") \
 	"ld1 {v4.16b, v5.16b}, [%[a0]], %[ab]\n\t"                      \
-	"ld1 {v6.16b, v7.16b}, [%[a1]], %[ab]\n\t" Q8_QUADS2 Q8_FLOATS2
+	"ld1 {v6.16b, v7.16b}, [%[a1]], %[ab]\n\t" Q8_QUADS2 Q8_FLOATS2(l)
+/*
+ * The blocks two a turn, so that one load brings a row's two aux
+ * entries (its scales in lanes 0 and 2), then an odd last block.
+ */
+#define Q8_BLOCKS(G, aux2, aux1)                                       \
+	"cbz %[pairs], 4f\n\t"                                         \
+	"1:\n\t" aux2 Q8_BLOCK##G("0") Q8_BLOCK##G("2")                \
+	"subs %[pairs], %[pairs], #1\n\t"                               \
+	"b.ne 1b\n\t"                                                   \
+	"4:\n\t"                                                        \
+	"cbz %[odd], 5f\n\t" aux1 Q8_BLOCK##G("0") "5:\n\t"
+#define Q8_LOOP1 Q8_BLOCKS(1, "ldr q8, [%[x0]], #16\n\t", "ldr s8, [%[x0]], #8\n\t")
+#define Q8_LOOP2                                                       \
+	Q8_BLOCKS(2, "ldr q8, [%[x0]], #16\n\tldr q9, [%[x1]], #16\n\t", \
+		  "ldr s8, [%[x0]], #8\n\tldr s9, [%[x1]], #8\n\t")
 /* The outputs: from S (FIRST zero: the chunks before) or zero, and back to S. */
 #define Q8_OPEN(load, zero) "cbnz %w[first], 2f\n\t" load "b 3f\n\t2:\n\t" zero "3:\n\t"
 #define Q8_OPEN1 Q8_OPEN("ld1 {v24.4s-v27.4s}, [%[s0]]\n\t", KQ_ZERO4("24", "25", "26", "27"))
@@ -441,8 +457,8 @@ static void tiles8_q8_0(const uint8_t *const row[8], int kc, uint8_t *t)
 #define Q8_CLOSE1 "st1 {v24.4s-v27.4s}, [%[s0]]\n\t"
 #define Q8_CLOSE2 Q8_CLOSE1 "st1 {v28.4s-v31.4s}, [%[s1]]\n\t"
 #define Q8_CLOBBER                                                     \
-	"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", \
-	"v25", "v26", "v27", "v28", "v29", "v30", "v31", "cc", "memory"
+	"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v16", "v17", "v18", "v19", "v20", "v21", "v22", \
+	"v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31", "cc", "memory"
 
 /*
  * G activation rows (the codes of row g's first block at AG, its aux at
@@ -454,16 +470,18 @@ static INLINE void run_tiles8(const int G, const struct tile8 *T, int kc, const 
 {
 	const struct tile8 *t = T;
 	const size_t ab = sizeof(struct qg_block_q8_0);
+	int64_t pairs = kc / 2, odd = kc % 2;
 
 	if (G == 1)
-		__asm__ volatile(Q8_OPEN1 KQ_LOOP(Q8_BLOCK1) Q8_CLOSE1
-				 : [t] "+r"(t), [a0] "+r"(a0), [x0] "+r"(x0), [n] "+r"(kc)
-				 : [ab] "r"(ab), [s0] "r"(s0), [first] "r"(first)
+		__asm__ volatile(Q8_OPEN1 Q8_LOOP1 Q8_CLOSE1
+				 : [t] "+r"(t), [a0] "+r"(a0), [x0] "+r"(x0), [pairs] "+r"(pairs)
+				 : [ab] "r"(ab), [s0] "r"(s0), [first] "r"(first), [odd] "r"(odd)
 				 : Q8_CLOBBER);
 	else
-		__asm__ volatile(Q8_OPEN2 KQ_LOOP(Q8_BLOCK2) Q8_CLOSE2
-				 : [t] "+r"(t), [a0] "+r"(a0), [a1] "+r"(a1), [x0] "+r"(x0), [x1] "+r"(x1), [n] "+r"(kc)
-				 : [ab] "r"(ab), [s0] "r"(s0), [s1] "r"(s1), [first] "r"(first)
+		__asm__ volatile(Q8_OPEN2 Q8_LOOP2 Q8_CLOSE2
+				 : [t] "+r"(t), [a0] "+r"(a0), [a1] "+r"(a1), [x0] "+r"(x0), [x1] "+r"(x1),
+				   [pairs] "+r"(pairs)
+				 : [ab] "r"(ab), [s0] "r"(s0), [s1] "r"(s1), [first] "r"(first), [odd] "r"(odd)
 				 : Q8_CLOBBER);
 }
 

@@ -32,10 +32,10 @@
  *   The two lanes of each row are joined by one addp for four rows.  The
  *   sums run on over the blocks without a zeroing, and a block's sum is
  *   the difference of two running sums.  Per block of eight rows that is
- *   49 instructions for 256 multiply-adds: 16 sdot, 8 ld4, 8 loads of the
+ *   48 instructions for 256 multiply-adds: 16 sdot, 8 ld4, 8 loads of the
  *   rows' scales (the one thing ggml's interleaved blocks give for free:
  *   their four or eight scales are one load), 10 float steps, the rest
- *   joins and loop.
+ *   the activation's loads, joins and loop.
  *
  * Exactness: codes enter sdot as signed bytes (Q4_K's 0..15, Q6_K's
  * 0..63, Q8_0's as stored); every integer sum is the reference's exact
@@ -275,12 +275,13 @@ KQ_ARM_GEMV_ENTRIES(dotprod)
  * Q8_0, in asm for the reasons above, over a chunk of NB blocks of eight
  * rows.  The activation comes prepared (gemv_q8_0): per block its codes
  * 8m .. 8m + 7 twice over in 16 bytes (v20 + m, one ld1), its scale as a
- * float (v26).  Per row its scale into lane r of v27 and its 32 codes by
- * one ld4 into lane r & 1 of v0-v3 (rows 2p, 2p + 1), met by four sdot
- * into the pair's running sum v16 + p; the pairs joined (addp) give the
- * running sums of rows 0-3 and 4-7, and their difference from the last
- * block's (v8, v9 and v28, v29 by turns, two blocks a turn of the loop)
- * the block's sums.  Then the float steps into v24 and v25.  Every row's
+ * float, in lane 0 or 1 of v26 (the scales lie side by side, so one load
+ * serves a turn's two blocks).  Per row its scale into lane r of v27 and
+ * its 32 codes by one ld4 into lane r & 1 of v0-v3 (rows 2p, 2p + 1), met
+ * by four sdot into the pair's running sum v16 + p; the pairs joined
+ * (addp) give the running sums of rows 0-3 and 4-7, and their difference
+ * from the last block's (v8, v9 and v28, v29 by turns, two blocks a turn
+ * of the loop) the block's sums.  Then the float steps into v24 and v25.  Every row's
  * pointer steps by 34 (2 + 32, both post-indexed).
  */
 #define GV_Q8_ROW(h, lane, r)                                                                             \
@@ -291,10 +292,9 @@ KQ_ARM_GEMV_ENTRIES(dotprod)
 	"sdot v" x ".4s, v1.16b, v21.16b\n\t"                                                           \
 	"sdot v" x ".4s, v2.16b, v22.16b\n\t"                                                           \
 	"sdot v" x ".4s, v3.16b, v23.16b\n\t"
-/* One block; its running sums into R0, R1, the last block's in L0, L1. */
-#define GV_Q8_BLOCK(r0, r1, l0, l1)                                                                       \
+/* One block (its activation's scale in lane DL of v26); its running sums into R0, R1, the last block's in L0, L1. */
+#define GV_Q8_BLOCK(r0, r1, l0, l1, dl)                                                                   \
 	"ld1 {v20.16b-v23.16b}, [%[a]], #64\n\t"                                                         \
-	"ldr s26, [%[da]], #4\n\t"                                                                       \
 	GV_Q8_ROW("0", "0", "0") GV_Q8_ROW("1", "1", "1") GV_Q8_PAIR("16")                               \
 	GV_Q8_ROW("2", "0", "2") GV_Q8_ROW("3", "1", "3") GV_Q8_PAIR("17")                               \
 	GV_Q8_ROW("4", "0", "4") GV_Q8_ROW("5", "1", "5") GV_Q8_PAIR("18")                               \
@@ -306,8 +306,8 @@ KQ_ARM_GEMV_ENTRIES(dotprod)
 	/* sum += sumi * (dw * da), lane by lane */                                                      \
 	"fcvtl v12.4s, v27.4h\n\t"                                                                       \
 	"fcvtl2 v27.4s, v27.8h\n\t"                                                                      \
-	"fmul v12.4s, v12.4s, v26.s[0]\n\t"                                                              \
-	"fmul v27.4s, v27.4s, v26.s[0]\n\t"                                                              \
+	"fmul v12.4s, v12.4s, v26.s[" dl "]\n\t"                                                         \
+	"fmul v27.4s, v27.4s, v26.s[" dl "]\n\t"                                                         \
 	"scvtf v30.4s, v30.4s\n\t"                                                                       \
 	"scvtf v31.4s, v31.4s\n\t"                                                                       \
 	"fmul v30.4s, v30.4s, v12.4s\n\t"                                                                \
@@ -335,13 +335,15 @@ INLINE void gemv8_q8_0(const uint8_t *const row[Q8_ROWS], const int8_t *aq, cons
 			 "movi v8.4s, #0\n\tmovi v9.4s, #0\n\t"
 			 "cbz %[pairs], 2f\n\t"
 			 "1:\n\t"
-			 GV_Q8_BLOCK("28", "29", "8", "9")
-			 GV_Q8_BLOCK("8", "9", "28", "29")
+			 "ldr d26, [%[da]], #8\n\t"
+			 GV_Q8_BLOCK("28", "29", "8", "9", "0")
+			 GV_Q8_BLOCK("8", "9", "28", "29", "1")
 			 "subs %[pairs], %[pairs], #1\n\t"
 			 "b.ne 1b\n\t"
 			 "2:\n\t"
 			 "cbz %[odd], 3f\n\t"
-			 GV_Q8_BLOCK("28", "29", "8", "9")
+			 "ldr s26, [%[da]], #4\n\t"
+			 GV_Q8_BLOCK("28", "29", "8", "9", "0")
 			 "3:\n\t"
 			 "st1 {v24.4s, v25.4s}, [%[acc]]\n\t"
 			 : [r0] "+r"(r0), [r1] "+r"(r1), [r2] "+r"(r2), [r3] "+r"(r3), [r4] "+r"(r4), [r5] "+r"(r5),
