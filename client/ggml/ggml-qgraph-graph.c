@@ -288,7 +288,8 @@ static int run(struct xlate *x)
 static int xlate_reset(struct xlate *x)
 {
 	qgraph_graph_free(x->g);
-	x->n_key = x->n_done = x->n_fixed = 0;
+	x->n_key = x->n_fixed = 0;
+	qgg_done_clear(x);
 	x->n_nodes = 0;
 	x->g = qgraph_graph_new();
 	return x->g ? 0 : qgg_fail(x, -ENOMEM, "out of memory");
@@ -302,11 +303,12 @@ static int xlate_reset(struct xlate *x)
  */
 static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, int64_t hi)
 {
-	for (size_t i = 0; i < x->n_done; i++) {
-		if (x->done[i].input && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi)) {
+	for (size_t k = 0; k < x->n_inputs; k++) {
+		const struct qgg_done *d = &x->done[x->inputs[k]];
+		if (qgg_overlap(lo, hi, d->lo, d->hi)) {
 			if (qgg.trace)
 				say("%s writes over %s, which the graph reads: the graph so far runs first", t->name,
-				    x->done[i].t->name);
+				    d->t->name);
 			return true;
 		}
 	}
@@ -319,11 +321,12 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 			continue;	/* the weights are in the daemon */
 		if (!qgg_reads_arena(x, t->src[k]) || !qgg_tensor_span(t->src[k], &slo, &shi))
 			continue;
-		for (size_t i = 0; i < x->n_done; i++) {
-			if (!x->done[i].input && !x->done[i].dead && qgg_overlap(slo, shi, x->done[i].lo, x->done[i].hi)) {
+		for (size_t i = 0; i < x->n_live; i++) {
+			const struct qgg_done *d = &x->done[x->live[i]];
+			if (qgg_overlap(slo, shi, d->lo, d->hi)) {
 				if (qgg.trace)
 					say("%s reads %s from bytes %s writes: the graph so far runs first", t->name,
-					    t->src[k]->name, x->done[i].t->name);
+					    t->src[k]->name, d->t->name);
 				return true;
 			}
 		}
@@ -351,8 +354,10 @@ static int add_set_rows(struct xlate *x, const struct ggml_tensor *t)
 
 	if (off < 0 || !qgg_tensor_span(dst, &lo, &hi))
 		return qgg_fail(x, -EINVAL, "%s is not in a qgraph buffer", dst->name);
-	for (size_t i = 0; i < x->n_done && !busy; i++)
-		busy = !x->done[i].dead && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi);
+	for (size_t k = 0; k < x->n_inputs && !busy; k++)
+		busy = qgg_overlap(lo, hi, x->done[x->inputs[k]].lo, x->done[x->inputs[k]].hi);
+	for (size_t k = 0; k < x->n_live && !busy; k++)
+		busy = qgg_overlap(lo, hi, x->done[x->live[k]].lo, x->done[x->live[k]].hi);
 	for (size_t i = 0; i < x->n_fixed && !busy; i++)
 		busy = qgg_overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi);
 	if (busy) {
@@ -394,9 +399,15 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 			return err;
 	}
 	/* results this one writes over are dead: nothing reads them after this graph */
-	for (size_t i = 0; i < x->n_done; i++)
-		if (!x->done[i].input && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi))
-			x->done[i].dead = true;
+	for (size_t k = 0; k < x->n_live;) {
+		struct qgg_done *d = &x->done[x->live[k]];
+		if (qgg_overlap(lo, hi, d->lo, d->hi)) {
+			d->dead = true;
+			x->live[k] = x->live[--x->n_live];	/* the order of LIVE does not matter */
+		} else {
+			k++;
+		}
+	}
 	id = node(x, t, off, &fixed);
 	if (id < 0)
 		return qgg_fail(x, id,
@@ -406,10 +417,12 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 				  t->src[1] ? ", " : "", t->src[1] ? t->src[1]->name : "", t->ne[0], t->ne[1], t->ne[2],
 				  t->ne[3], strerror(-id));
 	/* a source read from the arena under the result (not staged above): the daemon cannot write what it reads */
-	for (size_t i = 0; i < x->n_done; i++)
-		if (x->done[i].input && qgg_overlap(lo, hi, x->done[i].lo, x->done[i].hi))
+	for (size_t k = 0; k < x->n_inputs; k++) {
+		const struct qgg_done *d = &x->done[x->inputs[k]];
+		if (qgg_overlap(lo, hi, d->lo, d->hi))
 			return qgg_fail(x, -EINVAL, "%s (%s) writes over its own source %s", t->name,
-					ggml_op_desc(t), x->done[i].t->name);
+					ggml_op_desc(t), d->t->name);
+	}
 	x->n_nodes++;
 	if (fixed) {
 		void *p = realloc(x->fixed, (x->n_fixed + 1) * sizeof *x->fixed);
@@ -493,6 +506,9 @@ enum ggml_status qgg_graph_compute(ggml_backend_t backend, struct ggml_cgraph *c
 	qgraph_graph_free(x.g);
 	free(x.key);
 	free(x.done);
+	free(x.inputs);
+	free(x.live);
+	free(x.tab);
 	free(x.fixed);
 	free(x.staged);
 	free(x.writes);

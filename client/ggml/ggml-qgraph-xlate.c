@@ -206,12 +206,77 @@ int qgg_qtype(enum ggml_type t)
 
 /* --------------------------------------------------------- bookkeeping */
 
+/* T's first slot to look at in a table of CAP (a power of two) slots. */
+static size_t slot_of(const struct ggml_tensor *t, size_t cap)
+{
+	uint64_t h = (uint64_t)(uintptr_t)t * UINT64_C(0x9e3779b97f4a7c15);
+
+	return (size_t)(h >> 32) & (cap - 1);
+}
+
+/* Make T's slot say entry I (its latest).  X's table has room. */
+static void tab_put(struct xlate *x, const struct ggml_tensor *t, size_t i)
+{
+	size_t k = slot_of(t, x->tab_cap);
+
+	while (x->tab[k].t && x->tab[k].t != t)
+		k = (k + 1) & (x->tab_cap - 1);
+	if (!x->tab[k].t)
+		x->tab_n++;
+	x->tab[k] = (struct qgg_slot){ t, i };
+}
+
+/* Room in X's table for one more tensor: doubled (and filled again) past half full.  0 or -ENOMEM. */
+static int tab_room(struct xlate *x)
+{
+	if (2 * (x->tab_n + 1) <= x->tab_cap)
+		return 0;
+	size_t cap = x->tab_cap ? 2 * x->tab_cap : 256;
+	struct qgg_slot *old = x->tab, *p = calloc(cap, sizeof *p);
+	size_t old_cap = x->tab_cap;
+	if (!p)
+		return -ENOMEM;
+	x->tab = p;
+	x->tab_cap = cap;
+	x->tab_n = 0;
+	for (size_t k = 0; k < old_cap; k++)
+		if (old[k].t)
+			tab_put(x, old[k].t, old[k].i);
+	free(old);
+	return 0;
+}
+
 static struct qgg_done *done_find(struct xlate *x, const struct ggml_tensor *t)
 {
-	for (size_t i = x->n_done; i-- > 0;)
-		if (x->done[i].t == t)
-			return &x->done[i];
+	if (!x->tab_cap)
+		return NULL;
+	for (size_t k = slot_of(t, x->tab_cap); x->tab[k].t; k = (k + 1) & (x->tab_cap - 1))
+		if (x->tab[k].t == t)
+			return &x->done[x->tab[k].i];
 	return NULL;
+}
+
+void qgg_done_clear(struct xlate *x)
+{
+	x->n_done = x->n_inputs = x->n_live = 0;
+	if (x->tab_n)
+		memset(x->tab, 0, x->tab_cap * sizeof *x->tab);
+	x->tab_n = 0;
+}
+
+/* Append V to the array *A of *N entries and capacity *CAP.  0 or -ENOMEM. */
+static int push_index(size_t **a, size_t *n, size_t *cap, size_t v)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 32;
+		void *p = realloc(*a, c * sizeof **a);
+		if (!p)
+			return -ENOMEM;
+		*a = p;
+		*cap = c;
+	}
+	(*a)[(*n)++] = v;
+	return 0;
 }
 
 int qgg_done_add(struct xlate *x, struct qgg_done d)
@@ -224,6 +289,14 @@ int qgg_done_add(struct xlate *x, struct qgg_done d)
 		x->done = p;
 		x->cap_done = cap;
 	}
+	/* room first, then listed: a failure leaves DONE as it was */
+	int err = tab_room(x);
+	if (!err)
+		err = d.input ? push_index(&x->inputs, &x->n_inputs, &x->cap_inputs, x->n_done)
+		      : !d.dead ? push_index(&x->live, &x->n_live, &x->cap_live, x->n_done) : 0;
+	if (err)
+		return err;
+	tab_put(x, d.t, x->n_done);
 	x->done[x->n_done++] = d;
 	return 0;
 }

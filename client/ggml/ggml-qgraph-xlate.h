@@ -28,6 +28,25 @@ struct xlate {
 	size_t n_key, cap_key;
 	struct qgg_done *done;
 	size_t n_done, cap_done;
+	/*
+	 * Indices into DONE of the inputs, and of the results not yet written
+	 * over (live): the overlap checks each node makes look at these, not
+	 * at every tensor of the graph, which made translating a graph
+	 * quadratic in its nodes.  Results a later node writes over leave
+	 * LIVE as they are marked dead.
+	 */
+	size_t *inputs, n_inputs, cap_inputs;
+	size_t *live, n_live, cap_live;
+	/*
+	 * DONE by ggml tensor: an open-addressing table (a power of two of
+	 * slots, at most half full) from a tensor to its latest entry, so
+	 * that finding a node's sources does not scan DONE.
+	 */
+	struct qgg_slot {
+		const struct ggml_tensor *t;
+		size_t i;
+	} *tab;
+	size_t tab_cap, tab_n;
 	struct qgg_fixed {		/* outputs made at once (a product per slice) */
 		int64_t lo, hi;
 	} *fixed;
@@ -75,6 +94,8 @@ int qgg_qtype(enum ggml_type t);
 
 /* Remember D (a ggml tensor's qgraph tensor).  0 or -ENOMEM. */
 int qgg_done_add(struct xlate *x, struct qgg_done d);
+/* Forget every tensor remembered (a new graph begins). */
+void qgg_done_clear(struct xlate *x);
 /* Whether S will be read from the arena (nothing in this graph stands for it yet). */
 bool qgg_reads_arena(struct xlate *x, const struct ggml_tensor *s);
 /* An input for S at arena offset OFF, its bytes spanning [LO, HI), remembered as S's tensor; or -errno. */
