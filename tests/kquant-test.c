@@ -489,9 +489,62 @@ static void test_gemv(void)
 					stray += s[c] != -1e30f;
 			}
 		}
-		tap_ok(kn->q4_K_gemv && kn->q6_K_gemv && kn->q8_0_gemv && bad == 0 && stray == 0,
-		       "%s: %d GEMV outputs (q4_K, q6_K, q8_0) equal the reference bit for bit (%d differ, %d past NC)",
-		       kn->name, cases, bad, stray);
+		char what[32];	/* the types the family has a GEMV for, a space before each */
+		snprintf(what, sizeof what, "%s%s%s", kn->q4_K_gemv ? " q4_K" : "", kn->q6_K_gemv ? " q6_K" : "",
+			 kn->q8_0_gemv ? " q8_0" : "");
+		tap_ok(bad == 0 && stray == 0, "%s: %d GEMV outputs (%s) equal the reference bit for bit (%d differ, %d past NC)",
+		       kn->name, cases, what + 1, bad, stray);
+	}
+}
+
+/*
+ * The K-quant GEMVs over a K of more super-blocks than the x86 Q4_K
+ * GEMV lays out at once (64), so that each row's sum is carried from one
+ * chunk of K to the next, against the one-row reference bit for bit; NC
+ * of a group of four rows and a tail.
+ */
+static void test_gemv_long(void)
+{
+	enum { NC = 7, NB = 2 * 64 + 3 };
+	static struct qg_block_q4_K w4[NC * NB];
+	static struct qg_block_q6_K w6[NC * NB];
+	static struct qg_block_q8_K a[NC * NB];
+	static float s[NC + 1];
+
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		const struct qg_kq_kernel *kn = qg_kq_kernel_get(f);
+		if (!kn || (!kn->q4_K_gemv && !kn->q6_K_gemv))
+			continue;
+		int bad = 0, cases = 0;
+		for (int iter = 0; iter < 4; iter++) {
+			/* NB, then a K that ends a chunk exactly, then less than one, then one past */
+			const int nb = iter == 0 ? NB : iter == 1 ? 128 : iter == 2 ? 63 : 65;
+			random_blocks(w4, w6, a, NC * NB, 0);
+			for (int t = 0; t < 2; t++) {
+				const qg_kq_gemv_fn gemv = t == 0 ? kn->q4_K_gemv : kn->q6_K_gemv;
+				if (!gemv)
+					continue;
+				const void *w = t == 0 ? (const void *)w4 : (const void *)w6;
+				const size_t stride = (size_t)nb * (t == 0 ? sizeof w4[0] : sizeof w6[0]);
+				const int64_t k = (int64_t)QG_QK_K * nb;
+				s[NC] = -1e30f;
+				gemv(k, s, w, stride, NC, a);
+				for (int c = 0; c < NC; c++) {
+					const void *wr = (const uint8_t *)w + (size_t)c * stride;
+					const float want = t == 0 ? qg_vec_dot_q4_K_q8_K(k, wr, a) : qg_vec_dot_q6_K_q8_K(k, wr, a);
+					cases++;
+					if (memcmp(&want, &s[c], 4) != 0) {
+						if (!bad)
+							tap_diag("%s %s gemv: k %lld: [%d] %.9g, want %.9g", kn->name,
+								 t == 0 ? "q4_K" : "q6_K", (long long)k, c, s[c], want);
+						bad++;
+					}
+				}
+				bad += s[NC] != -1e30f;
+			}
+		}
+		tap_ok(bad == 0, "%s: %d GEMV outputs over K up to %d super-blocks equal the reference bit for bit (%d differ)",
+		       kn->name, cases, NB, bad);
 	}
 }
 
@@ -547,6 +600,7 @@ static void test_kernels(void)
 	tap_diag("%d K-quant kernel families run on this CPU", ran);
 	test_gemm();
 	test_gemv();
+	test_gemv_long();
 
 	/* Q8_0 x Q8_0: weights over every byte, -128 included; activations in -127..127 */
 	static struct qg_block_q8_0 w8[NB * 8], a8[NB * 8];

@@ -224,6 +224,13 @@ struct qg_kq_kernel {
 	qg_q8_0_gemm_fn q8_0_gemm;	/* optional */
 	int gemm_rows;		/* the fewest activation rows the GEMMs are used for */
 	int q8_0_gemm_rows;	/* the same for q8_0_gemm, if not gemm_rows (0) */
+	/*
+	 * Nonzero: the four-row kernels take each group of four activation
+	 * rows and the GEMVs only the rest (x86: the GEMV shares one row's
+	 * activations among weight rows, the four-row kernel the weights
+	 * among four rows, which pays more); 0: the GEMVs take every row.
+	 */
+	int x4_before_gemv;
 };
 
 /* FAMILY's K-quant kernels if this build has them and this CPU runs them, else NULL. */

@@ -372,10 +372,165 @@ static inline __attribute__((always_inline)) void sums_q8_0(const struct qg_bloc
 
 KQ_X86_ENTRIES()
 
+/* --- the Q4_K GEMV ------------------------------------------------------ */
+
+/*
+ * One activation row against many Q4_K weight rows, four weight rows at a
+ * time: the activations and their block sums are loaded once for the
+ * four, the four rows' scales and mins are unpacked two rows to a vector
+ * (kq_x86_q4k_unpack2), and their integer sums are reduced and scaled
+ * together, two
+ * super-blocks at a time, the float part running over the four rows side
+ * by side (lane r: row r) in the reference's order.
+ *
+ * A row's msum is sum_j min_j * P_j, P_j the sum of block sums 2j and
+ * 2j + 1: one vpmaddwd of two rows' mins against P in both 128-bit lanes.
+ */
+
+/*
+ * Super-block W (row r's at W + r * WS) of four weight rows against
+ * activation block A: I[r]'s eight int32 lanes add up to row r's isum;
+ * MX[p]'s 128-bit lane e holds four partial sums of row 2p + e's msum;
+ * HEAD[p] rows 2p and 2p + 1's heads, one to a 128-bit lane.
+ */
+static inline __attribute__((always_inline)) void rows4_sb_q4_K(const uint8_t *w, size_t ws,
+								 const struct qg_block_q8_K *a, __m256i *I,
+								 __m256i *MX, __m256i *head)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	/* P_0-7 as int16 in both 128-bit lanes */
+	const __m256i p32 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+	const __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(p32, p32), 0x88);
+
+	#pragma GCC unroll 2
+	for (int pr = 0; pr < 2; pr++) {
+		const uint8_t *w0 = w + (size_t)(2 * pr) * ws;
+		head[pr] = _mm256_loadu2_m128i((const __m128i *)(w0 + ws), (const __m128i *)w0);
+		/* 128-bit lane e: row 2pr + e's scales (S) and mins as int16 */
+		const __m256i u = kq_x86_q4k_unpack2(head[pr]);
+		const __m256i S = _mm256_unpacklo_epi8(u, _mm256_setzero_si256());
+		MX[pr] = _mm256_madd_epi16(_mm256_unpackhi_epi8(u, _mm256_setzero_si256()), p);
+		#pragma GCC unroll 2
+		for (int e = 0; e < 2; e++) {
+			const uint8_t *qs = w0 + (size_t)e * ws + KQ_X86_Q4K_HEAD;
+			/* the row's eight scales in both 128-bit lanes; vpshufb spreads one at a time */
+			const __m256i s16 = _mm256_permute4x64_epi64(S, e ? 0xee : 0x44);
+			__m256i acc = _mm256_setzero_si256();
+			#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++) {
+				const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+				const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c));
+				const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * c + 32));
+				const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q, low4), a0),
+								     _mm256_shuffle_epi8(s16, pick16(2 * c)));
+				const __m256i p1 = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), a1),
+					_mm256_shuffle_epi8(s16, pick16(2 * c + 1)));
+				acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+			}
+			I[2 * pr + e] = acc;
+		}
+	}
+}
+
+/* Four rows' eight int32 lanes each (I) to four partial sums a row: lane r of each 128-bit lane, row r's. */
+static inline __attribute__((always_inline)) __m256i join4(const __m256i *I)
+{
+	const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(I[0], I[1]), _mm256_unpackhi_epi32(I[0], I[1]));
+	const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(I[2], I[3]), _mm256_unpackhi_epi32(I[2], I[3]));
+
+	return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+}
+
+/*
+ * rows4_sb_q4_K's MX (128-bit lane e of MX[p]: four partial sums of row
+ * 2p + e) to the four rows' whole msums, lane r row r's.
+ */
+static inline __attribute__((always_inline)) __m128i msum4(const __m256i *MX)
+{
+	__m256i t = _mm256_add_epi32(_mm256_unpacklo_epi32(MX[0], MX[1]), _mm256_unpackhi_epi32(MX[0], MX[1]));
+
+	/* low lane: rows 0 and 2 twice over, high lane: rows 1 and 3 */
+	t = _mm256_add_epi32(t, _mm256_shuffle_epi32(t, 0x4e));
+	return _mm_unpacklo_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/* The four rows' d and dmin (int32 lane r: row r's, d in the low half) from their heads, two to a vector. */
+static inline __attribute__((always_inline)) __m128i heads_dd(const __m256i *head)
+{
+	const __m256i t = _mm256_unpacklo_epi32(head[0], head[1]);	/* rows 0, 2 low; 1, 3 high */
+
+	return _mm_unpacklo_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/*
+ * Four Q4_K weight rows (row r at W + r * WS) against activation row A of
+ * NSB super-blocks: S[r] gets the one-row kernel's result bit for bit.
+ * Two super-blocks at a time: their eight (super-block, row) isums and
+ * msums side by side, dw * isum and dm * msum formed in one vector
+ * multiply each (IEEE products, the scalar ones' bits) and added to the
+ * four rows' sums, the first super-block's then the second's; the last
+ * super-block of an odd count alone, the same steps in four lanes.  NEXT:
+ * the next four rows (NULL: none), asked for ahead.
+ */
+static void rows4_q4_K(int64_t nsb, const uint8_t *w, size_t ws, const struct qg_block_q8_K *a, float *s,
+		       const uint8_t *next)
+{
+	const __m128i lo16 = _mm_set1_epi32(0xffff);
+	__m128 acc = _mm_setzero_ps();
+	int64_t b = 0;
+
+	for (; b < nsb; b += 2) {
+		const int two = b + 1 < nsb;
+		__m256i I[2][4], MX[2][2], head[2][2];
+		__m128i isum[2], msum[2], dd[2];
+		#pragma GCC unroll 2
+		for (int j = 0; j < 2; j++) {
+			if (j && !two)
+				break;
+			const size_t off = (size_t)(b + j) * sizeof(struct qg_block_q4_K);
+			kq_x86_q4k_prefetch4(next ? next + off : NULL, ws);
+			rows4_sb_q4_K(w + off, ws, &a[b + j], I[j], MX[j], head[j]);
+			const __m256i u = join4(I[j]);
+			isum[j] = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+			msum[j] = msum4(MX[j]);
+			dd[j] = heads_dd(head[j]);
+		}
+		if (!two)
+			isum[1] = msum[1] = dd[1] = _mm_setzero_si128();
+		/* lanes 0-3: super-block b's rows, 4-7: b + 1's */
+		const __m256 ad = _mm256_set_m128(_mm_set1_ps(two ? a[b + 1].d : 0.0f), _mm_set1_ps(a[b].d));
+		const __m256 dw = _mm256_cvtph_ps(_mm_packus_epi32(_mm_and_si128(dd[0], lo16), _mm_and_si128(dd[1], lo16)));
+		const __m256 dm = _mm256_cvtph_ps(_mm_packus_epi32(_mm_srli_epi32(dd[0], 16), _mm_srli_epi32(dd[1], 16)));
+		const __m256 pi = _mm256_mul_ps(_mm256_mul_ps(dw, ad), _mm256_cvtepi32_ps(_mm256_set_m128i(isum[1], isum[0])));
+		const __m256 pm = _mm256_mul_ps(_mm256_mul_ps(dm, ad), _mm256_cvtepi32_ps(_mm256_set_m128i(msum[1], msum[0])));
+		acc = _mm_sub_ps(_mm_add_ps(acc, _mm256_castps256_ps128(pi)), _mm256_castps256_ps128(pm));
+		if (two)
+			acc = _mm_sub_ps(_mm_add_ps(acc, _mm256_extractf128_ps(pi, 1)), _mm256_extractf128_ps(pm, 1));
+	}
+	_mm_storeu_ps(s, acc);
+}
+
+/* qg_kq_gemv_fn for Q4_K: rows4_q4_K on each four weight rows, dot_q4_K on the last NC % 4. */
+static void gemv_q4_K(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+		      const void *restrict a)
+{
+	const uint8_t *wb = w;
+	int c = 0;
+
+	for (; c + 4 <= nc; c += 4) {
+		const uint8_t *wc = wb + (size_t)c * wstride;
+		rows4_q4_K(k / QG_QK_K, wc, wstride, a, s + c, c + 8 <= nc ? wc + 4 * wstride : NULL);
+	}
+	for (; c < nc; c++)
+		s[c] = dot_q4_K(k, wb + (size_t)c * wstride, a);
+}
+
 const struct qg_kq_kernel qg_kq_avx2 = {
 	.name = "avx2 k-quants", .family = QG_KF_AVX2,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+	.q4_K_gemv = gemv_q4_K, .x4_before_gemv = 1,
 	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 	.q4_K_gemm = qg_kq_gemm_q4_K_avx2, .q6_K_gemm = qg_kq_gemm_q6_K_avx2,
 	.q8_0_gemm = qg_kq_gemm_q8_0_avx2,

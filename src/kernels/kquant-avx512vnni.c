@@ -32,7 +32,9 @@
  * row, the sixteen (row, super-block) sums are reduced together by
  * shuffles of 128-bit lanes (vphaddd and a reduction per row cost more),
  * and the float part runs over the four rows side by side, each lane
- * taking the reference's steps in its order.
+ * taking the reference's steps in its order.  The Q4_K GEMV (one
+ * activation row against many weight rows, at the end of the file) does
+ * the same with four weight rows against one activation row.
  */
 #include "config.h"
 
@@ -106,6 +108,21 @@ static const _Alignas(64) short q6k_chunk_idx[4][32] = {
 	{ PACK4(4, 4), PACK4(5, 5), PACK4(6, 6), PACK4(7, 7) },
 	{ PACK4(8, 8), PACK4(9, 9), PACK4(10, 10), PACK4(11, 11) },
 	{ PACK4(12, 12), PACK4(13, 13), PACK4(14, 14), PACK4(15, 15) },
+};
+
+/*
+ * The Q4_K GEMV packs one chunk's results of two weight rows A and B (rows
+ * 0 and 1 of four), and spreads their scales from S, in which int16 8r + j
+ * is row r's scale j: chunk c = 2h + e (the low nibbles of qs bytes 64h ..
+ * 64h + 63 for e = 0, the high for e = 1) has sub-block 4h + e in lanes
+ * 0-7 and 4h + 2 + e in 8-15, row A's in int16 0-3 of each 128-bit lane
+ * and B's in 4-7.  Rows 2 and 3 take the same control plus 16.
+ */
+static const _Alignas(64) short gemv_scale_idx[4][32] = {
+	{ PACK4(0, 8), PACK4(0, 8), PACK4(2, 10), PACK4(2, 10) },
+	{ PACK4(1, 9), PACK4(1, 9), PACK4(3, 11), PACK4(3, 11) },
+	{ PACK4(4, 12), PACK4(4, 12), PACK4(6, 14), PACK4(6, 14) },
+	{ PACK4(5, 13), PACK4(5, 13), PACK4(7, 15), PACK4(7, 15) },
 };
 
 #undef PACK4
@@ -506,10 +523,240 @@ static KQ_X86_INLINE void sums_q8_0(const struct qg_block_q8_0 *w, const struct 
 
 KQ_X86_ENTRIES()
 
+/* --- the Q4_K GEMV ------------------------------------------------------ */
+
+/*
+ * One activation row against many Q4_K weight rows, four weight rows at a
+ * time: the activations and the float part are shared by the four, and
+ * each super-block's eight (row, sum) integer sums come out in the lanes
+ * that dot4_q4_K's float part takes, so no sum is reduced alone.
+ *
+ * The activations are laid out once per call (struct gemv_act) as the
+ * weights lie, so that the weights are loaded as they are, 64 bytes at a
+ * time, and need no shuffle: a 32-byte broadcast from memory, as the
+ * one-row kernel loads them, takes a shuffle unit (Zen 4), which the
+ * packs and the scales keep busy already.  Rows are paired in the packs as
+ * raw4_q4_K pairs activation rows: one vpackssdw takes a chunk's
+ * vpdpbusd results of rows A and B, and one vpdpwssd scales both.  The
+ * scales and mins of four rows are unpacked together from their 16-byte
+ * heads (d, dmin, the 12 scale bytes), a head to a 128-bit lane.  A row's
+ * msum is sum_j min_j * P_j, P_j the sum of block sums 2j and 2j + 1: one
+ * vpmaddwd for the four rows.
+ */
+
+/*
+ * One activation super-block as the GEMV reads it.  q[2h + e] meets qs
+ * bytes 64h .. 64h + 63, their low nibbles (e = 0) or high (e = 1): those
+ * are values 128h + 32e .. + 31, then 128h + 64 + 32e .. + 31.  p holds
+ * P_2k and P_2k+1 four times over in 128-bit lane k, one pair per row.
+ */
+struct gemv_act {
+	_Alignas(64) int8_t q[4][64];
+	int16_t p[32];
+};
+
+/* Super-blocks of activations laid out per pass: 20 KB of stack, K up to 16384 in one. */
+#define GEMV_CHUNK 64
+
+/* NSB super-blocks of A as the GEMV reads them, into G. */
+static void gemv_act_prepare(const struct qg_block_q8_K *a, int64_t nsb, struct gemv_act *g)
+{
+	/* P_0-3 twice, then P_4-7 twice, as int16: pair k (P_2k, P_2k+1) is dword 0, 1, 4 or 5 */
+	const __m512i spread = _mm512_set_epi32(5, 5, 5, 5, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0);
+
+	for (int64_t b = 0; b < nsb; b++) {
+		for (int c = 0; c < 4; c++) {
+			const int8_t *src = a[b].qs + 128 * (c / 2) + 32 * (c % 2);
+			memcpy(g[b].q[c], src, 32);
+			memcpy(g[b].q[c] + 32, src + 64, 32);
+		}
+		const __m256i bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
+		const __m256i p = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+		const __m512i p2 = _mm512_castsi256_si512(_mm256_packs_epi32(p, p));
+		_mm512_store_si512(g[b].p, _mm512_permutexvar_epi32(spread, p2));
+	}
+}
+
+/*
+ * kq_x86_q4k_unpack2 on four heads, one to a 128-bit lane, the masks and
+ * merges of its steps in two vpternlogd.
+ */
+static KQ_X86_INLINE __m512i unpack4_q4_K(__m512i head)
+{
+	const __m512i pick =
+		_mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
+	const __m512i low = _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0));
+	const __m512i nib = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0, 0, 0x0f0f0f0f));
+	const __m512i top = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+	const __m512i x = _mm512_shuffle_epi8(head, pick);
+	const __m512i t = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x, 4), _mm512_and_si512(x, low), nib, TL_AND_OR);
+
+	return _mm512_ternarylogic_epi32(_mm512_slli_epi64(x, 30), t, top, TL_AND_OR);
+}
+
+/*
+ * vpermw control over M, in which int16 8r + j is row r's min j: 128-bit
+ * lane k holds mins 2k and 2k + 1 of rows 0, 1, 2, 3 in turn, against
+ * gemv_act's p, so that vpmaddwd leaves row r's partial msum in int32
+ * lane r of each 128-bit lane.
+ */
+#define MINS8(k) 2 * (k), 2 * (k) + 1, 8 + 2 * (k), 9 + 2 * (k), 16 + 2 * (k), 17 + 2 * (k), \
+		 24 + 2 * (k), 25 + 2 * (k)
+static const _Alignas(64) short gemv_min_idx[32] = { MINS8(0), MINS8(1), MINS8(2), MINS8(3) };
+#undef MINS8
+
+/*
+ * Super-block W (row r's at W + r * WS) of four weight rows against
+ * activation block G: X gets, in 128-bit lane k and int32 lane r, a
+ * partial sum of row r's isum, MX the same of its msum, and HEAD the
+ * four rows' heads, one to a 128-bit lane.
+ */
+static KQ_X86_INLINE void rows4_sb_q4_K(const uint8_t *w, size_t ws, const struct gemv_act *g, __m512i *X,
+					__m512i *MX, __m512i *head)
+{
+	const __m512i low4 = _mm512_set1_epi8(0x0f);
+	__m512i h = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)w));
+
+	#pragma GCC unroll 3
+	for (int r = 1; r < 4; r++)
+		h = _mm512_inserti32x4(h, _mm_loadu_si128((const __m128i *)(w + r * ws)), r);
+	*head = h;
+	/* int16 8r + j: row r's scale j (S) and min j (M) */
+	const __m512i u = unpack4_q4_K(h);
+	const __m512i S = _mm512_unpacklo_epi8(u, _mm512_setzero_si512());
+	const __m512i M = _mm512_unpackhi_epi8(u, _mm512_setzero_si512());
+	*MX = _mm512_madd_epi16(_mm512_permutexvar_epi16(_mm512_load_si512(gemv_min_idx), M), _mm512_load_si512(g->p));
+
+	__m512i i[2];
+	#pragma GCC unroll 2
+	for (int hh = 0; hh < 2; hh++) {
+		__m512i q[4];
+		#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			q[r] = _mm512_loadu_si512(w + (size_t)r * ws + KQ_X86_Q4K_HEAD + 64 * hh);
+		#pragma GCC unroll 2
+		for (int e = 0; e < 2; e++) {
+			const int c = 2 * hh + e;
+			const __m512i act = _mm512_load_si512(g->q[c]);
+			const __m512i idx0 = _mm512_load_si512(gemv_scale_idx[c]);
+			const __m512i idx[2] = { idx0, _mm512_add_epi16(idx0, _mm512_set1_epi16(16)) };
+			#pragma GCC unroll 2
+			for (int pr = 0; pr < 2; pr++) {
+				__m512i x[2];
+				#pragma GCC unroll 2
+				for (int o = 0; o < 2; o++) {
+					const __m512i v = q[2 * pr + o];
+					const __m512i cd = _mm512_and_si512(e ? _mm512_srli_epi16(v, 4) : v, low4);
+					x[o] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), cd, act);
+				}
+				const __m512i pk = _mm512_packs_epi32(x[0], x[1]);
+				const __m512i sc = _mm512_permutexvar_epi16(idx[pr], S);
+				i[pr] = c ? _mm512_dpwssd_epi32(i[pr], pk, sc) : _mm512_madd_epi16(pk, sc);
+			}
+		}
+	}
+	*X = join_pairs(i[0], i[1]);
+}
+
+/* The d and dmin of the heads of HEAD0 then HEAD1 (one to a 128-bit lane) in int32 lanes 0-7. */
+static KQ_X86_INLINE __m512i head_dd(__m512i head0, __m512i head1)
+{
+	const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0);
+
+	return _mm512_permutex2var_epi32(head0, idx, head1);
+}
+
+/*
+ * Four Q4_K weight rows (row r at W + r * WS, at the chunk's first
+ * super-block) against NSB super-blocks of activations G (their scales
+ * from A): S[r] is the row's sum so far (0 before the first chunk) and
+ * gets the sum after these, as the one-row kernel forms it, bit for bit.
+ * NEXT: the next four rows (NULL: none), asked for ahead.
+ * Four super-blocks at a time, as dot4_q4_K: the sixteen (super-block,
+ * row) isums and msums reduced together, dw * isum and dm * msum formed in
+ * one vector multiply each, added to the four rows' sums side by side in
+ * the reference's order; the super-blocks past the last group one at a
+ * time, the same steps in four lanes.
+ */
+static void rows4_q4_K(int64_t nsb, const uint8_t *w, size_t ws, const struct gemv_act *g,
+		       const struct qg_block_q8_K *a, float *s, const uint8_t *next)
+{
+	const __m512i sbsel = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+	__m128 acc = _mm_loadu_ps(s);
+	int64_t b = 0;
+
+	for (; b + G4 <= nsb; b += G4) {
+		__m512i x[G4], mx[G4], head[G4];
+		#pragma GCC unroll 4
+		for (int j = 0; j < G4; j++) {
+			const size_t off = (size_t)(b + j) * sizeof(struct qg_block_q4_K);
+			kq_x86_q4k_prefetch4(next ? next + off : NULL, ws);
+			rows4_sb_q4_K(w + off, ws, &g[b + j], &x[j], &mx[j], &head[j]);
+		}
+		const __m512 isum = _mm512_cvtepi32_ps(finish4(x)), msum = _mm512_cvtepi32_ps(finish4(mx));
+		/* lane 4j + r: row r's d and dmin of super-block j, and the activations' d */
+		const __m512i dd = _mm512_shuffle_i64x2(head_dd(head[0], head[1]), head_dd(head[2], head[3]), 0x44);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+		const __m512 dm = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+		const __m512 ad = _mm512_permutexvar_ps(sbsel, _mm512_castps128_ps512(_mm_setr_ps(a[b].d, a[b + 1].d,
+											 a[b + 2].d, a[b + 3].d)));
+		const __m512 pi = _mm512_mul_ps(_mm512_mul_ps(dw, ad), isum);
+		const __m512 pm = _mm512_mul_ps(_mm512_mul_ps(dm, ad), msum);
+		acc = _mm_sub_ps(_mm_add_ps(acc, _mm512_castps512_ps128(pi)), _mm512_castps512_ps128(pm));
+		acc = _mm_sub_ps(_mm_add_ps(acc, _mm512_extractf32x4_ps(pi, 1)), _mm512_extractf32x4_ps(pm, 1));
+		acc = _mm_sub_ps(_mm_add_ps(acc, _mm512_extractf32x4_ps(pi, 2)), _mm512_extractf32x4_ps(pm, 2));
+		acc = _mm_sub_ps(_mm_add_ps(acc, _mm512_extractf32x4_ps(pi, 3)), _mm512_extractf32x4_ps(pm, 3));
+	}
+	for (; b < nsb; b++) {
+		__m512i x, mx, head;
+		rows4_sb_q4_K(w + (size_t)b * sizeof(struct qg_block_q4_K), ws, &g[b], &x, &mx, &head);
+		const __m256i x8 = _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1));
+		const __m256i m8 = _mm256_add_epi32(_mm512_castsi512_si256(mx), _mm512_extracti64x4_epi64(mx, 1));
+		const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(x8), _mm256_extracti128_si256(x8, 1));
+		const __m128i msum = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+		const __m128i dd = _mm512_castsi512_si128(head_dd(head, head));
+		const __m128 ad = _mm_set1_ps(a[b].d);
+		const __m128 dw = _mm_cvtph_ps(_mm_cvtepi32_epi16(dd));
+		const __m128 dm = _mm_cvtph_ps(_mm_cvtepi32_epi16(_mm_srli_epi32(dd, 16)));
+		acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dw, ad), _mm_cvtepi32_ps(isum)));
+		acc = _mm_sub_ps(acc, _mm_mul_ps(_mm_mul_ps(dm, ad), _mm_cvtepi32_ps(msum)));
+	}
+	_mm_storeu_ps(s, acc);
+}
+
+/*
+ * qg_kq_gemv_fn for Q4_K: rows4_q4_K on each four weight rows, a chunk of
+ * GEMV_CHUNK super-blocks of K at a time (each row's sum carried in S
+ * from one chunk to the next, so the float steps keep their order), and
+ * dot_q4_K on the last NC % 4 rows.
+ */
+static void gemv_q4_K(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+		      const void *restrict va)
+{
+	const struct qg_block_q8_K *a = va;
+	const uint8_t *wb = w;
+	const int64_t nsb = k / QG_QK_K;
+	const int n4 = nc - nc % 4;
+	struct gemv_act g[GEMV_CHUNK];
+
+	memset(s, 0, (size_t)n4 * sizeof *s);
+	for (int64_t b0 = 0; b0 < nsb; b0 += GEMV_CHUNK) {
+		const int64_t nb = nsb - b0 < GEMV_CHUNK ? nsb - b0 : GEMV_CHUNK;
+		gemv_act_prepare(a + b0, nb, g);
+		for (int c = 0; c < n4; c += 4) {
+			const uint8_t *wc = wb + (size_t)c * wstride + (size_t)b0 * sizeof(struct qg_block_q4_K);
+			rows4_q4_K(nb, wc, wstride, g, a + b0, s + c, c + 8 <= n4 ? wc + 4 * wstride : NULL);
+		}
+	}
+	for (int c = n4; c < nc; c++)
+		s[c] = dot_q4_K(k, wb + (size_t)c * wstride, a);
+}
+
 const struct qg_kq_kernel qg_kq_avx512vnni = {
 	.name = "avx512vnni k-quants", .family = QG_KF_AVX512VNNI,
 	.q4_K = dot_q4_K, .q6_K = dot_q6_K,
 	.q4_K_x4 = dot4_q4_K, .q6_K_x4 = dot4_q6_K,
+	.q4_K_gemv = gemv_q4_K, .x4_before_gemv = 1,
 	.q8_0 = dot_q8_0, .q8_0_x4 = dot4_q8_0,
 	.q4_K_gemm = qg_kq_gemm_q4_K_avx512vnni, .q6_K_gemm = qg_kq_gemm_q6_K_avx512vnni,
 	.q8_0_gemm = qg_kq_gemm_q8_0_avx512vnni,

@@ -81,6 +81,52 @@ static KQ_X86_INLINE void kq_x86_q4k_unpack(const uint8_t *s, __m128i *sc, __m12
 	*m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8));
 }
 
+/* Bytes of a block_q4_K before qs, its head: d, dmin and the 12 bytes of scales and mins. */
+#define KQ_X86_Q4K_HEAD 16
+
+/*
+ * The scales and mins of two Q4_K super-blocks from their heads, one to a
+ * 128-bit lane: each lane gets s_0 .. s_7 then m_0 .. m_7 as bytes, the
+ * values kq_x86_q4k_unpack gives.  Scale bytes v0-3 (head bytes 4-7)
+ * hold s_0-3 and the top bits of s_4-7, v4-7 hold m_0-3 and the top bits
+ * of m_4-7, v8-11 the low nibbles of s_4-7 and, above them, of m_4-7.
+ * With x = v0-3, v8-11, v4-7, v8-11 the low bits are x masked, the high
+ * nibbles of the last four x shifted down by 4, and the top bits of v0-3
+ * and v4-7 x shifted up by 30 in each 64-bit half (bits 6-7 of byte i to
+ * bits 4-5 of byte i + 4).  The GEMVs unpack several rows' heads at once
+ * this way.
+ */
+static KQ_X86_INLINE __m256i kq_x86_q4k_unpack2(__m256i head)
+{
+	const __m256i pick = _mm256_broadcastsi128_si256(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13,
+								      14, 15));
+	const __m256i low = _mm256_broadcastsi128_si256(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0));
+	const __m256i nib = _mm256_broadcastsi128_si256(_mm_setr_epi32(0, 0, 0, 0x0f0f0f0f));
+	const __m256i top = _mm256_broadcastsi128_si256(_mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+	const __m256i x = _mm256_shuffle_epi8(head, pick);
+	const __m256i t = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), nib), _mm256_and_si256(x, low));
+
+	return _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi64(x, 30), top), t);
+}
+
+/*
+ * The GEMVs read four weight rows side by side, four streams WS apart
+ * that the hardware prefetchers follow badly (from memory at half the
+ * rate of one row at a time), so they ask for the same super-block of
+ * the next four rows ahead: NEXT, its 144 bytes in each row, into the
+ * second-level cache.  NULL: no next rows.
+ */
+static KQ_X86_INLINE void kq_x86_q4k_prefetch4(const uint8_t *next, size_t ws)
+{
+	if (!next)
+		return;
+	#pragma GCC unroll 4
+	for (int r = 0; r < 4; r++)
+		#pragma GCC unroll 3
+		for (int l = 0; l < 3; l++)
+			_mm_prefetch((const char *)(next + (size_t)r * ws + 64 * l), _MM_HINT_T1);
+}
+
 /* An fp16 scale in float: exact either way, so F16C gives the portable code's value. */
 static KQ_X86_INLINE float kq_x86_h2f(qg_fp16 h)
 {

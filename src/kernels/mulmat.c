@@ -364,9 +364,10 @@ static float dot_q8_0_ref(int64_t k, const void *restrict w, const void *restric
  * rows where it has one (it keeps several weight rows in the lanes of
  * its vectors, and counts fewer instructions per activation row than
  * the four-row kernels: NEON's q4_K 478 per 1000 MACs under qemu
- * against 642), else four activation rows at a time where the kernels
- * can, and one weight row at a time.  All give the one-row kernel's
- * bits.
+ * against 642; a family with x4_before_gemv gives the groups of four
+ * activation rows to the four-row kernel first), else four activation
+ * rows at a time where the kernels can, and one weight row at a time.
+ * All give the one-row kernel's bits.
  */
 static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
@@ -394,7 +395,7 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 	const qg_q8_0_gemm_fn gemm8 = mm->wtype == QG_TYPE_Q8_0 ? kn->q8_0_gemm : NULL;
 	const int gemm_rows = gemm8 && kn->q8_0_gemm_rows > 0 ? kn->q8_0_gemm_rows : kn->gemm_rows;
 	const int use_gemm = (gemm || gemm8) && mm->n >= gemm_rows;
-	if (gemv)
+	if (gemv && !kn->x4_before_gemv)
 		dot4 = NULL;
 	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
 	/*

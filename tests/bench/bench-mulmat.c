@@ -216,8 +216,10 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
  * least its gemm_rows (Q8_0: its q8_0_gemm_rows if set; --gemm-rows G
  * in its place: a G above N measures what runs without the GEMM), else
  * the GEMV over all m weight rows for each activation row where the
- * family has one, else (or with --row-by-row) the four-row entry on
- * each group of four activation rows and the one-row entry on the rest.
+ * family has one (after the four-row entry on each group of four rows
+ * where it sets x4_before_gemv), else (or with --row-by-row) the
+ * four-row entry on each group of four activation rows and the one-row
+ * entry on the rest.
  */
 static int kernel_only_plain(const struct opts *o)
 {
@@ -269,7 +271,7 @@ static int kernel_only_plain(const struct opts *o)
 				gemm(k, y, (size_t)m, w, wrow, (int)m, a, (int)n);
 			i = n;
 		}
-		for (; dot4 && !gemv && i + 4 <= n; i += 4)
+		for (; dot4 && (!gemv || kq->x4_before_gemv) && i + 4 <= n; i += 4)
 			for (int64_t r = 0; r < m; r++) {
 				float out[4];
 				dot4(k, w + (size_t)r * wrow, a + (size_t)i * arow, nba, out);
