@@ -34,6 +34,12 @@
  *   run_tiles8(G, T, kc, a, aux, nba, s, lds, first, ncol)
  *                    as run_tiles, with the activations' qg_q8_0_aux
  *
+ * A family may also define
+ *
+ *   KQ_GEMM_PREFETCH(kind)
+ *                    nonzero for the weights KIND whose next tile's bytes
+ *                    are to be asked for while this tile's are used
+ *
  * The product goes by chunks of KC super-blocks (KC8 blocks), and in each
  * by tiles of the NC weight rows, each built once and met by all NR
  * activation rows, so a tile's bytes are read from memory once per chunk.
@@ -104,6 +110,26 @@ static KQ_GEMM_INLINE void gemm_rows(const int kind, const void *T, int kc, cons
 #endif
 }
 
+#ifdef KQ_GEMM_PREFETCH
+/*
+ * Ask for bytes OFF .. OFF + LEN - 1 of the KQ_TILE_ROWS rows from C
+ * (the last repeated past NC), the next tile's.  A tile's rows are
+ * WSTRIDE apart, a few hundred bytes of each, too short for the
+ * hardware's stream prefetch: unasked, the tile waits on memory when it
+ * is built; asked a tile ahead, its bytes arrive while the activation
+ * rows meet this one.  Into L2 only (locality 2): the chunk's tiles and
+ * activations already fill L1, and prefetching into L1 ran 3% slower.
+ */
+static KQ_GEMM_INLINE void gemm_prefetch(const uint8_t *w, size_t wstride, int nc, int c, size_t off, size_t len)
+{
+	for (int r = 0; r < KQ_TILE_ROWS; r++) {
+		const uintptr_t p = (uintptr_t)(w + (size_t)(c + r < nc ? c + r : nc - 1) * wstride + off);
+		for (uintptr_t l = p & ~(uintptr_t)63; l < p + len; l += 64)
+			__builtin_prefetch((const void *)l, 0, 2);
+	}
+}
+#endif
+
 /* The GEMM of weights KIND, with T room for KCMAX tiles of them. */
 static KQ_GEMM_INLINE void gemm_any(const int kind, void *T, const int kcmax, int64_t k, float *restrict s,
 				    size_t lds, const void *restrict vw, size_t wstride, int nc,
@@ -123,6 +149,16 @@ static KQ_GEMM_INLINE void gemm_any(const int kind, void *T, const int kcmax, in
 				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
 			for (int b = 0; b < kc; b++)
 				gemm_tile(kind, row, (size_t)(b0 + b) * bsz, T, b);
+#ifdef KQ_GEMM_PREFETCH
+			/* the next tile: the next rows of this chunk, or the first of the next chunk */
+			if (KQ_GEMM_PREFETCH(kind)) {
+				if (c0 + KQ_TILE_ROWS < nc)
+					gemm_prefetch(w, wstride, nc, c0 + KQ_TILE_ROWS, (size_t)b0 * bsz, (size_t)kc * bsz);
+				else if (b0 + kcmax < nb)
+					gemm_prefetch(w, wstride, nc, 0, (size_t)(b0 + kcmax) * bsz,
+						      (size_t)(nb - b0 - kcmax < kcmax ? nb - b0 - kcmax : kcmax) * bsz);
+			}
+#endif
 			/* the chunk's first activation block: Q8_0 for Q8_0 weights, Q8_K for the K-quants */
 			const void *a = q8 ? (const void *)((const struct qg_block_q8_0 *)va + b0)
 					   : (const void *)((const struct qg_block_q8_K *)va + b0);
