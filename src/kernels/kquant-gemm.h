@@ -147,10 +147,12 @@ static KQ_GEMM_INLINE void gemm_any(const int kind, void *T, const int kcmax, in
 			const uint8_t *row[KQ_TILE_ROWS];
 			for (int r = 0; r < KQ_TILE_ROWS; r++)
 				row[r] = w + (size_t)(c0 + r < nc ? c0 + r : nc - 1) * wstride;
-			for (int b = 0; b < kc; b++)
-				gemm_tile(kind, row, (size_t)(b0 + b) * bsz, T, b);
 #ifdef KQ_GEMM_PREFETCH
-			/* the next tile: the next rows of this chunk, or the first of the next chunk */
+			/*
+			 * the next tile: the next rows of this chunk, or the first
+			 * of the next chunk; asked before this one is built, so
+			 * that its misses overlap the building too
+			 */
 			if (KQ_GEMM_PREFETCH(kind)) {
 				if (c0 + KQ_TILE_ROWS < nc)
 					gemm_prefetch(w, wstride, nc, c0 + KQ_TILE_ROWS, (size_t)b0 * bsz, (size_t)kc * bsz);
@@ -159,6 +161,8 @@ static KQ_GEMM_INLINE void gemm_any(const int kind, void *T, const int kcmax, in
 						      (size_t)(nb - b0 - kcmax < kcmax ? nb - b0 - kcmax : kcmax) * bsz);
 			}
 #endif
+			for (int b = 0; b < kc; b++)
+				gemm_tile(kind, row, (size_t)(b0 + b) * bsz, T, b);
 			/* the chunk's first activation block: Q8_0 for Q8_0 weights, Q8_K for the K-quants */
 			const void *a = q8 ? (const void *)((const struct qg_block_q8_0 *)va + b0)
 					   : (const void *)((const struct qg_block_q8_K *)va + b0);
