@@ -375,7 +375,7 @@ int qgd_server_bind(struct qgd_server *srv)
 int qgd_server_open(struct qgd_server *srv)
 {
 	const char *path = srv->cfg.socket_path;
-	int r = listen(srv->listen_fd, 128) < 0 ? -errno : qg_sock_publish(path);
+	int r = qg_sock_open(srv->listen_fd, path);
 
 	if (r) {
 		qgd_error("cannot listen on %s: %s", path, strerror(-r));

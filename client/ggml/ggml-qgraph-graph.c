@@ -301,16 +301,25 @@ static int xlate_reset(struct xlate *x)
  * once, or a source it reads from the arena lies in bytes the graph
  * writes (a result not yet written over).
  */
+/* The first entry of X's DONE named by LIST[0..N) (its inputs, or its live results) that [LO, HI) overlaps, or NULL. */
+static const struct qgg_done *overlapping(const struct xlate *x, const size_t *list, size_t n, int64_t lo, int64_t hi)
+{
+	for (size_t k = 0; k < n; k++) {
+		const struct qgg_done *d = &x->done[list[k]];
+		if (qgg_overlap(lo, hi, d->lo, d->hi))
+			return d;
+	}
+	return NULL;
+}
+
 static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, int64_t hi)
 {
-	for (size_t k = 0; k < x->n_inputs; k++) {
-		const struct qgg_done *d = &x->done[x->inputs[k]];
-		if (qgg_overlap(lo, hi, d->lo, d->hi)) {
-			if (qgg.trace)
-				say("%s writes over %s, which the graph reads: the graph so far runs first", t->name,
-				    d->t->name);
-			return true;
-		}
+	const struct qgg_done *d = overlapping(x, x->inputs, x->n_inputs, lo, hi);
+
+	if (d) {
+		if (qgg.trace)
+			say("%s writes over %s, which the graph reads: the graph so far runs first", t->name, d->t->name);
+		return true;
 	}
 	for (size_t i = 0; i < x->n_fixed; i++)
 		if (qgg_overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi))
@@ -321,14 +330,11 @@ static bool conflicts(struct xlate *x, const struct ggml_tensor *t, int64_t lo, 
 			continue;	/* the weights are in the daemon */
 		if (!qgg_reads_arena(x, t->src[k]) || !qgg_tensor_span(t->src[k], &slo, &shi))
 			continue;
-		for (size_t i = 0; i < x->n_live; i++) {
-			const struct qgg_done *d = &x->done[x->live[i]];
-			if (qgg_overlap(slo, shi, d->lo, d->hi)) {
-				if (qgg.trace)
-					say("%s reads %s from bytes %s writes: the graph so far runs first", t->name,
-					    t->src[k]->name, d->t->name);
-				return true;
-			}
+		if ((d = overlapping(x, x->live, x->n_live, slo, shi))) {
+			if (qgg.trace)
+				say("%s reads %s from bytes %s writes: the graph so far runs first", t->name,
+				    t->src[k]->name, d->t->name);
+			return true;
 		}
 		for (size_t i = 0; i < x->n_fixed; i++)
 			if (qgg_overlap(slo, shi, x->fixed[i].lo, x->fixed[i].hi))
@@ -354,10 +360,7 @@ static int add_set_rows(struct xlate *x, const struct ggml_tensor *t)
 
 	if (off < 0 || !qgg_tensor_span(dst, &lo, &hi))
 		return qgg_fail(x, -EINVAL, "%s is not in a qgraph buffer", dst->name);
-	for (size_t k = 0; k < x->n_inputs && !busy; k++)
-		busy = qgg_overlap(lo, hi, x->done[x->inputs[k]].lo, x->done[x->inputs[k]].hi);
-	for (size_t k = 0; k < x->n_live && !busy; k++)
-		busy = qgg_overlap(lo, hi, x->done[x->live[k]].lo, x->done[x->live[k]].hi);
+	busy = overlapping(x, x->inputs, x->n_inputs, lo, hi) || overlapping(x, x->live, x->n_live, lo, hi);
 	for (size_t i = 0; i < x->n_fixed && !busy; i++)
 		busy = qgg_overlap(lo, hi, x->fixed[i].lo, x->fixed[i].hi);
 	if (busy) {
@@ -417,12 +420,10 @@ static int add_node(struct xlate *x, const struct ggml_tensor *t)
 				  t->src[1] ? ", " : "", t->src[1] ? t->src[1]->name : "", t->ne[0], t->ne[1], t->ne[2],
 				  t->ne[3], strerror(-id));
 	/* a source read from the arena under the result (not staged above): the daemon cannot write what it reads */
-	for (size_t k = 0; k < x->n_inputs; k++) {
-		const struct qgg_done *d = &x->done[x->inputs[k]];
-		if (qgg_overlap(lo, hi, d->lo, d->hi))
-			return qgg_fail(x, -EINVAL, "%s (%s) writes over its own source %s", t->name,
-					ggml_op_desc(t), d->t->name);
-	}
+	const struct qgg_done *src = overlapping(x, x->inputs, x->n_inputs, lo, hi);
+	if (src)
+		return qgg_fail(x, -EINVAL, "%s (%s) writes over its own source %s", t->name, ggml_op_desc(t),
+				src->t->name);
 	x->n_nodes++;
 	if (fixed) {
 		void *p = realloc(x->fixed, (x->n_fixed + 1) * sizeof *x->fixed);

@@ -49,6 +49,11 @@ int qg_sock_publish(const char *path)
 	return strcmp(staged, path) && rename(staged, path) < 0 ? -errno : 0;
 }
 
+int qg_sock_open(int fd, const char *path)
+{
+	return listen(fd, 128) < 0 ? -errno : qg_sock_publish(path);
+}
+
 /* Remove a socket file at PATH (never anything else): 0, or -EEXIST for something that is not a socket. */
 static int remove_socket(const char *path)
 {
@@ -116,7 +121,7 @@ int qg_sock_listen(const char *path, unsigned mode, int *lock_fd)
 
 	if (fd < 0)
 		return fd;
-	int err = listen(fd, 128) < 0 ? -errno : qg_sock_publish(path);
+	int err = qg_sock_open(fd, path);
 	if (err) {
 		if (qg_sock_staging_path(path, staged, sizeof staged) == 0)
 			unlink(staged);

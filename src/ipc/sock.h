@@ -40,6 +40,9 @@ int qg_sock_staging_path(const char *path, char *buf, size_t len);
 /* The socket qg_sock_bind() bound for PATH, renamed to PATH: 0 or -errno. */
 int qg_sock_publish(const char *path);
 
+/* Listen on FD (qg_sock_bind's for PATH, backlog 128), then publish it at PATH.  0 or -errno. */
+int qg_sock_open(int fd, const char *path);
+
 /* Connect to PATH (blocking, close-on-exec).  Returns the fd or -errno. */
 int qg_sock_connect(const char *path);
 
