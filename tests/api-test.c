@@ -465,14 +465,20 @@ static void test_connect_wait(void)
 	double took = now_s() - t0;
 	tap_ok((e == -ENOENT || e == -ECONNREFUSED) && !s, "nothing there: -ENOENT after the time-out (%d: %s)", e,
 	       err);
-	tap_ok(took >= 0.19 && took < 5, "and it waited about 200 ms (%.3f s)", took);
+	/*
+	 * the lower bound is the time-out's; the upper one only tells it from
+	 * a wait in seconds (a unit mistake: 200 s) on a machine loaded past
+	 * any schedule (under qemu, with other suites beside it, 10-13 s
+	 * have been seen)
+	 */
+	tap_ok(took >= 0.19 && took < 60, "and it waited at least 200 ms, not 200 s (%.3f s)", took);
 
 	setenv("QGRAPH_CONNECT_TIMEOUT", "200", 1);
 	n.connect_timeout_ms = 0;
 	t0 = now_s();
 	e = qgraph_connect(&n, &s, err, sizeof err);
 	took = now_s() - t0;
-	tap_ok(e == -ENOENT && took >= 0.19 && took < 5, "QGRAPH_CONNECT_TIMEOUT=200 waits as long (%d, %.3f s)", e,
+	tap_ok(e == -ENOENT && took >= 0.19 && took < 60, "QGRAPH_CONNECT_TIMEOUT=200 waits as long (%d, %.3f s)", e,
 	       took);
 	setenv("QGRAPH_CONNECT_TIMEOUT", "soon", 1);
 	e = qgraph_connect(&n, &s, err, sizeof err);
