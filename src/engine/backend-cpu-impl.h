@@ -86,8 +86,8 @@ struct span {
  * except weights that none of them writes (qg_cpu_plan_clear_of), so a step of the
  * batch holds the step's nodes of every member.  A MUL_MAT that every
  * member has as a solo one on the same weights is a group: one product
- * over all the members' activation rows (qg_op_mul_mat_group), which
- * reads the weights once.  Each member keeps its own outcome: an error,
+ * over all the members' activation rows (qg_op_mul_mat_group_prepare,
+ * _part), which reads the weights once.  Each member keeps its own outcome: an error,
  * a cancel or a deadline stops that member at the end of a step (the
  * last thread at the barrier takes it out of LIVE), and the others go on.
  */
@@ -99,6 +99,7 @@ struct cpu_group {
 	size_t slot;		/* a thread's gathered and quantized rows: at SLOT_OFF + ITH * SLOT of the scratch */
 	size_t slot_off;
 	size_t y_off, y_bytes;	/* the product, shared by the threads */
+	int parts;		/* the product's parts, which the threads claim as they finish (cpu_batch.claimed) */
 };
 
 struct cpu_batch {
@@ -106,6 +107,7 @@ struct cpu_batch {
 	struct cpu_plan *p[QG_CPU_BATCH_MAX];
 	struct qg_run *run[QG_CPU_BATCH_MAX];
 	struct cpu_group *group;	/* per node (the members number theirs alike) */
+	_Atomic int *claimed;		/* per node: a group's parts claimed so far (a batch runs each once) */
 	char *scratch;			/* the groups' (cpu_backend.bscratch) */
 	/*
 	 * The members still running, a bit each: written only by the last

@@ -518,8 +518,10 @@ size_t qg_cpu_batch_groups(struct cpu_batch *bt)
 		/* a group reads the slot its own thread filled in the other: that one must have the thread */
 		if (g->share >= 0 && p0->nodes[g->share].nth < nd->nth)
 			g->share = -1;
-		if (ok)
+		if (ok) {
 			g->slot = qg_op_mul_mat_group_slot(nd->t, rows, &g->y_bytes);
+			g->parts = qg_op_mul_mat_group_parts(nd->t, nd->nth);
+		}
 		g->on = ok && g->slot > 0;
 	}
 	/* a node that runs alone and reads another's activation needs that one alone too */

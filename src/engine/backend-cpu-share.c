@@ -225,12 +225,23 @@ void qg_cpu_run_share(struct cpu_backend *cb, struct cpu_plan *p, const struct q
 	}
 }
 
-/* Thread ITH's rows of group J of batch BT over its LIVE members. */
+/*
+ * Thread ITH's share of group J of batch BT over its LIVE members: the
+ * activation rows gathered and quantized into its own slot (or read from
+ * its slot of the group it shares them with), then parts of the product,
+ * claimed one at a time until none is left.  A thread that loses its
+ * core for a while (to the daemon's loop, a client, the machine's other
+ * work) leaves its parts to the others instead of keeping them all at
+ * the barrier; the relaxed claim is enough, as the barrier that ends the
+ * phase orders what every part wrote.  Which thread computes a row does
+ * not change its bits.
+ */
 static void group_phase(struct cpu_batch *bt, size_t j, uint32_t live, int ith)
 {
 	const struct cpu_group *g = &bt->group[j];
 	const struct qg_tensor *t[QG_CPU_BATCH_MAX];
 	const char *quant = NULL;
+	const void *read;
 	size_t n = 0;
 
 	for (size_t b = 0; b < bt->n; b++)
@@ -240,8 +251,9 @@ static void group_phase(struct cpu_batch *bt, size_t j, uint32_t live, int ith)
 		const struct cpu_group *q = &bt->group[g->share];
 		quant = bt->scratch + q->slot_off + (size_t)ith * q->slot;
 	}
-	int e = qg_op_mul_mat_group(t, n, ith, bt->p[0]->nodes[j].nth, bt->scratch + g->slot_off + (size_t)ith * g->slot,
-				    quant, (float *)(bt->scratch + g->y_off));
+	int e = qg_op_mul_mat_group_prepare(t, n, bt->scratch + g->slot_off + (size_t)ith * g->slot, quant, &read);
+	for (int part; !e && (part = atomic_fetch_add_explicit(&bt->claimed[j], 1, memory_order_relaxed)) < g->parts;)
+		e = qg_op_mul_mat_group_part(t, n, part, g->parts, read, (float *)(bt->scratch + g->y_off));
 	for (size_t b = 0; e && b < bt->n; b++)
 		if (live >> b & 1)
 			note_member_error(bt, b, e, bt->p[b]->nodes[j].index);

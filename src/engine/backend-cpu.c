@@ -346,7 +346,10 @@ static size_t cpu_plan_compute_batch(struct qg_backend *b, struct qg_plan *const
 		bt.p[bt.n++] = p;
 	}
 	size_t together = 1;
-	if (bt.n >= 2 && (bt.group = calloc(bt.p[0]->n, sizeof *bt.group))) {
+	if (bt.n >= 2 && (bt.group = calloc(bt.p[0]->n, sizeof *bt.group)) &&
+	    (bt.claimed = malloc(bt.p[0]->n * sizeof *bt.claimed))) {
+		for (size_t j = 0; j < bt.p[0]->n; j++)
+			atomic_init(&bt.claimed[j], 0);
 		size_t need = qg_cpu_batch_groups(&bt);
 		if (need > cb->bscratch_size) {
 			free(cb->bscratch);
@@ -370,6 +373,7 @@ static size_t cpu_plan_compute_batch(struct qg_backend *b, struct qg_plan *const
 	for (size_t m = 0; m < bt.n; m++)
 		free(w[m]);
 	free(bt.group);
+	free((void *)bt.claimed);
 	free(joined);
 	return together;
 }

@@ -130,36 +130,62 @@ size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n, size_t *y_
 	return align_up((size_t)(rows * mm.k) * sizeof(float)) + align_up(qg_mul_mat_scratch_size(&mm));
 }
 
-int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int nth, void *slot,
-			const void *quant, float *y)
+/* The group T[0..N)'s product over every activation row (and the padding), reading QUANT, into Y: in *MM. */
+static int group_of(const struct qg_tensor *const *t, size_t n, const void *quant, float *y, struct qg_mm *mm,
+		    int64_t *rows, size_t *xbytes)
 {
-	int64_t rows = 0, r0, r1;
+	*rows = 0;
+	for (size_t i = 0; i < n; i++)
+		*rows += t[i]->src[1]->ne[1];
+	if (n == 0)
+		return -EINVAL;
+	const int64_t k = t[0]->src[0]->ne[0], padded = group_rows(t[0], *rows);
+	*xbytes = align_up((size_t)(padded * k) * sizeof(float));
+	/* the gathered rows (float weights read them), then their quantized form */
+	group_mm(t[0], padded, (void *)quant, y, mm);
+	return qg_mul_mat_check(mm) ? -EINVAL : 0;
+}
+
+int qg_op_mul_mat_group_prepare(const struct qg_tensor *const *t, size_t n, void *slot, const void *quant,
+				const void **read)
+{
+	int64_t rows;
+	size_t xbytes;
+	struct qg_mm mm;
+	static float dummy[1];
+
+	if (group_of(t, n, quant ? quant : slot, dummy, &mm, &rows, &xbytes))
+		return -EINVAL;
+	*read = quant ? quant : slot;
+	if (quant)
+		return 0;
+	const int64_t k = mm.k;
+	float *xs = slot;
+	for (size_t i = 0; i < n; i++) {
+		const struct qg_tensor *x = t[i]->src[1];
+		for (int64_t r = 0; r < x->ne[1]; r++, xs += k)
+			memcpy(xs, (const char *)x->data + r * x->nb[1], (size_t)k * sizeof(float));
+	}
+	for (int64_t r = rows; r < mm.n; r++, xs += k)
+		memcpy(xs, xs - k, (size_t)k * sizeof(float));	/* the padding: the last row again */
+	qg_mul_mat_quantize(&mm, (char *)slot + xbytes, 0, 1);
+	return 0;
+}
+
+int qg_op_mul_mat_group_part(const struct qg_tensor *const *t, size_t n, int part, int parts, const void *read,
+			     float *y)
+{
+	int64_t rows, r0, r1;
+	size_t xbytes;
 	struct qg_mm mm;
 
-	for (size_t i = 0; i < n; i++)
-		rows += t[i]->src[1]->ne[1];
-	const int64_t k = t[0]->src[0]->ne[0], m = t[0]->src[0]->ne[1], padded = group_rows(t[0], rows);
-	const size_t xbytes = align_up((size_t)(padded * k) * sizeof(float));
-	/* the gathered rows (float weights read them), then their quantized form */
-	group_mm(t[0], padded, quant ? (void *)quant : slot, y, &mm);
-	if (n == 0 || qg_mul_mat_check(&mm) != 0)
+	if (group_of(t, n, read, y, &mm, &rows, &xbytes))
 		return -EINVAL;
-	if (!quant) {
-		float *xs = slot;
-		for (size_t i = 0; i < n; i++) {
-			const struct qg_tensor *x = t[i]->src[1];
-			for (int64_t r = 0; r < x->ne[1]; r++, xs += k)
-				memcpy(xs, (const char *)x->data + r * x->nb[1], (size_t)k * sizeof(float));
-		}
-		for (int64_t r = rows; r < padded; r++, xs += k)
-			memcpy(xs, xs - k, (size_t)k * sizeof(float));	/* the padding: the last row again */
-		qg_mul_mat_quantize(&mm, (char *)slot + xbytes, 0, 1);
-		quant = slot;
-	}
-	qg_mul_mat_compute(&mm, (const char *)quant + xbytes, ith, nth);
-	qg_mul_mat_rows(&mm, ith, nth, &r0, &r1);
+	qg_mul_mat_compute(&mm, (const char *)read + xbytes, part, parts);
+	qg_mul_mat_rows(&mm, part, parts, &r0, &r1);
 	if (r0 >= r1)
 		return 0;
+	const int64_t m = mm.m;
 	const float *col = y;
 	for (size_t i = 0; i < n; i++) {
 		const struct qg_tensor *d = t[i];
@@ -168,6 +194,24 @@ int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int
 			       (size_t)(r1 - r0) * sizeof(float));
 	}
 	return 0;
+}
+
+/*
+ * Parts of at least this many weight rows: a part's call prepares little
+ * (the GEMM's tiles are 16 rows), and four parts a thread let one that
+ * lost its core for a while leave the rest to the others.
+ */
+#define GROUP_PART_ROWS 256
+#define GROUP_PARTS_PER_THREAD 4
+
+int qg_op_mul_mat_group_parts(const struct qg_tensor *t, int nth)
+{
+	const int64_t m = t->src[0]->ne[1];
+	int64_t parts = m / GROUP_PART_ROWS;
+
+	if (parts > (int64_t)nth * GROUP_PARTS_PER_THREAD)
+		parts = (int64_t)nth * GROUP_PARTS_PER_THREAD;
+	return parts < nth ? nth : (int)parts;
 }
 
 uintptr_t qg_op_act_form(const struct qg_tensor *t)

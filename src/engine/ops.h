@@ -184,19 +184,29 @@ bool qg_op_mul_mat_joins(const struct qg_tensor *a, const struct qg_tensor *b);
  */
 size_t qg_op_mul_mat_group_slot(const struct qg_tensor *t, int64_t n, size_t *y_bytes);
 /*
- * Thread ITH of NTH computes its rows of the group T[0..N) (joined by
- * qg_op_mul_mat_joins, checked, data in place): into SLOT (its own
- * qg_op_mul_mat_group_slot bytes, 64-byte aligned) it gathers every
- * activation row and quantizes them, unless QUANT is a slot another group
- * of the same activations filled (same rows, same qg_op_act_form); then
- * it computes its rows of the product over every activation row into Y
- * (its *Y_BYTES of qg_op_mul_mat_group_slot, shared by the threads), perhaps
- * over a few copies of the last row that pay (dropped), and copies them to
- * each node's result.  Each result's bits are those of the node computed
- * alone.  0 or -EINVAL.
+ * Into SLOT (a thread's qg_op_mul_mat_group_slot bytes, 64-byte aligned)
+ * gather every activation row of the group T[0..N) (joined by
+ * qg_op_mul_mat_joins, checked, data in place) and quantize them, unless
+ * QUANT is a slot another group of the same activations filled (same
+ * rows, same qg_op_act_form).  *READ: the slot the product reads.  0 or
+ * -EINVAL.
  */
-int qg_op_mul_mat_group(const struct qg_tensor *const *t, size_t n, int ith, int nth, void *slot,
-			const void *quant, float *y);
+int qg_op_mul_mat_group_prepare(const struct qg_tensor *const *t, size_t n, void *slot, const void *quant,
+				const void **read);
+/*
+ * Part PART of PARTS of the group's product (its weight rows split in
+ * whole row groups, as qg_mul_mat_rows splits them) over every
+ * activation row, reading READ (a slot qg_op_mul_mat_group_prepare
+ * filled), into Y (the *Y_BYTES of qg_op_mul_mat_group_slot, shared by
+ * the threads), perhaps over a few copies of the last row that pay
+ * (dropped), and copied to each node's result.  Each result's bits are
+ * those of the node computed alone, whatever the parts and whichever
+ * thread takes them.  0 or -EINVAL.
+ */
+int qg_op_mul_mat_group_part(const struct qg_tensor *const *t, size_t n, int part, int parts, const void *read,
+			     float *y);
+/* The parts NTH threads take a group of T's products in, claiming them as they finish: NTH or more. */
+int qg_op_mul_mat_group_parts(const struct qg_tensor *t, int nth);
 
 /* Phases of T's computation, with a barrier between each: 2 for MUL_MAT, 0 for views and leafs, else 1. */
 int qg_op_n_phases(const struct qg_tensor *t);
