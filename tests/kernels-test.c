@@ -837,7 +837,17 @@ static void test_check(void)
 	BAD(n, -1, -EINVAL, "negative N");
 	BAD(ldx, 63, -EINVAL, "LDX < K");
 	BAD(ldy, 7, -EINVAL, "LDY < M");
-	BAD(wtype, QG_TYPE_Q8_0_4X4, -EINVAL, "activation type as weights");
+	BAD(wtype, QG_TYPE_Q8_0_4X8, -EINVAL, "activation type as weights");
+	BAD(wtype, QG_TYPE_Q8_0_4X4, 0, "Q8_0_4X4 weights, M a multiple of 4");
+	mm = good;
+	mm.wtype = QG_TYPE_Q8_0_4X4;
+	mm.m = 6;
+	mm.ldy = 6;
+	tap_ok(qg_mul_mat_check(&mm) == -EINVAL, "check: Q8_0_4X4 weights with M not a multiple of 4");
+	mm.m = 4;
+	mm.ldy = 8;
+	mm.kq_kernel = &qg_kq_portable;
+	tap_ok(qg_mul_mat_check(&mm) == 0, "check: Q8_0_4X4 weights with the portable K-quant kernels asked for");
 	BAD(wtype, QG_TYPE_COUNT, -EINVAL, "type out of range");
 	BAD(wtype, (enum qg_type)-1, -EINVAL, "negative type");
 	mm = good;

@@ -641,6 +641,202 @@ static void test_kernels(void)
 }
 
 /*
+ * The Q8_0_4X4 layout's float order, written out from the plain rows
+ * before they are interleaved (kernels.h, struct qg_kq_kernel): per block
+ * the exact int32 sum, then one fused step with the scales' product.
+ */
+static float ref_q8_0_4x4(int64_t nb, const struct qg_block_q8_0 *w, const struct qg_block_q8_0 *a)
+{
+	float acc = 0.0f;
+
+	for (int64_t b = 0; b < nb; b++) {
+		int32_t isum = 0;
+		for (int i = 0; i < QG_QK; i++)
+			isum += w[b].qs[i] * a[b].qs[i];
+		const float p = qg_fp16_to_fp32(w[b].d) * qg_fp16_to_fp32(a[b].d);
+		acc = fmaf((float)isum, p, acc);
+	}
+	return acc;
+}
+
+/*
+ * Q8_0_4X4 kernels: the portable ones against ref_q8_0_4x4, every
+ * family's against the portable ones, bit for bit; the GEMV's row equal
+ * to the GEMM's.  Weights are plain Q8_0 rows repacked, over every code
+ * (-128 included), activations too; K of one and two blocks, odd counts,
+ * and past the GEMM's (64) and the GEMV's (128) chunks of K; NC 4, 8, 12
+ * and 20 (pairs of groups and a lone group); 4, 8 and 12 activation rows
+ * for the GEMM, each also through the GEMV; extremes first.
+ */
+static void test_q8_0_4x4(void)
+{
+	enum { MAXC = 20, MAXR = 12, MAXB = 200, LDS = MAXC + 3 };
+	static const int ncs[] = { 4, 8, 12, 20 };
+	static struct qg_block_q8_0 w8[MAXC * MAXB], a8[MAXR * MAXB];
+	static uint8_t w44[MAXC * MAXB * 34];
+	static struct qg_q8_0x4_act act[MAXR / 4 * MAXB];
+	static float s[MAXR * LDS], sv[LDS], want[MAXR * LDS];
+	int checked = 0;
+
+	for (int f = 0; f < QG_KF_COUNT; f++) {
+		const struct qg_kq_kernel *kn = qg_kq_kernel_get(f);
+		if (!kn || (!kn->q8_0_4x4_gemv && !kn->q8_0_4x4_gemm))
+			continue;
+		checked++;
+		const int pairs = !kn->q8_0_4x4_gemv == !kn->q8_0_4x4_gemm;
+		int bad = 0, cases = 0, stray = 0, split = 0;
+		for (int iter = 0; iter < 48; iter++) {
+			static const int nbs[] = { 1, 2, 3, 64, 65, 129, 131, MAXB };
+			const int extreme = iter < 4 ? iter + 1 : 0;
+			const int nb = iter < 4 ? MAXB : iter < 12 ? nbs[iter - 4] : 1 + (int)(rnd() % MAXB);
+			const int nc = ncs[iter % 4];
+			const int nr = 4 * (1 + iter % 3);
+			for (int b = 0; b < MAXC * MAXB; b++) {
+				w8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				for (int i = 0; i < QG_QK; i++)
+					w8[b].qs[i] = extreme ? (int8_t)(extreme & 1 ? -128 : 127) : (int8_t)rnd();
+			}
+			for (int b = 0; b < MAXR * MAXB; b++) {
+				a8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
+				for (int i = 0; i < QG_QK; i++)
+					a8[b].qs[i] = extreme ? (int8_t)(extreme & 2 ? -128 : 127) : (int8_t)rnd();
+			}
+			const size_t wstride = (size_t)nb * 4 * 34;
+			split += qg_repack(QG_TYPE_Q8_0_4X4, w44, sizeof w44, QG_TYPE_Q8_0, w8, nc, QG_QK * nb) !=
+				 (ssize_t)(wstride / 4 * (size_t)nc);
+			for (int g = 0; g < nr / 4; g++)
+				qg_q8_0x4_act_pack(act + (size_t)g * nb, a8 + (size_t)g * 4 * nb, (size_t)nb, nb);
+			/* the want: the portable kernels' bits, which are ref_q8_0_4x4's (checked below) */
+			for (int r = 0; r < nr; r++)
+				for (int c = 0; c < nc; c++)
+					want[r * LDS + c] = ref_q8_0_4x4(nb, w8 + (size_t)c * nb, a8 + (size_t)r * nb);
+			for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+				s[i] = -1e30f;
+			if (kn->q8_0_4x4_gemm)
+				kn->q8_0_4x4_gemm(QG_QK * nb, s, LDS, w44, wstride, nc, act, nr);
+			for (int r = 0; r < nr; r++) {
+				for (int c = 0; c < LDS; c++)
+					sv[c] = -1e30f;
+				if (kn->q8_0_4x4_gemv)
+					kn->q8_0_4x4_gemv(QG_QK * nb, sv, w44, wstride, nc, a8 + (size_t)r * nb);
+				for (int c = 0; c < nc; c++) {
+					const float *want_rc = &want[r * LDS + c];
+					cases += 2;
+					if ((kn->q8_0_4x4_gemm && memcmp(want_rc, &s[r * LDS + c], 4) != 0) ||
+					    (kn->q8_0_4x4_gemv && memcmp(want_rc, &sv[c], 4) != 0)) {
+						if (!bad)
+							tap_diag("%s q8_0_4x4: nc %d nr %d nb %d: [%d][%d] gemm %.9g gemv %.9g, want %.9g",
+								 kn->name, nc, nr, nb, r, c, s[r * LDS + c], sv[c], *want_rc);
+						bad++;
+					}
+				}
+				for (int c = nc; c < LDS; c++)
+					stray += (kn->q8_0_4x4_gemm && s[r * LDS + c] != -1e30f) || sv[c] != -1e30f;
+			}
+			for (int i = nr * LDS; kn->q8_0_4x4_gemm && i < MAXR * LDS; i++)
+				stray += s[i] != -1e30f;
+		}
+		tap_ok(pairs && bad == 0 && stray == 0 && split == 0,
+		       "%s: %d q8_0_4x4 GEMM and GEMV outputs equal the layout's fused reference bit for bit "
+		       "(%d differ, %d cells past NC or NR written)", kn->name, cases, bad, stray);
+	}
+	tap_ok(checked >= 1 && qg_kq_portable.q8_0_4x4_gemv && qg_kq_portable.q8_0_4x4_gemm,
+	       "%d families with q8_0_4x4 kernels, the portable ones among them", checked);
+	const enum qg_type best = qg_best_q8_0_type();
+	const struct qg_kq_kernel *kq = qg_kq_kernel_for();
+	tap_ok(best == (kq->family != QG_KF_PORTABLE && kq->q8_0_4x4_gemv ? QG_TYPE_Q8_0_4X4 : QG_TYPE_Q8_0) &&
+	       qg_kq_q8_0_type(&qg_kq_portable) == QG_TYPE_Q8_0 && qg_type_is_weight(best),
+	       "Q8_0 weights are stored as %s here (%s)", qg_type_name(best), kq->name);
+}
+
+/*
+ * mul_mat with Q8_0_4X4 weights (plain Q8_0 repacked) against the
+ * layout's reference over the quantized rows, bit for bit, for 1 .. 9
+ * activation rows (the GEMM on each group of four, the GEMV on the rest),
+ * on any thread count and with the portable kernels asked for; and
+ * against mul_mat with the plain Q8_0 weights, whose float order is
+ * unfused, within what the two orders' roundings allow.
+ *
+ * The bound: both orders start from the same p_b = dw * da (rounded
+ * alike); with t_b = isum_b * p_b exact and T = sum |t_b| over NB
+ * blocks, the unfused order rounds each product (an error of at most
+ * 2^-24 |t_b|) and each sum (2^-24 times a partial sum, <= T), the fused
+ * one each step once (<= 2^-24 T): each is within its sum of those of
+ * the exact sum of the t_b, so the two are within (2 NB + 1) 2^-24 T of
+ * each other, to first order; the terms of second order (NB^2 2^-48 T)
+ * stay below one more 2^-24 T for any NB here.
+ */
+static void test_mulmat_q8_0_4x4(void)
+{
+	enum { M = 20, K = 32 * 131, NMAX = 9, NB = K / 32 };
+	static float wf[M * K], xf[NMAX * K], y44[NMAX * M], y3[NMAX * M], y8[NMAX * M];
+	static struct qg_block_q8_0 w8[M * NB], x8[NMAX * NB];
+	static uint8_t w44[M * NB * 34];
+	static _Alignas(64) uint8_t scr[NMAX * NB * (34 + 8) + 64];
+
+	for (int i = 0; i < M * K; i++)
+		wf[i] = frand();
+	for (int i = 0; i < NMAX * K; i++)
+		xf[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
+	qg_quantize(QG_TYPE_Q8_0, wf, w8, sizeof w8, M, K, NULL);
+	qg_quantize(QG_TYPE_Q8_0, xf, x8, sizeof x8, NMAX, K, NULL);
+	tap_ok(qg_repack(QG_TYPE_Q8_0_4X4, w44, sizeof w44, QG_TYPE_Q8_0, w8, M, K) == (ssize_t)sizeof w44,
+	       "q8_0_4x4 weights: plain Q8_0 repacked");
+	int bad = 0, far = 0, threads = 0, portable = 0, refused = 0, differ = 0;
+	double worst = 0;
+	for (int n = 1; n <= NMAX; n++) {
+		struct qg_mm mm = { .wtype = QG_TYPE_Q8_0_4X4, .w = w44, .m = M, .k = K, .x = xf, .ldx = K, .n = n,
+				    .y = y44, .ldy = M };
+		struct qg_mm m8 = mm;
+		m8.wtype = QG_TYPE_Q8_0;
+		m8.w = w8;
+		m8.y = y8;
+		const size_t ybytes = (size_t)n * M * sizeof y44[0];
+		refused += qg_mul_mat_check(&mm) != 0 || qg_mul_mat_scratch_size(&mm) > sizeof scr ||
+			   qg_mul_mat_act_form(&mm) == qg_mul_mat_act_form(&m8) || qg_mul_mat(&mm, scr) != 0 ||
+			   qg_mul_mat(&m8, scr) != 0;
+		for (int i = 0; i < n; i++) {
+			for (int r = 0; r < M; r++) {
+				const float want = ref_q8_0_4x4(NB, w8 + r * NB, x8 + i * NB);
+				if (memcmp(&want, &y44[i * M + r], 4) != 0) {
+					if (!bad)
+						tap_diag("q8_0_4x4 mul_mat n %d: [%d][%d] %.9g, want %.9g", n, i, r,
+							 y44[i * M + r], want);
+					bad++;
+				}
+				double t = 0;
+				for (int b = 0; b < NB; b++) {
+					int32_t isum = 0;
+					for (int j = 0; j < QG_QK; j++)
+						isum += w8[r * NB + b].qs[j] * x8[i * NB + b].qs[j];
+					t += fabs((double)isum * (qg_fp16_to_fp32(w8[r * NB + b].d) *
+								  qg_fp16_to_fp32(x8[i * NB + b].d)));
+				}
+				const double d = fabs((double)y44[i * M + r] - (double)y8[i * M + r]);
+				const double bound = (2.0 * NB + 2) * 0x1p-24 * t;
+				far += d > bound;
+				differ += d != 0;
+				worst = d / bound > worst ? d / bound : worst;
+			}
+		}
+		mm.y = y3;
+		for (int ith = 0; ith < 3; ith++)
+			qg_mul_mat_quantize(&mm, scr, ith, 3);
+		for (int ith = 0; ith < 3; ith++)
+			qg_mul_mat_compute(&mm, scr, ith, 3);
+		threads += memcmp(y44, y3, ybytes) != 0;
+		mm.kq_kernel = &qg_kq_portable;
+		portable += qg_mul_mat(&mm, scr) != 0 || memcmp(y44, y3, ybytes) != 0;
+	}
+	tap_ok(refused == 0 && bad == 0, "q8_0_4x4 mul_mat, n 1..%d (%s): the layout's reference bit for bit (%d differ)",
+	       NMAX, qg_kq_kernel_for()->name, bad);
+	tap_ok(far == 0, "q8_0_4x4 mul_mat: within (2 NB + 2) 2^-24 sum |terms| of plain Q8_0's (%d beyond, "
+	       "%d differ at all; the largest difference %.3f of the bound)", far, differ, worst);
+	tap_ok(threads == 0, "q8_0_4x4 mul_mat: three threads give the same bits as one");
+	tap_ok(portable == 0, "q8_0_4x4 mul_mat: the portable kernels, asked for, give the same bits");
+}
+
+/*
  * mul_mat with K-quant weights: the dequantized product, split over any
  * thread count alike, with N activation rows (the four-row kernels and a
  * tail) and NG (the GEMMs, where a family has them: gemm_rows <= NG).
@@ -836,6 +1032,8 @@ int main(void)
 	test_dequant(&v);
 	test_kernels();
 	test_mulmat();
+	test_q8_0_4x4();
+	test_mulmat_q8_0_4x4();
 	test_args();
 	free(v.buf);
 	return tap_done();

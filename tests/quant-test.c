@@ -167,7 +167,9 @@ static void test_types(void)
 	tap_ok(qg_type_row_group(QG_TYPE_Q4_0_8X8) == 8 && qg_type_row_group(QG_TYPE_Q8_0_4X4) == 4 &&
 	       qg_type_row_group(QG_TYPE_Q4_0) == 1 && qg_type_is_interleaved(QG_TYPE_Q4_0_4X8) &&
 	       !qg_type_is_interleaved(QG_TYPE_Q8_0) && qg_type_is_weight(QG_TYPE_F16) &&
-	       !qg_type_is_weight(QG_TYPE_Q8_0_4X4), "type facts");
+	       qg_type_is_weight(QG_TYPE_Q8_0_4X4) && !qg_type_is_weight(QG_TYPE_Q8_0_4X8) &&
+	       qg_matrix_size(QG_TYPE_Q8_0_4X4, 4, 64) == 272 && qg_matrix_size(QG_TYPE_Q8_0_4X4, 6, 32) == -EINVAL,
+	       "type facts (Q8_0_4X4 a weight layout of whole groups of four rows, Q8_0_4X8 activations only)");
 }
 
 /* --- golden bytes -------------------------------------------------------- */

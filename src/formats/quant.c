@@ -52,7 +52,7 @@ static const struct type_info types[QG_TYPE_COUNT] = {
 			       .base = QG_TYPE_Q4_0, .ileave = 8, .mask = 0x88 },
 	[QG_TYPE_Q4_0_8X8] = { .name = "q4_0_8x8", .block_values = 32, .block_bytes = 18, .row_group = 8, .weight = 1,
 			       .base = QG_TYPE_Q4_0, .ileave = 8, .mask = 0x88 },
-	[QG_TYPE_Q8_0_4X4] = { .name = "q8_0_4x4", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 0,
+	[QG_TYPE_Q8_0_4X4] = { .name = "q8_0_4x4", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 1,
 			       .base = QG_TYPE_Q8_0, .ileave = 4 },
 	[QG_TYPE_Q8_0_4X8] = { .name = "q8_0_4x8", .block_values = 32, .block_bytes = 34, .row_group = 4, .weight = 0,
 			       .base = QG_TYPE_Q8_0, .ileave = 8 },

@@ -25,7 +25,7 @@ enum qg_type {
 	QG_TYPE_Q4_0_4X4,	/* block_q4_0x4, 4-byte interleave */
 	QG_TYPE_Q4_0_4X8,	/* block_q4_0x4, 8-byte interleave */
 	QG_TYPE_Q4_0_8X8,	/* block_q4_0x8, 8-byte interleave */
-	QG_TYPE_Q8_0_4X4,	/* block_q8_0x4, 4-byte interleave (activations) */
+	QG_TYPE_Q8_0_4X4,	/* block_q8_0x4, 4-byte interleave (weights on dotprod CPUs; activations) */
 	QG_TYPE_Q8_0_4X8,	/* block_q8_0x4, 8-byte interleave (activations) */
 	QG_TYPE_Q4_K,		/* block_q4_K: 256 values in 144 bytes (kquant.h) */
 	QG_TYPE_Q6_K,		/* block_q6_K: 256 values in 210 bytes */

@@ -1,6 +1,7 @@
 /*
- * kernels-portable.c - GEMV and GEMM for the interleaved Q4_0 layouts in
- * portable C: the reference every SIMD kernel is checked against.
+ * kernels-portable.c - GEMV and GEMM for the interleaved Q4_0 layouts and
+ * for Q8_0_4X4 weights in portable C: the reference every SIMD kernel is
+ * checked against.
  *
  * The arithmetic is ggml's generic code, operation for operation, so the
  * results are the ones ggml's scalar path gives:
@@ -42,6 +43,7 @@
 #pragma GCC optimize("O3,fp-contract=off")
 #endif
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -211,6 +213,76 @@ static void gemm_8x8(int k, float *restrict s, size_t lds, const void *restrict 
 	gemm_layout(k, s, lds, w, a, nr, nc, 8, 8);
 }
 
+/*
+ * Q8_0_4X4 weights (block_q8_0x4: four rows' scales, then their codes
+ * four at a time, row j's codes 4c .. 4c + 3 at qs[16c + 4j]) in the
+ * layout's float order (kernels.h, struct qg_kq_kernel): per block the
+ * exact int32 sum, then acc = fmaf((float)isum, dw * da, acc), the fused
+ * step written out, since this file is built without contraction.
+ */
+
+/* Row J of weight block W against 32 activation codes, codes 4c .. 4c + 3 at A + c * ASTEP: exact. */
+static inline int32_t q8_0x4_isum(const struct qg_block_q8_0x4 *w, int j, const int8_t *a, int astep)
+{
+	int32_t sum = 0;
+
+	for (int c = 0; c < QG_QK / 4; c++)
+		for (int i = 0; i < 4; i++)
+			sum += w->qs[16 * c + 4 * j + i] * a[c * astep + i];
+	return sum;
+}
+
+static void kq_gemv_q8_0_4x4(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+			     const void *restrict va)
+{
+	const struct qg_block_q8_0 *a = va;
+
+	for (int c0 = 0; c0 < nc; c0 += 4) {
+		const struct qg_block_q8_0x4 *wg = (const void *)((const uint8_t *)w + (size_t)(c0 / 4) * wstride);
+		for (int j = 0; j < 4; j++) {
+			float acc = 0.0f;
+			for (int64_t b = 0; b < k / QG_QK; b++)
+				acc = fmaf((float)q8_0x4_isum(&wg[b], j, a[b].qs, 4),
+					   scale_f32(wg[b].d[j]) * scale_f32(a[b].d), acc);
+			s[c0 + j] = acc;
+		}
+	}
+}
+
+static void kq_gemm_q8_0_4x4(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+			     int nc, const struct qg_q8_0x4_act *restrict a, int nr)
+{
+	const int64_t nb = k / QG_QK;
+
+	for (int g = 0; g < nr / 4; g++) {
+		const struct qg_q8_0x4_act *ag = a + (size_t)g * (size_t)nb;
+		for (int c0 = 0; c0 < nc; c0 += 4) {
+			const struct qg_block_q8_0x4 *wg = (const void *)((const uint8_t *)w + (size_t)(c0 / 4) * wstride);
+			for (int r = 0; r < 4; r++) {
+				for (int j = 0; j < 4; j++) {
+					float acc = 0.0f;
+					for (int64_t b = 0; b < nb; b++)
+						acc = fmaf((float)q8_0x4_isum(&wg[b], j, ag[b].qs + 4 * r, 16),
+							   scale_f32(wg[b].d[j]) * ag[b].d[r], acc);
+					s[(size_t)(4 * g + r) * lds + (size_t)(c0 + j)] = acc;
+				}
+			}
+		}
+	}
+}
+
+void qg_q8_0x4_act_pack(struct qg_q8_0x4_act *y, const struct qg_block_q8_0 *a, size_t nba, int64_t nb)
+{
+	for (int64_t b = 0; b < nb; b++) {
+		for (int r = 0; r < 4; r++) {
+			const struct qg_block_q8_0 *blk = &a[(size_t)r * nba + (size_t)b];
+			y[b].d[r] = qg_fp16_to_fp32(blk->d);
+			for (int c = 0; c < QG_QK / 4; c++)
+				memcpy(&y[b].qs[16 * c + 4 * r], &blk->qs[4 * c], 4);
+		}
+	}
+}
+
 static float kq_dot_q4_K(int64_t k, const void *restrict w, const void *restrict a)
 {
 	return qg_vec_dot_q4_K_q8_K(k, w, a);
@@ -224,6 +296,7 @@ static float kq_dot_q6_K(int64_t k, const void *restrict w, const void *restrict
 const struct qg_kq_kernel qg_kq_portable = {
 	.name = "portable k-quants", .family = QG_KF_PORTABLE,
 	.q4_K = kq_dot_q4_K, .q6_K = kq_dot_q6_K,
+	.q8_0_4x4_gemv = kq_gemv_q8_0_4x4, .q8_0_4x4_gemm = kq_gemm_q8_0_4x4,
 };
 
 const struct qg_kernel qg_kernels_portable[QG_LAYOUT_COUNT] = {

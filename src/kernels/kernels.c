@@ -638,3 +638,22 @@ enum qg_type qg_best_weight_type(void)
 	return QG_TYPE_Q4_0_8X8;
 }
 
+/*
+ * Q8_0 weights go interleaved four rows at a time (Q8_0_4X4) where the
+ * K-quant family has SIMD kernels for that layout: on dotprod CPUs,
+ * where the plain rows' GEMV must gather each row's codes and scale by
+ * lane loads, and sdot then gives four rows' sums in one vector.  i8mm
+ * and SVE CPUs keep plain Q8_0, whose smmla kernels need no such layout,
+ * and so does every CPU without such kernels: plain Q8_0 is the form
+ * every other reader of the weights expects.
+ */
+enum qg_type qg_kq_q8_0_type(const struct qg_kq_kernel *kq)
+{
+	return kq && kq->family != QG_KF_PORTABLE && kq->q8_0_4x4_gemv && kq->q8_0_4x4_gemm ? QG_TYPE_Q8_0_4X4
+											     : QG_TYPE_Q8_0;
+}
+
+enum qg_type qg_best_q8_0_type(void)
+{
+	return qg_kq_q8_0_type(qg_kq_kernel_for());
+}

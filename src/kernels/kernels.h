@@ -147,6 +147,15 @@ const struct qg_kernel *qg_kernel_get(enum qg_kfamily family, enum qg_layout lay
 
 /* The weight layout that runs fastest on this CPU (used when repacking). */
 enum qg_type qg_best_weight_type(void);
+/*
+ * The layout to store Q8_0 weights in on this CPU: QG_TYPE_Q8_0_4X4 when
+ * qg_kq_kernel_for() is a SIMD family with Q8_0_4X4 kernels (dotprod),
+ * else QG_TYPE_Q8_0.
+ */
+enum qg_type qg_best_q8_0_type(void);
+/* The same for the K-quant kernels KQ (qg_best_q8_0_type() is KQ = qg_kq_kernel_for()'s). */
+struct qg_kq_kernel;
+enum qg_type qg_kq_q8_0_type(const struct qg_kq_kernel *kq);
 
 /* --- K-quant dot products ------------------------------------------------ */
 
@@ -201,6 +210,37 @@ typedef void (*qg_q8_0_gemm_fn)(int64_t k, float *restrict s, size_t lds, const 
 				int nc, const void *restrict a, const struct qg_q8_0_aux *restrict aux, int nr);
 
 /*
+ * Four activation rows' Q8_0 blocks as the Q8_0_4X4 GEMMs read them: the
+ * rows' scales as floats (qg_fp16_to_fp32 of the block_q8_0 scales, so
+ * exact), then their codes 4-byte interleaved as block_q8_0x4 keeps
+ * them: row r's codes 4c .. 4c + 3 at qs[16c + 4r].  144 bytes, so every
+ * record of an array starts 16-byte aligned if the first does.
+ */
+struct qg_q8_0x4_act {
+	float d[4];
+	int8_t qs[QG_QK * 4];
+};
+
+/*
+ * NB blocks of four Q8_0 activation rows (row r's at A + r * NBA) into Y
+ * as the Q8_0_4X4 GEMMs read them: codes and scales carried over, so a
+ * row a GEMM meets this way is the row a GEMV meets.
+ */
+void qg_q8_0x4_act_pack(struct qg_q8_0x4_act *y, const struct qg_block_q8_0 *a, size_t nba, int64_t nb);
+
+/*
+ * Q8_0_4X4 weights (groups of four rows, each K/32 block_q8_0x4 with the
+ * 4-byte interleave) against NR activation rows (a multiple of 4), as
+ * NR/4 groups of K/32 qg_q8_0x4_act (group g's at A + g * K/32):
+ *   S    output; activation row r against weight row c at S[r*LDS + c]
+ *   W    the first group of four weight rows, WSTRIDE bytes to the next
+ *   NC   weight rows, a multiple of 4
+ * Each output the layout's float order bits (struct qg_kq_kernel).
+ */
+typedef void (*qg_q8_0_4x4_gemm_fn)(int64_t k, float *restrict s, size_t lds, const void *restrict w,
+				    size_t wstride, int nc, const struct qg_q8_0x4_act *restrict a, int nr);
+
+/*
  * The plain (not interleaved) block types that mul_mat meets one weight
  * row at a time: the K-quants against Q8_K, and Q8_0 against Q8_0 (K a
  * multiple of 32, NBA counted in block_q8_0; its one-row kernels equal
@@ -222,6 +262,22 @@ struct qg_kq_kernel {
 	qg_kq_gemm_fn q4_K_gemm;	/* optional (NULL: the four-row kernel) */
 	qg_kq_gemm_fn q6_K_gemm;	/* optional */
 	qg_q8_0_gemm_fn q8_0_gemm;	/* optional */
+	/*
+	 * Q8_0_4X4 weights, optional (NULL: qg_kq_portable's), both or
+	 * neither: W points at the first group of four weight rows (K/32
+	 * block_q8_0x4), WSTRIDE is the bytes from one group of four rows
+	 * to the next, NC a multiple of 4; the GEMV's activation is one row
+	 * of K/32 block_q8_0, the GEMM's qg_q8_0_4x4_gemm_fn's.  The layout
+	 * has its own float order, not qg_vec_dot_q8_0_q8_0's: per output
+	 * (weight row c, activation row r), from acc = 0, for each block b
+	 * in order, acc = fmaf((float)isum, dw * da, acc), where isum is the
+	 * block's exact int32 dot product and dw * da the product of the
+	 * blocks' scales as floats, rounded once.  Every kernel gives these
+	 * bits, so the GEMV and the GEMM agree bit for bit and a row's
+	 * result does not depend on the rows batched with it.
+	 */
+	qg_kq_gemv_fn q8_0_4x4_gemv;
+	qg_q8_0_4x4_gemm_fn q8_0_4x4_gemm;
 	int gemm_rows;		/* the fewest activation rows the GEMMs are used for */
 	int q8_0_gemm_rows;	/* the same for q8_0_gemm, if not gemm_rows (0) */
 	/*

@@ -11,6 +11,9 @@
  *   Q4_0 W:              N rows of NB block_q8_0
  *   Q8_0 W:              the same, then (from the next multiple of 8)
  *                        N * NB qg_q8_0_aux, one per block in order
+ *   Q8_0_4X4 W:          N/4 groups of NB qg_q8_0x4_act (rows 4g..4g+3
+ *                        of X, each row quantized as a lone row is),
+ *                        then N%4 rows of NB block_q8_0
  *   Q4_K, Q6_K W:        N rows of K/256 block_q8_K (4-byte aligned: their
  *                        scale is a float)
  *   F32, F16 W:          nothing (X is read as it is)
@@ -104,7 +107,9 @@ static size_t scratch_bytes(const struct qg_mm *mm, int *ovf)
 	} else {
 		return 0;
 	}
-	const uint64_t gbytes = nb * sizeof(struct qg_block_q8_0x4);	/* nb < 2^26 */
+	/* nb < 2^26 */
+	const uint64_t gbytes = nb * (mm->wtype == QG_TYPE_Q8_0_4X4 ? sizeof(struct qg_q8_0x4_act)
+								       : sizeof(struct qg_block_q8_0x4));
 	const uint64_t fbytes = nb * facts_size(mm);			/* a group's facts */
 	/* Q8_0 W: each row's blocks, and their aux after all rows */
 	const uint64_t rbytes = nb * (sizeof(struct qg_block_q8_0) +
@@ -165,7 +170,8 @@ int qg_mul_mat_check(const struct qg_mm *mm)
 		       n1 > (fmax - (uint64_t)mm->m) / mm->ldy))
 		return -EOVERFLOW;
 
-	if (mm->kq_kernel && ((!is_kquant(mm->wtype) && mm->wtype != QG_TYPE_Q8_0) || (unsigned)mm->kq_kernel->family >= QG_KF_COUNT ||
+	if (mm->kq_kernel && ((!is_kquant(mm->wtype) && mm->wtype != QG_TYPE_Q8_0 && mm->wtype != QG_TYPE_Q8_0_4X4) ||
+			      (unsigned)mm->kq_kernel->family >= QG_KF_COUNT ||
 			      qg_kq_kernel_get(mm->kq_kernel->family) != mm->kq_kernel))
 		return -EINVAL;
 
@@ -214,6 +220,8 @@ uintptr_t qg_mul_mat_act_form(const struct qg_mm *mm)
 		return 1;	/* Q8_0 rows */
 	if (mm->wtype == QG_TYPE_Q8_0)
 		return 3;	/* Q8_0 rows and their aux */
+	if (mm->wtype == QG_TYPE_Q8_0_4X4)
+		return 4;	/* groups of qg_q8_0x4_act, then Q8_0 rows: every table's kernels read these */
 	return 0;
 }
 
@@ -249,6 +257,25 @@ void qg_mul_mat_quantize(const struct qg_mm *mm, void *scratch, int ith, int nth
 			} else {
 				int64_t r = u - groups;
 				kn->quant_row(mm->x + (size_t)(groups * 4 + r) * mm->ldx, ra + r * nb, mm->k);
+			}
+		}
+	} else if (mm->wtype == QG_TYPE_Q8_0_4X4) {
+		const int64_t groups = mm->n / 4, units = groups + mm->n % 4;
+		struct qg_q8_0x4_act *ga = scratch;
+		struct qg_block_q8_0 *ra = (struct qg_block_q8_0 *)(ga + groups * nb);
+		const int64_t u0 = share_start(units, ith, nth), u1 = share_start(units, ith + 1, nth);
+		for (int64_t u = u0; u < u1; u++) {
+			if (u >= groups) {
+				const int64_t r = u - groups;
+				qg_quantize_row_q8_0(mm->x + (size_t)(groups * 4 + r) * mm->ldx, ra + r * nb, mm->k);
+				continue;
+			}
+			/* block by block: the four rows' blocks as a lone row's, then interleaved */
+			for (int64_t b = 0; b < nb; b++) {
+				struct qg_block_q8_0 blk[4];
+				for (int r = 0; r < 4; r++)
+					qg_quantize_row_q8_0(mm->x + (size_t)(u * 4 + r) * mm->ldx + b * QG_QK, &blk[r], QG_QK);
+				qg_q8_0x4_act_pack(&ga[u * nb + b], blk, 1, 1);
 			}
 		}
 	} else if (is_kquant(mm->wtype)) {
@@ -442,6 +469,38 @@ static void compute_kquant(const struct qg_mm *mm, const void *scratch, int64_t 
 	}
 }
 
+/*
+ * Q8_0_4X4 W: rows [ROW0, ROW1) of Y (whole groups of four), every
+ * activation row, in tiles: the groups of four activation rows by the
+ * table's GEMM, the rest one at a time by its GEMV (qg_kq_portable's
+ * where the table has none).  Both give the layout's bits, so where a
+ * row falls does not change its result.  One activation row's GEMV
+ * takes all its rows at once: it reuses no weights.
+ */
+static void compute_q8_0_4x4(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
+{
+	const struct qg_kq_kernel *kt = mm->kq_kernel ? mm->kq_kernel : qg_kq_kernel_for();
+	const struct qg_kq_kernel *kn = kt->q8_0_4x4_gemv && kt->q8_0_4x4_gemm ? kt : &qg_kq_portable;
+	const int64_t nb = mm->k / QG_QK, groups = mm->n / 4, rem = mm->n % 4;
+	const size_t row_bytes = (size_t)qg_row_size(mm->wtype, mm->k);
+	const struct qg_q8_0x4_act *ga = scratch;
+	const struct qg_block_q8_0 *ra = (const struct qg_block_q8_0 *)(ga + groups * nb);
+	const int64_t tile = mm->n == 1 ? row1 - row0 : tile_rows(row_bytes, 8);
+
+	for (int64_t t0 = row0; t0 < row1; t0 += tile) {
+		const int nc = (int)(row1 - t0 < tile ? row1 - t0 : tile);
+		const uint8_t *w = (const uint8_t *)mm->w + (size_t)t0 * row_bytes;
+		for (int64_t g = 0; g < groups; g += GEMM_GROUPS) {
+			const int64_t ng = groups - g < GEMM_GROUPS ? groups - g : GEMM_GROUPS;
+			kn->q8_0_4x4_gemm(mm->k, mm->y + (size_t)g * 4 * mm->ldy + t0, mm->ldy, w, 4 * row_bytes, nc,
+					  ga + g * nb, (int)(ng * 4));
+		}
+		for (int64_t r = 0; r < rem; r++)
+			kn->q8_0_4x4_gemv(mm->k, mm->y + (size_t)(groups * 4 + r) * mm->ldy + t0, w, 4 * row_bytes, nc,
+					  ra + r * nb);
+	}
+}
+
 /* F32, F16, Q4_0 W: rows [ROW0, ROW1) of Y, every activation row. */
 static void compute_rows(const struct qg_mm *mm, const void *scratch, int64_t row0, int64_t row1)
 {
@@ -495,6 +554,8 @@ void qg_mul_mat_compute(const struct qg_mm *mm, const void *scratch, int ith, in
 		return;
 	if (layout >= 0)
 		compute_interleaved(mm, scratch, layout, row0, row1);
+	else if (mm->wtype == QG_TYPE_Q8_0_4X4)
+		compute_q8_0_4x4(mm, scratch, row0, row1);
 	else if (is_kquant(mm->wtype) || mm->wtype == QG_TYPE_Q8_0)
 		compute_kquant(mm, scratch, row0, row1);
 	else

@@ -29,7 +29,7 @@
 #include "quant.h"
 
 struct qg_mm {
-	enum qg_type wtype;	/* F32, F16, Q8_0, Q4_0, an interleaved Q4_0 layout, Q4_K or Q6_K */
+	enum qg_type wtype;	/* F32, F16, Q8_0, Q8_0_4X4, Q4_0, an interleaved Q4_0 layout, Q4_K or Q6_K */
 	const void *w;		/* M x K in WTYPE, rows contiguous */
 	int64_t m, k;
 	const float *x;		/* N x K */
@@ -39,7 +39,7 @@ struct qg_mm {
 	size_t ldy;		/* floats between rows of Y (>= M) */
 	/* The kernel to use for an interleaved WTYPE; NULL: qg_kernel_for(). */
 	const struct qg_kernel *kernel;
-	/* The kernels to use for Q4_K, Q6_K or Q8_0 (NULL for any other WTYPE); NULL: qg_kq_kernel_for(). */
+	/* The kernels to use for Q4_K, Q6_K, Q8_0 or Q8_0_4X4 (NULL for any other WTYPE); NULL: qg_kq_kernel_for(). */
 	const struct qg_kq_kernel *kq_kernel;
 };
 
