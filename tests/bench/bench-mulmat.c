@@ -13,7 +13,8 @@
  * Shapes: m = k = 4096 with n in {1, 8, 32, 128, 512}, and m = 32768,
  * k = 4096 at n = 1 (75 MB of weights, beyond the last-level cache), at 1
  * and 2 threads; then Q4_K, Q6_K and Q8_0 weights (one weight row at a
- * time, met by four activation rows where the kernels can) at n in {1, 8,
+ * time, met by four activation rows where the kernels can; Q8_0 in the
+ * layout the daemon stores it in, qg_kq_q8_0_type) at n in {1, 8,
  * 32, 128} and the same big n = 1 case, each against what ggml runs for
  * the type on this CPU (libggml-cpu.so named by --ggml, or found in
  * $QG_GGML_BINDIR): its repacked GEMM/GEMV where it repacks the type (on
@@ -49,7 +50,10 @@
  * count (tests/bench/insn-table.sh).  With --type T the plain type's
  * kernels as mul_mat runs them (its one-row GEMV over many weight rows
  * where the family has one; --row-by-row: its one-row dot per weight
- * row instead).  With --type T --ggml LIB, ggml's
+ * row instead).  Q8_0 weights are in the layout the daemon stores them
+ * in on this CPU (qg_best_q8_0_type(): Q8_0_4X4 on dotprod CPUs, or for
+ * the family --kernel names), which the output's layout line names;
+ * --row-by-row keeps plain Q8_0.  With --type T --ggml LIB, ggml's
  * kernel for T in our place.
  */
 #include "config.h"
@@ -211,6 +215,47 @@ static int kernels_for(const struct opts *o, enum qg_layout l, const struct qg_k
 }
 
 /*
+ * --kernel-only --type q8_0 where the family stores Q8_0 weights as
+ * Q8_0_4X4 (qg_kq_q8_0_type): its kernels for that layout alone, R times
+ * over m = k = 4096, as mul_mat runs them: the GEMM on each group of four
+ * activation rows, the GEMV on the rest.
+ */
+static int kernel_only_q8_0_4x4(const struct opts *o, const struct qg_kq_kernel *kq)
+{
+	const int64_t m = M_SMALL, k = K_DIM, n = o->n > 0 ? o->n : 1, nb = k / QG_QK, groups = n / 4;
+	const size_t wbytes = (size_t)qg_matrix_size(QG_TYPE_Q8_0_4X4, m, k), wstride = wbytes / (size_t)(m / 4);
+	float *x = make_x(n, k), *y = bench_alloc((size_t)(n * m) * sizeof *y);
+	uint8_t *w8 = bench_plain_weights(QG_TYPE_Q8_0, m, k, wbytes), *w = bench_alloc(wbytes);
+	struct qg_block_q8_0 *a = bench_alloc((size_t)(n * nb) * sizeof *a);
+	struct qg_q8_0x4_act *act = bench_alloc((size_t)(groups * nb + 1) * sizeof *act);
+
+	if (qg_repack(QG_TYPE_Q8_0_4X4, w, wbytes, QG_TYPE_Q8_0, w8, m, k) != (ssize_t)wbytes) {
+		fprintf(stderr, "bench-mulmat: repacking to q8_0_4x4 failed\n");
+		return 1;
+	}
+	for (int64_t r = 0; r < n; r++)
+		qg_quantize_row_q8_0(x + r * k, a + r * nb, k);
+	for (int64_t g = 0; g < groups; g++)
+		qg_q8_0x4_act_pack(act + g * nb, a + g * 4 * nb, (size_t)nb, nb);
+	for (long it = 0; it < o->repeat; it++) {
+		if (groups)
+			kq->q8_0_4x4_gemm(k, y, (size_t)m, w, wstride, (int)m, act, (int)(groups * 4));
+		for (int64_t i = groups * 4; i < n; i++)
+			kq->q8_0_4x4_gemv(k, y + i * m, w, wstride, (int)m, a + i * nb);
+	}
+	printf("kernel: %s (%s, q8_0_4x4)\nlayout: q8_0_4x4\nm: %lld\nn: %lld\nk: %lld\nrepeat: %ld\nmacs: %.0f\ncheck: %g\n",
+	       kq->name, groups ? "gemm" : "gemv", (long long)m, (long long)n, (long long)k, o->repeat,
+	       (double)m * (double)n * (double)k * (double)o->repeat, (double)y[0]);
+	free(x);
+	free(y);
+	free(w8);
+	free(w);
+	free(a);
+	free(act);
+	return 0;
+}
+
+/*
  * --kernel-only --type T: T's plain-type kernels alone, R times over
  * m = k = 4096, as mul_mat runs them: the family's GEMM where N is at
  * least its gemm_rows (Q8_0: its q8_0_gemm_rows if set; --gemm-rows G
@@ -231,6 +276,9 @@ static int kernel_only_plain(const struct opts *o)
 		fprintf(stderr, "bench-mulmat: %s has no K-quant kernels that run here\n", qg_kfamily_name(o->family));
 		return 2;
 	}
+	/* Q8_0: the layout the daemon stores it in for this family */
+	if (wt == QG_TYPE_Q8_0 && qg_kq_q8_0_type(kq) == QG_TYPE_Q8_0_4X4 && !o->row_by_row)
+		return kernel_only_q8_0_4x4(o, kq);
 	const size_t wbytes = (size_t)qg_matrix_size(wt, m, k);
 	const size_t arow = wt == QG_TYPE_Q8_0 ? (size_t)qg_row_size(QG_TYPE_Q8_0, k)
 				: (size_t)(k / QG_QK_K) * sizeof(struct qg_block_q8_K);
@@ -600,8 +648,8 @@ int main(int argc, char **argv)
 	/* what the largest product of any type asks for, with every kernel this CPU runs */
 	size_t scratch_max = 0;
 	for (int f = 0; f < QG_KF_COUNT; f++) {
-		for (int l = 0; l < QG_LAYOUT_COUNT + 3; l++) {
-			static const enum qg_type plain[3] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K, QG_TYPE_Q8_0 };
+		for (int l = 0; l < QG_LAYOUT_COUNT + 4; l++) {
+			static const enum qg_type plain[4] = { QG_TYPE_Q4_K, QG_TYPE_Q6_K, QG_TYPE_Q8_0, QG_TYPE_Q8_0_4X4 };
 			const int il = l < QG_LAYOUT_COUNT;
 			struct qg_mm probe = {
 				.wtype = il ? qg_layout_type((enum qg_layout)l) : plain[l - QG_LAYOUT_COUNT],
@@ -704,15 +752,24 @@ int main(int argc, char **argv)
 		const char *kname = kq ? kq->name : "none";
 		if (!kq)
 			continue;
+		/* Q8_0: ours in the layout the daemon stores it in for this family, ggml's as ggml keeps it */
+		const enum qg_type st = wt == QG_TYPE_Q8_0 ? qg_kq_q8_0_type(kq) : wt;
 		for (int big = 0; big < 2; big++) {
 			const int64_t m = big ? M_BIG : M_SMALL;
 			if (big && o.n > 1)
 				continue;
 			size_t wbytes = (size_t)qg_matrix_size(wt, m, K_DIM);
 			float *wf = make_x(m, K_DIM);
-			void *w = bench_alloc(wbytes);
+			void *w = bench_alloc(wbytes), *ws = w;
 			qg_quantize(wt, wf, w, wbytes, m, K_DIM, NULL);
 			free(wf);
+			if (st != wt) {
+				ws = bench_alloc(wbytes);
+				if (qg_repack(st, ws, wbytes, wt, w, m, K_DIM) != (ssize_t)wbytes) {
+					fprintf(stderr, "bench-mulmat: repacking to %s failed\n", qg_type_name(st));
+					return 1;
+				}
+			}
 			/* ggml's kernels on its own layout where it repacks, else on our bytes */
 			struct gg_peer peer;
 			const int have_peer = have_gg && gg_peer_init(&peer, &gg, wt, m, K_DIM) == 0;
@@ -723,7 +780,7 @@ int main(int argc, char **argv)
 				       have_peer ? "" : " (missing from the library: no comparison)");
 			char title[160];
 			snprintf(title, sizeof title, "%s weights, %lld x %d (%.1f MB); %d round%s, medians%s",
-				 qg_type_name(wt), (long long)m, K_DIM, (double)wbytes / 1e6, rounds,
+				 qg_type_name(st), (long long)m, K_DIM, (double)wbytes / 1e6, rounds,
 				 rounds > 1 ? "s" : "", have_peer ? "; ratio vs ggml: its time over ours" : "");
 			print_header(&o, title);
 			for (int t = 0; t < o.nthreads; t++) {
@@ -734,7 +791,7 @@ int main(int argc, char **argv)
 					if (big && n != 1)
 						continue;
 					struct qg_mm mm = {
-						.wtype = wt, .w = w, .m = m, .k = K_DIM, .x = x, .ldx = K_DIM,
+						.wtype = st, .w = ws, .m = m, .k = K_DIM, .x = x, .ldx = K_DIM,
 						.n = n, .y = y, .ldy = (size_t)m,
 						.kq_kernel = kq,
 					};
@@ -754,7 +811,7 @@ int main(int argc, char **argv)
 						if (!big)
 							continue;
 						/* the limit of this round: the same bytes, read by the widest loads */
-						rbw[r] = bench_read_bw(&pool, w, wbytes, 1);
+						rbw[r] = bench_read_bw(&pool, ws, wbytes, 1);
 						rq[r] = (double)wbytes / ours[r] / rbw[r];
 						rg[r] = have_peer ? (double)wbytes / theirs[r] / rbw[r] : 0;
 					}
@@ -762,7 +819,7 @@ int main(int argc, char **argv)
 					const double macs = (double)m * (double)n * K_DIM;
 					struct bench_result r = {
 						.bench = "mulmat", .m = m, .n = n, .k = K_DIM, .threads = o.threads[t],
-						.layout = qg_type_name(wt), .kernel = kname, .value = 2 * macs / sec / 1e9,
+						.layout = qg_type_name(st), .kernel = kname, .value = 2 * macs / sec / 1e9,
 						.unit = "GFLOP/s",
 					};
 					if (big) {
@@ -784,7 +841,7 @@ int main(int argc, char **argv)
 						report(&o, &g, gsec * 1e3);
 						struct bench_result v = {
 							.bench = "mulmat-vs-ggml", .m = m, .n = n, .k = K_DIM,
-							.threads = o.threads[t], .layout = qg_type_name(wt), .kernel = kname,
+							.threads = o.threads[t], .layout = qg_type_name(st), .kernel = kname,
 							.value = gsec / sec, .unit = "x",
 						};
 						if (o.json)
@@ -797,6 +854,8 @@ int main(int argc, char **argv)
 			}
 			if (gw != w)
 				free(gw);
+			if (ws != w)
+				free(ws);
 			free(w);
 		}
 	}

@@ -16,7 +16,9 @@
 # that differ only in the repetition count, so set-up cancels out.
 # Environment: BENCH (the aarch64 bench-mulmat), QEMU (qemu-aarch64),
 # MODELS (qemu -cpu models), TYPES (q4_0, the layouts of Q4_0 weights, and
-# any of the plain types q4_K q6_K q8_0; default q4_0), LAYOUTS, KERNEL (a
+# any of the plain types q4_K q6_K q8_0, q8_0 in the layout the daemon
+# stores it in there, named in the kernel column where it is not plain
+# Q8_0; default q4_0), LAYOUTS, KERNEL (a
 # family to force; default: the dispatcher's choice), GEMV_REPS /
 # GEMM_REPS ("R1 R2").
 #
@@ -149,7 +151,7 @@ ggml_kq_ref() {	# MODEL TYPE OP
 }
 
 kq_table() {
-	printf '%-15s %-5s %-5s %-24s %10s %10s %-12s %6s\n' "cpu" "type" "op" "kernel" "insn/1kMAC" "ggml" \
+	printf '%-15s %-5s %-5s %-34s %10s %10s %-12s %6s\n' "cpu" "type" "op" "kernel" "insn/1kMAC" "ggml" \
 		"ggml kernel" "ratio"
 	: >"$tmp/refs"
 	for model in $models; do
@@ -169,7 +171,7 @@ kq_table() {
 					ref=$(ggml_kq_ref "$model" "$type" $op)
 				fi
 				[ "$ours" = failed ] && ours="- (run failed)"
-				printf '%-15s %-5s %-5s %-24s %10s %10s %-12s %6s\n' "$model" "$type" $op "${ours#* }" \
+				printf '%-15s %-5s %-5s %-34s %10s %10s %-12s %6s\n' "$model" "$type" $op "${ours#* }" \
 					"${ours%% *}" "${ref%% *}" "${ref#* }" "$(ratio "${ours%% *}" "${ref%% *}")"
 			done
 		done
