@@ -4,7 +4,8 @@
  * tests/make-kquant-vectors.c), dot products within rounding of its
  * vec_dot, dequantization consistent with quantization, every K-quant
  * kernel family this CPU runs equal to the reference bit for bit, mul_mat
- * with Q4_K and Q6_K weights, and bad arguments refused.
+ * with Q4_K and Q6_K weights, the Q8_0_4X4 kernels and mul_mat against
+ * that layout's fused float order, and bad arguments refused.
  */
 #include "config.h"
 
@@ -664,14 +665,15 @@ static float ref_q8_0_4x4(int64_t nb, const struct qg_block_q8_0 *w, const struc
  * family's against the portable ones, bit for bit; the GEMV's row equal
  * to the GEMM's.  Weights are plain Q8_0 rows repacked, over every code
  * (-128 included), activations too; K of one and two blocks, odd counts,
- * and past the GEMM's (64) and the GEMV's (128) chunks of K; NC 4, 8, 12
- * and 20 (pairs of groups and a lone group); 4, 8 and 12 activation rows
- * for the GEMM, each also through the GEMV; extremes first.
+ * and past the GEMM's (32) and the GEMV's (128) chunks of K; NC 4, 8, 12,
+ * 20 and 36 (the GEMM's pairs of groups and a lone one, the GEMV's
+ * passes of eight groups and lone ones); 4, 8 and 12 activation rows for
+ * the GEMM, each also through the GEMV; extremes first.
  */
 static void test_q8_0_4x4(void)
 {
-	enum { MAXC = 20, MAXR = 12, MAXB = 200, LDS = MAXC + 3 };
-	static const int ncs[] = { 4, 8, 12, 20 };
+	enum { MAXC = 36, MAXR = 12, MAXB = 200, LDS = MAXC + 3 };
+	static const int ncs[] = { 4, 8, 12, 20, MAXC };
 	static struct qg_block_q8_0 w8[MAXC * MAXB], a8[MAXR * MAXB];
 	static uint8_t w44[MAXC * MAXB * 34];
 	static struct qg_q8_0x4_act act[MAXR / 4 * MAXB];
@@ -686,10 +688,10 @@ static void test_q8_0_4x4(void)
 		const int pairs = !kn->q8_0_4x4_gemv == !kn->q8_0_4x4_gemm;
 		int bad = 0, cases = 0, stray = 0, split = 0;
 		for (int iter = 0; iter < 48; iter++) {
-			static const int nbs[] = { 1, 2, 3, 64, 65, 129, 131, MAXB };
+			static const int nbs[] = { 1, 2, 3, 32, 33, 129, 131, MAXB };
 			const int extreme = iter < 4 ? iter + 1 : 0;
 			const int nb = iter < 4 ? MAXB : iter < 12 ? nbs[iter - 4] : 1 + (int)(rnd() % MAXB);
-			const int nc = ncs[iter % 4];
+			const int nc = iter < 4 ? MAXC : ncs[iter % 5];
 			const int nr = 4 * (1 + iter % 3);
 			for (int b = 0; b < MAXC * MAXB; b++) {
 				w8[b].d = (qg_fp16)(0x2000 + rnd() % 0x1000);
@@ -768,7 +770,7 @@ static void test_q8_0_4x4(void)
  */
 static void test_mulmat_q8_0_4x4(void)
 {
-	enum { M = 20, K = 32 * 131, NMAX = 9, NB = K / 32 };
+	enum { M = 44, K = 32 * 131, NMAX = 9, NB = K / 32 };
 	static float wf[M * K], xf[NMAX * K], y44[NMAX * M], y3[NMAX * M], y8[NMAX * M];
 	static struct qg_block_q8_0 w8[M * NB], x8[NMAX * NB];
 	static uint8_t w44[M * NB * 34];

@@ -53,6 +53,11 @@ void qg_kq_gemv_q6_K_dotprod(int64_t k, float *restrict s, const void *restrict 
 			     const void *restrict a);
 void qg_kq_gemv_q8_0_dotprod(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
 			     const void *restrict a);
+/* kquant-gemv-dotprod.c and kquant-gemm-dotprod.c: the dotprod family's Q8_0_4X4 kernels */
+void qg_kq_gemv_q8_0_4x4_dotprod(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+				 const void *restrict a);
+void qg_kq_gemm_q8_0_4x4_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+				 int nc, const struct qg_q8_0x4_act *restrict a, int nr);
 
 #if defined(__ARM_FEATURE_DOTPROD)
 /* The dotprod and i8mm families' 16-byte step: one sdot. */

@@ -6,7 +6,9 @@
  * and one-row kernels' instructions (bench-mulmat --kernel-only under
  * qemu); one row goes to the GEMV (kquant-gemv-dotprod.c), which keeps
  * four or eight weight rows in the lanes of its vectors, streams each
- * weight row once and writes no tile.
+ * weight row once and writes no tile.  Q8_0 weights are stored as
+ * Q8_0_4X4 for this family (qg_kq_q8_0_type), whose kernels are at the
+ * end of the GEMV's and the GEMM's files.
  */
 #include "config.h"
 
@@ -24,6 +26,7 @@ const struct qg_kq_kernel qg_kq_dotprod = {
 	.q8_0_gemv = qg_kq_gemv_q8_0_dotprod,
 	.q4_K_gemm = qg_kq_gemm_q4_K_dotprod, .q6_K_gemm = qg_kq_gemm_q6_K_dotprod,
 	.q8_0_gemm = qg_kq_gemm_q8_0_dotprod,
+	.q8_0_4x4_gemv = qg_kq_gemv_q8_0_4x4_dotprod, .q8_0_4x4_gemm = qg_kq_gemm_q8_0_4x4_dotprod,
 	/* Q8_0's too: one row goes to the GEMV, 192 instructions per 1000 MACs to the GEMM's 289 */
 	.gemm_rows = 2,
 };

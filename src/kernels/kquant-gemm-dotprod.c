@@ -1,8 +1,8 @@
 /*
  * kquant-gemm-dotprod.c - Q4_K, Q6_K and Q8_0 weight rows against many
  * activation rows (a prompt's) with the aarch64 dot-product instructions.
- * Q8_0 has a section of its own at the end; what follows is the
- * K-quants'.
+ * Q8_0 and Q8_0_4X4 have sections of their own at the end; what follows
+ * is the K-quants'.
  *
  * The one- and four-row kernels (kquant-arm.h) meet one weight row at a
  * time: every 16-byte sdot leaves four partial sums of one row that must
@@ -526,6 +526,223 @@ void qg_kq_gemm_q8_0_dotprod(int64_t k, float *restrict s, size_t lds, const voi
 						memcpy(s1, part[1], (size_t)ncol * sizeof(float));
 				}
 			}
+		}
+	}
+}
+
+/* --- Q8_0_4X4 weights ----------------------------------------------------- */
+
+/*
+ * Q8_0_4X4 weights are a tile as they are stored: a block_q8_0x4's 16
+ * bytes at qs[16c] are its four rows' codes 4c .. 4c + 3, lane j row
+ * j's, and the activations come interleaved the same way
+ * (qg_q8_0x4_act, made once per product by mul_mat), so "sdot vX.4s,
+ * vW.16b, vA.4b[r]" meets activation row r's quad c with four weight
+ * rows and nothing is built per tile but the weights' scales as floats.
+ *
+ * Two groups of weight rows (8) against four activation rows per pass:
+ * per block, 64 sdot into 8 sums that start from zero, then the
+ * layout's float step lane by lane (kernels.h): dw * da rounded once (8
+ * fmul), the sum converted (exact: |isum| <= 2^19) and fused into the
+ * output's running sum (8 fmla).  That is 12 instructions per four
+ * outputs and block, the floor for this order; the loads (the eight
+ * rows' 256 bytes of codes in four, the activation's 144 bytes in
+ * three, the weights' scales in one) add 8 per 32 outputs and block,
+ * the loop (four blocks a turn) half an instruction.
+ * 16 sums and 16 outputs fill the registers, so no larger tile fits.
+ *
+ * K goes in chunks of KC4 blocks, so that a chunk's activations (KC4 *
+ * 144 bytes per group of four rows) stay in L1 while the pairs of
+ * weight groups pass; a pair's scales are widened once per chunk.
+ */
+
+/* Blocks per chunk: 4.5 KB of activations per group of four rows, 8.5 KB of a pair's weights. */
+#define KC4 32
+
+_Static_assert(sizeof(struct qg_block_q8_0x4) == 136 && offsetof(struct qg_block_q8_0x4, qs) == 8,
+	       "the asm skips a Q8_0_4X4 block's 8 bytes of scales between its codes");
+_Static_assert(sizeof(struct qg_q8_0x4_act) == 144 && offsetof(struct qg_q8_0x4_act, qs) == 16,
+	       "the asm reads an activation record as 16 bytes of scales and 128 of codes");
+
+/*
+ * Quads 4h .. 4h + 3 of a block: the activation's into v8-v11, weight
+ * group 0's into v0-v3 and group 1's (G = 2) into v4-v7, the weights'
+ * pointers stepping by STEP, then 16 sdot per group: group g's sums
+ * against activation row r in v16 + 4g + r (Q44_SDOTS0, Q44_SDOTS1).
+ */
+#define Q44_SDOT4(x0, x1, x2, x3, w, a)                                                                   \
+	KQ_SDOT(x0, w, a, "0") KQ_SDOT(x1, w, a, "1") KQ_SDOT(x2, w, a, "2") KQ_SDOT(x3, w, a, "3")
+#define Q44_SDOTS0(w, a) Q44_SDOT4("16", "17", "18", "19", w, a)
+#define Q44_SDOTS1(w, a) Q44_SDOT4("20", "21", "22", "23", w, a)
+#define Q44_HALF1(step)                                                                                   \
+	"ld1 {v8.16b-v11.16b}, [%[pa]], #64\n\t"                                                       \
+	"ld1 {v0.16b-v3.16b}, [%[p0]], " step "\n\t"                                                  \
+	Q44_SDOTS0("0", "8") Q44_SDOTS0("1", "9") Q44_SDOTS0("2", "10") Q44_SDOTS0("3", "11")
+#define Q44_HALF2(step)                                                                                   \
+	"ld1 {v8.16b-v11.16b}, [%[pa]], #64\n\t"                                                       \
+	"ld1 {v0.16b-v3.16b}, [%[p0]], " step "\n\t"                                                  \
+	"ld1 {v4.16b-v7.16b}, [%[p1]], " step "\n\t"                                                  \
+	Q44_SDOTS0("0", "8") Q44_SDOTS0("1", "9") Q44_SDOTS0("2", "10") Q44_SDOTS0("3", "11")             \
+	Q44_SDOTS1("4", "8") Q44_SDOTS1("5", "9") Q44_SDOTS1("6", "10") Q44_SDOTS1("7", "11")
+/* Group g's float step for activation row r: v(4g + r) = dw * da (v13 + g: dw, v12: da), then the fused add. */
+#define Q44_FLOAT(t, dw, r, x, acc)                                                                       \
+	"fmul v" t ".4s, v" dw ".4s, v12.s[" r "]\n\t"                                                 \
+	"scvtf v" x ".4s, v" x ".4s\n\t"                                                               \
+	"fmla v" acc ".4s, v" x ".4s, v" t ".4s\n\t"
+#define Q44_FLOATS1                                                                                       \
+	Q44_FLOAT("0", "13", "0", "16", "24") Q44_FLOAT("1", "13", "1", "17", "25")                       \
+	Q44_FLOAT("2", "13", "2", "18", "26") Q44_FLOAT("3", "13", "3", "19", "27")
+#define Q44_FLOATS2                                                                                       \
+	Q44_FLOATS1                                                                                       \
+	Q44_FLOAT("4", "14", "0", "20", "28") Q44_FLOAT("5", "14", "1", "21", "29")                       \
+	Q44_FLOAT("6", "14", "2", "22", "30") Q44_FLOAT("7", "14", "3", "23", "31")
+/* One block: the activation's scales (v12), the sums zeroed, both halves, the weights' scales (v13, v14) */
+#define Q44_BLOCK1                                                                                        \
+	"ldr q12, [%[pa]], #16\n\t"                                                                    \
+	KQ_ZERO4("16", "17", "18", "19")                                                                \
+	Q44_HALF1("#64") Q44_HALF1("%[skip]")                                                           \
+	"ldr q13, [%[pd]], #32\n\t" Q44_FLOATS1
+#define Q44_BLOCK2                                                                                        \
+	"ldr q12, [%[pa]], #16\n\t"                                                                    \
+	KQ_ZERO4("16", "17", "18", "19") KQ_ZERO4("20", "21", "22", "23")                              \
+	Q44_HALF2("#64") Q44_HALF2("%[skip]")                                                           \
+	"ldp q13, q14, [%[pd]], #32\n\t" Q44_FLOATS2
+/* Four blocks a turn, then the rest one at a time. */
+#define Q44_LOOP(block)                                                                                   \
+	"cbz %[quads], 2f\n\t"                                                                           \
+	"1:\n\t" block block block block                                                                 \
+	"subs %[quads], %[quads], #1\n\t"                                                                \
+	"b.ne 1b\n\t"                                                                                     \
+	"2:\n\t"                                                                                          \
+	"cbz %[rest], 3f\n\t"                                                                            \
+	"5:\n\t" block                                                                                   \
+	"subs %[rest], %[rest], #1\n\t"                                                                  \
+	"b.ne 5b\n\t"                                                                                     \
+	"3:\n\t"
+
+/*
+ * A pass of G weight groups over NG (>= 1) groups of four activation
+ * rows, one after another in the asm, so that a group costs a few moves
+ * and adds rather than a call's set-up.  Per activation group: the
+ * weights' pointers (their chunk's first block's codes) and the scales'
+ * back to their starts, its outputs loaded (or zeroed if FIRST), its N
+ * blocks, its outputs stored, the pointers on to the next group's.
+ */
+#define Q44_GROUPS(G, load, zero, store)                                                                  \
+	"6:\n\t"                                                                                          \
+	"mov %[p0], %[w0]\n\t" G2(G, "mov %[p1], %[w1]\n\t")                                           \
+	"mov %[pd], %[dw]\n\t"                                                                          \
+	"mov %[quads], %[quads0]\n\t"                                                                   \
+	"mov %[rest], %[rest0]\n\t"                                                                     \
+	"cbnz %w[first], 7f\n\t" load "b 8f\n\t"                                                        \
+	"7:\n\t" zero                                                                                    \
+	"8:\n\t" Q44_LOOP(Q44_BLOCK##G) store                                                           \
+	"add %[pa], %[pa], %[astep]\n\t"                                                                \
+	"add %[s0], %[s0], %[sstep]\n\t"                                                                \
+	"add %[s1], %[s1], %[sstep]\n\t"                                                                \
+	"add %[s2], %[s2], %[sstep]\n\t"                                                                \
+	"add %[s3], %[s3], %[sstep]\n\t"                                                                \
+	"subs %w[ng], %w[ng], #1\n\t"                                                                   \
+	"b.ne 6b\n\t"
+#define G2(G, x) G2_##G(x)
+#define G2_1(x)
+#define G2_2(x) x
+
+/*
+ * G weight groups (W0, W1: the codes of their chunk's first block; DW
+ * their scales as floats, eight a block) against NG groups of four
+ * activation rows (A, the first group's record of the chunk; the next
+ * group's NB records on) over N blocks: activation row r of group g's
+ * outputs (4 G) at S + (4g + r) * LDS, carried on from there unless
+ * FIRST.
+ */
+static INLINE void run_q8_0_4x4(const int G, const uint8_t *w0, const uint8_t *w1, const float *dw,
+				const struct qg_q8_0x4_act *a, int64_t nb, int ng, int n, float *s, size_t lds,
+				int first)
+{
+	const size_t skip = 64 + offsetof(struct qg_block_q8_0x4, qs);	/* to the next block's codes */
+	const size_t astep = (size_t)(nb - n) * sizeof *a, sstep = 4 * lds * sizeof *s;
+	const int64_t quads0 = n / 4, rest0 = n % 4;
+	float *s0 = s, *s1 = s + lds, *s2 = s + 2 * lds, *s3 = s + 3 * lds;
+	const uint8_t *p0, *p1;
+	const float *pd;
+	int64_t quads, rest;
+
+	if (G == 2)
+		__asm__ volatile(Q44_GROUPS(2,
+					    "ldp q24, q28, [%[s0]]\n\tldp q25, q29, [%[s1]]\n\t"
+					    "ldp q26, q30, [%[s2]]\n\tldp q27, q31, [%[s3]]\n\t",
+					    KQ_ZERO4("24", "25", "26", "27") KQ_ZERO4("28", "29", "30", "31"),
+					    "stp q24, q28, [%[s0]]\n\tstp q25, q29, [%[s1]]\n\t"
+					    "stp q26, q30, [%[s2]]\n\tstp q27, q31, [%[s3]]\n\t")
+				 : [p0] "=&r"(p0), [p1] "=&r"(p1), [pd] "=&r"(pd), [quads] "=&r"(quads),
+				   [rest] "=&r"(rest), [pa] "+r"(a), [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2),
+				   [s3] "+r"(s3), [ng] "+r"(ng)
+				 : [w0] "r"(w0), [w1] "r"(w1), [dw] "r"(dw), [quads0] "r"(quads0), [rest0] "r"(rest0),
+				   [astep] "r"(astep), [sstep] "r"(sstep), [skip] "r"(skip), [first] "r"(first)
+				 : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
+				   "v14", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26",
+				   "v27", "v28", "v29", "v30", "v31", "cc", "memory");
+	else
+		__asm__ volatile(Q44_GROUPS(1,
+					    "ldr q24, [%[s0]]\n\tldr q25, [%[s1]]\n\t"
+					    "ldr q26, [%[s2]]\n\tldr q27, [%[s3]]\n\t",
+					    KQ_ZERO4("24", "25", "26", "27"),
+					    "str q24, [%[s0]]\n\tstr q25, [%[s1]]\n\t"
+					    "str q26, [%[s2]]\n\tstr q27, [%[s3]]\n\t")
+				 : [p0] "=&r"(p0), [pd] "=&r"(pd), [quads] "=&r"(quads), [rest] "=&r"(rest),
+				   [pa] "+r"(a), [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3),
+				   [ng] "+r"(ng)
+				 : [w0] "r"(w0), [dw] "r"(dw), [quads0] "r"(quads0), [rest0] "r"(rest0),
+				   [astep] "r"(astep), [sstep] "r"(sstep), [skip] "r"(skip), [first] "r"(first)
+				 : "v0", "v1", "v2", "v3", "v8", "v9", "v10", "v11", "v12", "v13", "v16", "v17", "v18",
+				   "v19", "v24", "v25", "v26", "v27", "cc", "memory");
+}
+
+/*
+ * The scales of N (>= 1) blocks of groups G0 and G1 as floats into DW,
+ * eight a block: seven instructions a block, where GCC's loop took ten.
+ */
+static void widen_scales(const uint8_t *g0, const uint8_t *g1, int n, float *dw)
+{
+	const size_t step = sizeof(struct qg_block_q8_0x4);
+
+	_Static_assert(sizeof(struct qg_block_q8_0x4) == 136, "the post-index below steps 136 bytes");
+	__asm__ volatile("1:\n\t"
+			 "ldr d0, [%[g0]], #136\n\t"
+			 "ld1 {v0.d}[1], [%[g1]], %[step]\n\t"
+			 "fcvtl v1.4s, v0.4h\n\t"
+			 "fcvtl2 v2.4s, v0.8h\n\t"
+			 "stp q1, q2, [%[dw]], #32\n\t"
+			 "subs %w[n], %w[n], #1\n\t"
+			 "b.ne 1b\n\t"
+			 : [g0] "+r"(g0), [g1] "+r"(g1), [dw] "+r"(dw), [n] "+r"(n)
+			 : [step] "r"(step)
+			 : "v0", "v1", "v2", "cc", "memory");
+}
+
+void qg_kq_gemm_q8_0_4x4_dotprod(int64_t k, float *restrict s, size_t lds, const void *restrict w, size_t wstride,
+				 int nc, const struct qg_q8_0x4_act *restrict a, int nr)
+{
+	const int64_t nb = k / QG_QK;
+	_Alignas(16) float dw[KC4][8];
+
+	for (int r = 0; nb == 0 && r < nr; r++)
+		for (int c = 0; c < nc; c++)
+			s[(size_t)r * lds + (size_t)c] = 0.0f;	/* K = 0: the empty sum */
+	for (int64_t b0 = 0; b0 < nb && nr >= 4; b0 += KC4) {
+		const int n = nb - b0 < KC4 ? (int)(nb - b0) : KC4;
+		for (int c0 = 0; c0 < nc; c0 += 8) {
+			const int G = nc - c0 >= 8 ? 2 : 1;
+			const uint8_t *g0 = (const uint8_t *)w + (size_t)(c0 / 4) * wstride +
+					    (size_t)b0 * sizeof(struct qg_block_q8_0x4);
+			const uint8_t *g1 = G == 2 ? g0 + wstride : g0;
+			const size_t qs = offsetof(struct qg_block_q8_0x4, qs);
+			widen_scales(g0, g1, n, dw[0]);
+			if (G == 2)
+				run_q8_0_4x4(2, g0 + qs, g1 + qs, dw[0], a + b0, nb, nr / 4, n, s + c0, lds, b0 == 0);
+			else
+				run_q8_0_4x4(1, g0 + qs, NULL, dw[0], a + b0, nb, nr / 4, n, s + c0, lds, b0 == 0);
 		}
 	}
 }

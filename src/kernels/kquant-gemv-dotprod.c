@@ -1,7 +1,8 @@
 /*
  * kquant-gemv-dotprod.c - one activation row (a decoding token's) against
  * many Q4_K, Q6_K or Q8_0 weight rows with the aarch64 dot-product
- * instructions (sdot), the weights in ggml's plain blocks.
+ * instructions (sdot), the weights in ggml's plain blocks, or in
+ * Q8_0_4X4's interleaved ones (the last section).
  *
  * The one-row kernels (kquant-arm.h) meet one weight row at a time: every
  * sdot leaves four partial sums of one row, to be reduced across lanes
@@ -396,6 +397,149 @@ void qg_kq_gemv_q8_0_dotprod(int64_t k, float *restrict s, const void *restrict 
 			gemv8_q8_0(row, aq[0], da, n, b0 == 0, part);
 			for (int r = 0; r < nc - c0; r++)
 				s[c0 + r] = part[r];
+		}
+	}
+}
+
+/* --- Q8_0_4X4 ------------------------------------------------------------ */
+
+/*
+ * Q8_0_4X4 weights need none of the above's gathering: a block_q8_0x4's
+ * 16 bytes at qs[16c] are its four rows' codes 4c .. 4c + 3, lane r row
+ * r's, so "sdot vX.4s, vW.16b, vA.4b[c % 4]" against the activation's
+ * quad c gives the four rows' sums in the four lanes of vX, and its four
+ * fp16 scales are one 8-byte load.  Per group of four rows and block:
+ * three loads, a zeroing, 8 sdot, and the layout's float step lane by
+ * lane (kernels.h): the scales widened, times da (one rounding), the sum
+ * converted (exact: |isum| <= 2^19) and fused into the running sum by
+ * one fmla, so every output is the portable kernel's bits.  Eight groups
+ * (32 rows) go per pass, so that one load of the activation's codes
+ * serves 64 sdot; fewer at the end, one group at a time.
+ */
+
+/* Groups of four rows per pass. */
+#define Q44_GROUPS 8
+
+_Static_assert(sizeof(struct qg_block_q8_0x4) == 136 && offsetof(struct qg_block_q8_0x4, qs) == 8,
+	       "the asm walks Q8_0_4X4 blocks as 8 bytes of scales and 128 of codes");
+
+/*
+ * Group G (its pointer operand PG; sums in v20 + G int, v24 + G float)
+ * over one block whose activation codes are in v16, v17 and scale in
+ * lane DL of v18: the weights stream through v0-v7, the scales v19.
+ */
+#define GV_Q44_SDOT(x, w, a, l) "sdot v" x ".4s, v" w ".16b, v" a ".4b[" l "]\n\t"
+#define GV_Q44_GROUP(pg, i, f, dl)                                                                        \
+	"ldr d19, [%[" pg "]], #8\n\t"                                                                  \
+	"ld1 {v0.16b-v3.16b}, [%[" pg "]], #64\n\t"                                                     \
+	"ld1 {v4.16b-v7.16b}, [%[" pg "]], #64\n\t"                                                     \
+	"movi v" i ".4s, #0\n\t"                                                                        \
+	GV_Q44_SDOT(i, "0", "16", "0") GV_Q44_SDOT(i, "1", "16", "1")                                     \
+	GV_Q44_SDOT(i, "2", "16", "2") GV_Q44_SDOT(i, "3", "16", "3")                                     \
+	GV_Q44_SDOT(i, "4", "17", "0") GV_Q44_SDOT(i, "5", "17", "1")                                     \
+	GV_Q44_SDOT(i, "6", "17", "2") GV_Q44_SDOT(i, "7", "17", "3")                                     \
+	"fcvtl v19.4s, v19.4h\n\t"                                                                       \
+	"fmul v19.4s, v19.4s, v18.s[" dl "]\n\t"                                                         \
+	"scvtf v" i ".4s, v" i ".4s\n\t"                                                                 \
+	"fmla v" f ".4s, v" i ".4s, v19.4s\n\t"
+#define GV_Q44_BLOCK8(dl)                                                                                 \
+	"ldp q16, q17, [%[a]], #32\n\t"                                                                  \
+	GV_Q44_GROUP("p0", "20", "24", dl) GV_Q44_GROUP("p1", "21", "25", dl)                             \
+	GV_Q44_GROUP("p2", "22", "26", dl) GV_Q44_GROUP("p3", "23", "27", dl)                             \
+	GV_Q44_GROUP("p4", "8", "28", dl) GV_Q44_GROUP("p5", "9", "29", dl)                               \
+	GV_Q44_GROUP("p6", "10", "30", dl) GV_Q44_GROUP("p7", "11", "31", dl)
+#define GV_Q44_BLOCK1(dl) "ldp q16, q17, [%[a]], #32\n\t" GV_Q44_GROUP("p0", "20", "24", dl)
+/* The blocks two a turn (one load brings both activation scales), then an odd last one. */
+#define GV_Q44_LOOP(block)                                                                                \
+	"cbz %[pairs], 2f\n\t"                                                                           \
+	"1:\n\t"                                                                                          \
+	"ldr d18, [%[da]], #8\n\t" block("0") block("1")                                                \
+	"subs %[pairs], %[pairs], #1\n\t"                                                                \
+	"b.ne 1b\n\t"                                                                                     \
+	"2:\n\t"                                                                                          \
+	"cbz %[odd], 3f\n\t"                                                                             \
+	"ldr s18, [%[da]], #4\n\t" block("0")                                                           \
+	"3:\n\t"
+
+/*
+ * The G (8 or 1) groups at P[g] (each at its chunk's first block)
+ * against the prepared chunk of NB blocks (AQ, DA): S[4g + r] (zero if
+ * FIRST) carried on over the chunk's blocks, in order.
+ */
+INLINE void gemv_q8_0_4x4_groups(const int G, const uint8_t *const p[Q44_GROUPS], const int8_t *aq,
+				 const float *da, int nb, int first, float *s)
+{
+	int64_t pairs = nb / 2, odd = nb % 2;
+
+	if (G == Q44_GROUPS) {
+		const uint8_t *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
+		const uint8_t *p4 = p[4], *p5 = p[5], *p6 = p[6], *p7 = p[7];
+		__asm__ volatile("cbnz %w[first], 0f\n\t"
+				 "ld1 {v24.4s-v27.4s}, [%[s0]]\n\t"
+				 "ld1 {v28.4s-v31.4s}, [%[s1]]\n\t"
+				 "b 4f\n\t"
+				 "0:\n\t"
+				 "movi v24.4s, #0\n\tmovi v25.4s, #0\n\tmovi v26.4s, #0\n\tmovi v27.4s, #0\n\t"
+				 "movi v28.4s, #0\n\tmovi v29.4s, #0\n\tmovi v30.4s, #0\n\tmovi v31.4s, #0\n\t"
+				 "4:\n\t"
+				 GV_Q44_LOOP(GV_Q44_BLOCK8)
+				 "st1 {v24.4s-v27.4s}, [%[s0]]\n\t"
+				 "st1 {v28.4s-v31.4s}, [%[s1]]\n\t"
+				 : [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2), [p3] "+r"(p3), [p4] "+r"(p4),
+				   [p5] "+r"(p5), [p6] "+r"(p6), [p7] "+r"(p7), [a] "+r"(aq), [da] "+r"(da),
+				   [pairs] "+r"(pairs)
+				 : [s0] "r"(s), [s1] "r"(s + 16), [odd] "r"(odd), [first] "r"(first)
+				 : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v16",
+				   "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28",
+				   "v29", "v30", "v31", "cc", "memory");
+	} else {
+		const uint8_t *p0 = p[0];
+		__asm__ volatile("movi v24.4s, #0\n\t"
+				 "cbnz %w[first], 4f\n\t"
+				 "ldr q24, [%[s0]]\n\t"
+				 "4:\n\t"
+				 GV_Q44_LOOP(GV_Q44_BLOCK1)
+				 "str q24, [%[s0]]\n\t"
+				 : [p0] "+r"(p0), [a] "+r"(aq), [da] "+r"(da), [pairs] "+r"(pairs)
+				 : [s0] "r"(s), [odd] "r"(odd), [first] "r"(first)
+				 : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19", "v20",
+				   "v24", "cc", "memory");
+	}
+}
+
+/*
+ * By chunks of QB blocks, as the plain Q8_0 GEMV: the chunk's activation
+ * codes and scales (as floats) copied once, aligned, and met by every
+ * pass of eight groups, then by the groups left one at a time.
+ */
+void qg_kq_gemv_q8_0_4x4_dotprod(int64_t k, float *restrict s, const void *restrict w, size_t wstride, int nc,
+				 const void *restrict va)
+{
+	const struct qg_block_q8_0 *a = va;
+	const int64_t nb = k / QG_QK;
+	_Alignas(16) int8_t aq[QB][QG_QK];
+	_Alignas(16) float da[QB];
+
+	for (int c = 0; nb == 0 && c < nc; c++)
+		s[c] = 0.0f;	/* K = 0: the empty sum */
+	for (int64_t b0 = 0; b0 < nb; b0 += QB) {
+		const int n = nb - b0 < QB ? (int)(nb - b0) : QB;
+		const uint8_t *wb = (const uint8_t *)w + (size_t)b0 * sizeof(struct qg_block_q8_0x4);
+		for (int b = 0; b < n; b++) {
+			vst1q_s8(aq[b], vld1q_s8(a[b0 + b].qs));
+			vst1q_s8(aq[b] + 16, vld1q_s8(a[b0 + b].qs + 16));
+			da[b] = kq_arm_h2f(&a[b0 + b].d);
+		}
+		int g = 0;
+		for (; g + Q44_GROUPS <= nc / 4; g += Q44_GROUPS) {
+			const uint8_t *p[Q44_GROUPS];
+			for (int i = 0; i < Q44_GROUPS; i++)
+				p[i] = wb + (size_t)(g + i) * wstride;
+			gemv_q8_0_4x4_groups(Q44_GROUPS, p, aq[0], da, n, b0 == 0, s + 4 * g);
+		}
+		for (; g < nc / 4; g++) {
+			const uint8_t *p[Q44_GROUPS] = { wb + (size_t)g * wstride };
+			gemv_q8_0_4x4_groups(1, p, aq[0], da, n, b0 == 0, s + 4 * g);
 		}
 	}
 }
