@@ -318,6 +318,10 @@ static int compute_get_rows(const struct qg_tensor *t, int ith, int nth, void *s
 		if (k < 0 || k >= a->ne[1]) {
 			memset(tmp, 0, (size_t)ne0 * sizeof *tmp);
 			err = -ERANGE;
+		} else if (qg_type_is_interleaved(a->type)) {
+			/* its group's share (ops.c checked the slice is a packed matrix) */
+			qg_dequantize_row(a->type, row_at(a, 0, i2, i3), a->ne[1], ne0, k, tmp,
+					  (size_t)ne0 * sizeof *tmp);
 		} else {
 			load_row(a->type, row_at(a, k, i2, i3), a->nb[0], ne0, tmp);
 		}

@@ -84,7 +84,8 @@ static bool cpy_type(enum qg_type t)
 
 /*
  * A CPY of a Q4_0 matrix in any of its layouts into plain Q4_0 of the same
- * shape, or of a Q4_K or Q6_K matrix into its own type (their one layout):
+ * shape, of Q8_0 weights in their 4x4 layout into plain Q8_0, or of a Q4_K
+ * or Q6_K matrix into its own type (their one layout):
  * how a client reads weights back in ggml's layout (every scale and code
  * carried over, see qg_repack).  Both are 2-D and contiguous.
  */
@@ -97,9 +98,9 @@ bool qg_op_cpy_is_unpack(const struct qg_tensor *t)
 		return false;
 	if (t->type == QG_TYPE_Q4_K || t->type == QG_TYPE_Q6_K)
 		return a->type == t->type;
-	return t->type == QG_TYPE_Q4_0 &&
-	       (a->type == QG_TYPE_Q4_0 || a->type == QG_TYPE_Q4_0_4X4 || a->type == QG_TYPE_Q4_0_4X8 ||
-		a->type == QG_TYPE_Q4_0_8X8);
+	if (t->type == QG_TYPE_Q4_0)	/* from any of its layouts */
+		return qg_type_plain(a->type) == QG_TYPE_Q4_0;
+	return t->type == QG_TYPE_Q8_0 && a->type == QG_TYPE_Q8_0_4X4;
 }
 
 /* X's elements are packed along its rows (NB[0] its element): ggml's "contiguous rows". */
@@ -302,8 +303,11 @@ static int check_shapes(const struct qg_tensor *t)
 	case QG_OP_GET_ROWS:
 		if (!a || !b || b->type != QG_TYPE_I32 || t->type != QG_TYPE_F32)
 			return -EINVAL;
-		if (a->type != QG_TYPE_F32 && a->type != QG_TYPE_F16 && a->type != QG_TYPE_Q8_0 &&
-		    a->type != QG_TYPE_Q4_0 && a->type != QG_TYPE_Q4_K && a->type != QG_TYPE_Q6_K)
+		if (!qg_type_is_weight(a->type))
+			return -EINVAL;
+		/* an interleaved layout's rows are found in their groups: its slices packed matrices */
+		if (qg_type_is_interleaved(a->type) &&
+		    (a->ne[1] % qg_type_row_group(a->type) || a->nb[1] != (size_t)qg_type_row_bytes(a->type, a->ne[0])))
 			return -EINVAL;
 		if (b->ne[1] != a->ne[2] || b->ne[2] != a->ne[3] || b->ne[3] != 1)
 			return -EINVAL;

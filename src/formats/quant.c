@@ -101,6 +101,11 @@ int qg_type_is_interleaved(enum qg_type type)
 	return type_valid(type) && types[type].row_group > 1;
 }
 
+enum qg_type qg_type_plain(enum qg_type type)
+{
+	return type_valid(type) ? types[type].base : type;
+}
+
 int qg_type_row_group(enum qg_type type)
 {
 	return type_valid(type) ? types[type].row_group : 0;
@@ -495,6 +500,25 @@ ssize_t qg_quantize(enum qg_type type, const float *src, void *dst, size_t dst_s
 	return size;
 }
 
+/* Row ROW of a Q4_0 or Q8_0 matrix in layout L (NB blocks a row) at IN into NB * 32 floats at Y. */
+static void dequantize_layout_row(const struct layout *l, const uint8_t *in, int64_t row, int64_t nb, float *y)
+{
+	for (int64_t b = 0; b < nb; b++, y += QG_QK) {
+		struct rowblock blk;
+		layout_get(l, in, row, nb, b, &blk);
+		const float d = qg_fp16_to_fp32(blk.d);
+		if (l->t->base == QG_TYPE_Q8_0) {
+			for (int j = 0; j < QG_QK; j++)
+				y[j] = (int8_t)blk.qs[j] * d;
+		} else {
+			for (int j = 0; j < QG_QK / 2; j++) {
+				y[j] = ((blk.qs[j] & 0x0f) - 8) * d;
+				y[j + QG_QK / 2] = ((blk.qs[j] >> 4) - 8) * d;
+			}
+		}
+	}
+}
+
 ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst_size,
 		      int64_t rows, int64_t cols)
 {
@@ -529,26 +553,34 @@ ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst
 	if (kquant_rows(base, 0, (void *)in, dst, rows, cols, NULL))
 		return (ssize_t)out_size;
 
-	int64_t nb = cols / QG_QK;
 	layout_init(&l, type);
-	for (int64_t row = 0; row < rows; row++) {
-		float *y = dst + row * cols;
-		for (int64_t b = 0; b < nb; b++, y += QG_QK) {
-			struct rowblock blk;
-			layout_get(&l, in, row, nb, b, &blk);
-			const float d = qg_fp16_to_fp32(blk.d);
-			if (base == QG_TYPE_Q8_0) {
-				for (int j = 0; j < QG_QK; j++)
-					y[j] = (int8_t)blk.qs[j] * d;
-			} else {
-				for (int j = 0; j < QG_QK / 2; j++) {
-					y[j] = ((blk.qs[j] & 0x0f) - 8) * d;
-					y[j + QG_QK / 2] = ((blk.qs[j] >> 4) - 8) * d;
-				}
-			}
-		}
-	}
+	for (int64_t row = 0; row < rows; row++)
+		dequantize_layout_row(&l, in, row, cols / QG_QK, dst + row * cols);
 	return (ssize_t)out_size;
+}
+
+ssize_t qg_dequantize_row(enum qg_type type, const void *src, int64_t rows, int64_t cols, int64_t row, float *dst,
+			  size_t dst_size)
+{
+	struct layout l;
+	ssize_t size, row_bytes;
+
+	if (!type_valid(type) || !src || !dst || row < 0 || row >= rows)
+		return -EINVAL;
+	if ((size = qg_matrix_size(type, rows, cols)) < 0 || (row_bytes = qg_row_size(type, cols)) < 0)
+		return size < 0 ? size : row_bytes;
+	if ((uint64_t)cols > SSIZE_MAX / sizeof(float))
+		return -EOVERFLOW;
+	if (dst_size < (size_t)cols * sizeof(float))
+		return -ENOBUFS;
+	if (overlaps(src, (size_t)size, dst, (size_t)cols * sizeof(float)))
+		return -EINVAL;
+	if (types[type].row_group == 1)	/* a plain row lies whole at its place */
+		return qg_dequantize(type, (const uint8_t *)src + (size_t)row * (size_t)row_bytes, dst, dst_size, 1,
+				     cols);
+	layout_init(&l, type);
+	dequantize_layout_row(&l, src, row, cols / QG_QK, dst);
+	return (ssize_t)((size_t)cols * sizeof(float));
 }
 
 /*

@@ -67,6 +67,11 @@ int qg_type_from_name(const char *name);
 int qg_type_is_weight(enum qg_type type);
 /* True for Q4_0_4X4, Q4_0_4X8, Q4_0_8X8 (and the Q8_0 interleaved layouts). */
 int qg_type_is_interleaved(enum qg_type type);
+/*
+ * The plain type whose rows make up TYPE's row groups: Q4_0 for its
+ * interleaved layouts, Q8_0 for its, TYPE itself for a plain type.
+ */
+enum qg_type qg_type_plain(enum qg_type type);
 /* Rows that are interleaved together: 4 or 8, 1 for plain types. */
 int qg_type_row_group(enum qg_type type);
 /* Values per block along a row: 32 for Q4_0/Q8_0 types, 256 for K-quants, 1 for F32/F16. */
@@ -120,6 +125,15 @@ ssize_t qg_quantize(enum qg_type type, const float *src, void *dst, size_t dst_s
  */
 ssize_t qg_dequantize(enum qg_type type, const void *src, float *dst, size_t dst_size,
 		      int64_t rows, int64_t cols);
+
+/*
+ * Row ROW of the ROWS x COLS matrix SRC of TYPE (any type; in an
+ * interleaved layout, the row's share of its group) into COLS floats at
+ * DST, as qg_dequantize() gives it.  Returns bytes written or -EINVAL
+ * (ROW out of range, and as qg_dequantize()), -ENOBUFS, -EOVERFLOW.
+ */
+ssize_t qg_dequantize_row(enum qg_type type, const void *src, int64_t rows, int64_t cols, int64_t row, float *dst,
+			  size_t dst_size);
 
 /*
  * Repack between Q4_0 and an interleaved Q4_0 layout (either direction, or
