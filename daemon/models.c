@@ -439,7 +439,7 @@ static int preload_tensor(struct qgd_server *srv, struct qgd_model *m, const str
 	default:
 		src = QG_TYPE_Q4_0;
 	}
-	dst = src == QG_TYPE_Q4_0 ? qgd_weights_best_layout(rows) : src;
+	dst = qgd_weights_best_layout(src, rows);
 	ssize_t bytes = qg_matrix_size(dst, rows, cols);
 	if (bytes < 0 || (uint64_t)bytes != t->bytes) {
 		qgd_error("preload: tensor %s: %lld x %lld does not suit %s", t->name, (long long)rows, (long long)cols,

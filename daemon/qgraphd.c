@@ -130,6 +130,7 @@ static void print_info(void)
 		       kq->q4_K_gemv ? " q4_K" : "", kq->q6_K_gemv ? " q6_K" : "", kq->q8_0_gemv ? " q8_0" : "");
 	printf("%-9s %-22s %s\n", "row ops", qg_rowops_for()->name, "norms, SiLU, SwiGLU, RoPE: as the K-quant family");
 	printf("best weight layout: %s\n", qg_type_name(qg_best_weight_type()));
+	printf("q8_0 weights stored as: %s\n", qg_type_name(qg_best_q8_0_type()));
 }
 
 /* Close the descriptors from FROM to TO (inclusive): close_range where the kernel has it, else one by one from /proc. */
@@ -420,7 +421,8 @@ static void note_cpu(struct qgd_server *srv)
 	for (int l = 0; l < QG_LAYOUT_COUNT; l++)
 		qgd_info("kernel for %s: %s (%s)", qg_type_name(qg_layout_type((enum qg_layout)l)),
 			 qg_kernel_for((enum qg_layout)l)->name, qg_kernel_reason((enum qg_layout)l));
-	qgd_info("kernel for q4_K, q6_K and q8_0: %s (%s)", qg_kq_kernel_for()->name, qg_kq_kernel_reason());
+	qgd_info("kernel for q4_K, q6_K and q8_0: %s (%s); q8_0 weights stored as %s", qg_kq_kernel_for()->name,
+		 qg_kq_kernel_reason(), qg_type_name(qg_best_q8_0_type()));
 }
 
 /* Say that the daemon serves: on --ready-fd, to the service manager, in the log. */

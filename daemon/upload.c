@@ -40,12 +40,6 @@ void qgd_upload_reset(struct qgd_session *s)
 	memset(up, 0, sizeof *up);
 }
 
-/* The plain type whose rows make up TYPE's row groups (TYPE itself when it is plain). */
-static enum qg_type plain_of(enum qg_type type)
-{
-	return qg_type_is_interleaved(type) ? QG_TYPE_Q4_0 : type;
-}
-
 /*
  * Set UP (its types and shape filled in) up for converting as chunks
  * arrive: a copy needs nothing; a repack stages one unit of rows that both
@@ -81,7 +75,7 @@ static int upload_prepare(struct qgd_upload *up)
  */
 static int upload_convert(struct qgd_upload *up, int64_t row, int64_t col, const float *x, int64_t n)
 {
-	enum qg_type plain = plain_of(up->target_type);
+	enum qg_type plain = qg_type_plain(up->target_type);
 	int64_t per_block = qg_type_block_values(plain);
 	int64_t group = qg_type_row_group(up->target_type);
 	size_t row_bytes = (size_t)qg_row_size(up->target_type, up->cols);
@@ -118,7 +112,7 @@ static int upload_take(struct qgd_upload *up, size_t at, const unsigned char *p,
 		while (len) {
 			size_t n = len < up->stage_bytes - up->staged ? len : up->stage_bytes - up->staged;
 			memcpy(up->stage + up->staged, p, n);
-			if (up->digest)	/* plain q4_0 on its way into a layout */
+			if (up->digest)	/* plain rows on their way into a layout */
 				sha256_update(up->digest, n, up->stage + up->staged);
 			up->staged += n;
 			at += n;
@@ -136,7 +130,7 @@ static int upload_take(struct qgd_upload *up, size_t at, const unsigned char *p,
 		return 0;
 	}
 	/* f32: whole blocks of values, a row's run at a time; a part of a block waits for the next chunk */
-	const int64_t per_block = qg_type_block_values(plain_of(up->target_type));
+	const int64_t per_block = qg_type_block_values(qg_type_plain(up->target_type));
 	const size_t cap = UPLOAD_BOUNCE_VALUES * sizeof(float);
 	while (len) {
 		size_t n = len < cap - up->bounced ? len : cap - up->bounced;
@@ -170,9 +164,13 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 	struct qgd_upload *up = &s->upload;
 	const struct qgd_config *cfg = &s->srv->cfg;
 
-	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0 || src == QG_TYPE_Q4_K || src == QG_TYPE_Q6_K) && dst != src) {
+	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q4_K || src == QG_TYPE_Q6_K) && dst != src) {
 		snprintf(msg, len, "%s weights are stored as they are: the target must be %s", qg_type_name(src),
 			 qg_type_name(src));
+		return -EINVAL;
+	}
+	if (src == QG_TYPE_Q8_0 && qg_type_plain(dst) != QG_TYPE_Q8_0) {
+		snprintf(msg, len, "q8_0 weights are stored as they are: the target must be q8_0 (or q8_0_4x4)");
 		return -EINVAL;
 	}
 	if (model) {
@@ -183,7 +181,7 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 		}
 	}
 	if (src != QG_TYPE_F32 && src != QG_TYPE_F16 && src != QG_TYPE_Q8_0 &&
-	    (dst == QG_TYPE_F32 || dst == QG_TYPE_F16 || dst == QG_TYPE_Q8_0)) {
+	    (dst == QG_TYPE_F32 || dst == QG_TYPE_F16 || qg_type_plain(dst) == QG_TYPE_Q8_0)) {
 		snprintf(msg, len, "q4_0 weights can only be stored as q4_0 layouts");
 		return -EINVAL;
 	}
@@ -191,8 +189,8 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 		snprintf(msg, len, "%s weights are quantized from f32 or sent as they are", qg_type_name(dst));
 		return -EINVAL;
 	}
-	if (dst == QG_TYPE_Q4_0)	/* "q4_0": the best layout this CPU and shape allow */
-		dst = qgd_weights_best_layout(rows);
+	if (dst == QG_TYPE_Q4_0 || dst == QG_TYPE_Q8_0)	/* the best layout this CPU and shape allow */
+		dst = qgd_weights_best_layout(dst, rows);
 	ssize_t in = qg_matrix_size(src, rows, cols);
 	ssize_t out = qg_matrix_size(dst, rows, cols);
 	if (in < 0 || out < 0) {
@@ -237,7 +235,8 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 	up->bytes = (size_t)in;
 	up->received = 0;
 	/* the digest as the values are converted, where they pass through ggml's layout (see upload.h) */
-	if (src == dst ? !qg_type_is_interleaved(dst) : src == QG_TYPE_F32 || src == QG_TYPE_Q4_0) {
+	if (src == dst ? !qg_type_is_interleaved(dst)
+		       : src == QG_TYPE_F32 || src == QG_TYPE_Q4_0 || src == QG_TYPE_Q8_0) {
 		up->digest = malloc(sizeof *up->digest);	/* without it: computed once stored */
 		if (up->digest)
 			sha256_init(up->digest);

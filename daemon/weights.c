@@ -419,7 +419,7 @@ static bool values_digest(enum qg_type type, int64_t rows, int64_t cols, const v
 	struct sha256_ctx c;
 
 	sha256_init(&c);
-	if (qg_layout_of(type) >= 0) {
+	if (qg_type_is_interleaved(type)) {
 		/* unpacked a row group at a time: the values as ggml lays them out */
 		int64_t g = qg_type_row_group(type);
 		size_t gbytes = (size_t)g * (size_t)qg_row_size(type, cols);
@@ -427,8 +427,8 @@ static bool values_digest(enum qg_type type, int64_t rows, int64_t cols, const v
 		if (!tmp)
 			return false;
 		for (int64_t r = 0; r < rows; r += g) {
-			qg_repack(QG_TYPE_Q4_0, tmp, gbytes, type, (const unsigned char *)data + (size_t)(r / g) * gbytes, g,
-				  cols);
+			qg_repack(qg_type_plain(type), tmp, gbytes, type,
+				  (const unsigned char *)data + (size_t)(r / g) * gbytes, g, cols);
 			sha256_update(&c, gbytes, tmp);
 		}
 		free(tmp);
@@ -492,7 +492,7 @@ static struct qgd_stored *stored_new(enum qg_type type, int64_t rows, int64_t co
 				  .owner = getuid() };
 	if (digest) {
 		memcpy(e->digest, digest, sizeof e->digest);
-		e->digest_type = qg_layout_of(type) >= 0 ? QG_TYPE_Q4_0 : type;
+		e->digest_type = qg_type_plain(type);
 		e->has_digest = true;
 	}
 	return e;
@@ -591,10 +591,16 @@ int qgd_weights_add(struct qgd_session *s, enum qg_type type, int64_t rows, int6
 	return r;
 }
 
-enum qg_type qgd_weights_best_layout(int64_t rows)
+enum qg_type qgd_weights_best_layout(enum qg_type plain, int64_t rows)
 {
-	enum qg_type best = qg_best_weight_type();
+	if (plain == QG_TYPE_Q8_0) {
+		enum qg_type best = qg_best_q8_0_type();
+		return rows % qg_type_row_group(best) == 0 ? best : QG_TYPE_Q8_0;
+	}
+	if (plain != QG_TYPE_Q4_0)
+		return plain;	/* one layout */
 
+	enum qg_type best = qg_best_weight_type();
 	if (rows % qg_type_row_group(best) == 0)
 		return best;
 	if (rows % 4 == 0)

@@ -51,7 +51,7 @@ struct qgd_stored {
 	size_t n_holders, cap_holders;
 	struct qgd_name *names;		/* the names its holders gave it, one a user at most */
 	unsigned char digest[32];	/* SHA-256 of its values in ggml's layout of DIGEST_TYPE ... */
-	enum qg_type digest_type;	/* ... Q4_0 for every Q4_0 layout, else TYPE */
+	enum qg_type digest_type;	/* ... TYPE's plain type (qg_type_plain) */
 	bool has_digest;		/* false if there was no memory to compute it */
 	struct qgd_stored *next, *prev;	/* the server's list of every matrix */
 	struct qgd_stored *chain;	/* the next in its index bucket (by HASH) */
@@ -105,11 +105,13 @@ void qgd_weights_release_all(struct qgd_session *s);
 /* True if S's client is in group G, as primary or supplementary group (what sharing and stats go by). */
 bool qgd_weights_in_group(const struct qgd_session *s, gid_t g);
 /*
- * The layout to store Q4_0 weights of ROWS rows in: this CPU's best, else
- * the 4-row layout with the same 8-byte interleave when only 4 rows
- * divide, else plain Q4_0.
+ * The layout to store weights of the plain type PLAIN and ROWS rows in.
+ * Q4_0: this CPU's best, else the 4-row layout with the same 8-byte
+ * interleave when only 4 rows divide, else plain Q4_0.  Q8_0: its 4x4
+ * layout where this CPU's kernels run it best (qg_best_q8_0_type()) and 4
+ * rows divide, else plain Q8_0.  Any other type as it is.
  */
-enum qg_type qgd_weights_best_layout(int64_t rows);
+enum qg_type qgd_weights_best_layout(enum qg_type plain, int64_t rows);
 /*
  * A model's hold on E, for the user UID who loaded it (its share groups in
  * GROUPS), or for every client when PUBLIC.  0 or -ENOMEM (nothing held).

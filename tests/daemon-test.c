@@ -439,8 +439,9 @@ static void test_views(struct qgraph_session *s)
 static void test_mul_mat(struct qgraph_session *s)
 {
 	enum { M = 64, K = 128, N = 5 };
-	static const enum qgraph_type types[] = { QGRAPH_TYPE_F32, QGRAPH_TYPE_F16, QGRAPH_TYPE_Q8_0, QGRAPH_TYPE_Q4_0,
-						  QGRAPH_TYPE_Q4_0_4X4, QGRAPH_TYPE_Q4_0_4X8, QGRAPH_TYPE_Q4_0_8X8 };
+	static const enum qgraph_type types[] = { QGRAPH_TYPE_F32,      QGRAPH_TYPE_F16,      QGRAPH_TYPE_Q8_0,
+						  QGRAPH_TYPE_Q8_0_4X4, QGRAPH_TYPE_Q4_0,     QGRAPH_TYPE_Q4_0_4X4,
+						  QGRAPH_TYPE_Q4_0_4X8, QGRAPH_TYPE_Q4_0_8X8 };
 	struct tap_rng rng = { 5 };
 	static float w[M * K], ref[N * M];
 	unsigned char *arena = qgraph_arena(s, NULL);
@@ -497,6 +498,106 @@ static void test_mul_mat(struct qgraph_session *s)
 	qgraph_weights_free(s, h);
 	qgraph_arena_free(s, xo);
 	qgraph_arena_free(s, yo);
+}
+
+/*
+ * Q8_0 weights in the 4x4 layout (what a dotprod CPU stores them as; asked
+ * for by name here): sent as ggml's bytes, found again by the digest of
+ * those bytes, read back as them, their rows gathered as plain Q8_0's,
+ * multiplied within rounding of plain Q8_0 (the layout's own float order);
+ * what the layout cannot hold is refused.
+ */
+static void test_q8_0_layout(struct qgraph_session *s)
+{
+	enum { M = 24, K = 96, N = 3, G = 4 };
+	struct tap_rng rng = { 41 };
+	static float w[M * K], deq[M * K], ref[N * M];
+	static unsigned char q8[M * K / 32 * 34];
+	static const int32_t pick[G] = { 5, 0, 23, 10 };
+	unsigned char *arena = qgraph_arena(s, NULL);
+	int64_t xo = qgraph_arena_alloc(s, N * K * 4), yo = qgraph_arena_alloc(s, N * M * 4);
+	int64_t bo = qgraph_arena_alloc(s, sizeof q8), io = qgraph_arena_alloc(s, sizeof pick);
+	int64_t ro = qgraph_arena_alloc(s, G * K * 4);
+	float *x = (float *)(arena + xo), *y = (float *)(arena + yo), *rows = (float *)(arena + ro);
+	uint64_t h = 0, hp = 0, hd = 0;
+	enum qgraph_type st = QGRAPH_TYPE_F32, sd = QGRAPH_TYPE_F32;
+	unsigned char dg[32];
+
+	fill(w, M * K, &rng);
+	fill(x, N * K, &rng);
+	qgraph_quantize(QGRAPH_TYPE_Q8_0, w, q8, sizeof q8, M, K, NULL);
+	qgraph_dequantize(QGRAPH_TYPE_Q8_0, q8, deq, sizeof deq, M, K);
+	memcpy(arena + io, pick, sizeof pick);
+	int r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q8_0, .target = QGRAPH_TYPE_Q8_0_4X4,
+			.rows = M, .cols = K, .data = q8, .flags = QGRAPH_UPLOAD_SEND), &h, &st);
+	if (!tap_ok(r == 0 && st == QGRAPH_TYPE_Q8_0_4X4, "q8_0 bytes stored as q8_0_4x4 (%s)",
+		    r ? qgraph_session_error(s) : qgraph_type_name(st)))
+		goto out;
+	tap_ok(qgraph_weights_digest(QGRAPH_TYPE_Q8_0, M, K, q8, dg) == 0 &&
+	       qgraph_weights_open_digest(s, QGRAPH_TYPE_Q8_0, M, K, dg, &hd, &sd) == 0 && sd == QGRAPH_TYPE_Q8_0_4X4,
+	       "the digest of ggml's q8_0 bytes finds them in their layout");
+	if (hd)
+		qgraph_weights_free(s, hd);
+
+	/* read back, rows gathered, and multiplied, in one graph */
+	struct qgraph_graph *g = qgraph_graph_new();
+	int wi = qgraph_graph_weights(g, h, st, M, K);
+	int ii = qgraph_graph_input(g, QGRAPH_TYPE_I32, 1, (const int64_t[]){ G }, io);
+	int xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, (const int64_t[]){ K, N }, xo);
+	qgraph_graph_output(g, qgraph_graph_cast(g, wi, QGRAPH_TYPE_Q8_0), bo);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_GET_ROWS, wi, ii, 0), ro);
+	qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo);
+	r = submit_wait(s, g, 0, NULL);
+	qgraph_graph_free(g);
+	if (!tap_ok(r == 0, "cast, get_rows and mul_mat of q8_0_4x4 weights in one graph%s%s", r ? ": " : "",
+		    r ? qgraph_session_error(s) : ""))
+		goto out;
+	tap_ok(memcmp(arena + bo, q8, sizeof q8) == 0, "read back as q8_0: ggml's bytes, every scale and code");
+	int same = 1;
+	for (int i = 0; i < G; i++)
+		same &= memcmp(rows + i * K, deq + pick[i] * K, K * sizeof(float)) == 0;
+	tap_ok(same, "get_rows gathers rows 5, 0, 23, 10 as plain q8_0 dequantizes them");
+
+	/* plain q8_0 of the same bytes: the same sums, rounded in another order */
+	r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q8_0, .target = QGRAPH_TYPE_Q8_0,
+			.rows = M, .cols = K, .data = q8, .flags = QGRAPH_UPLOAD_SEND), &hp, &sd);
+	if (r == 0 && sd == QGRAPH_TYPE_Q8_0) {
+		memcpy(ref, y, sizeof ref);
+		g = qgraph_graph_new();
+		wi = qgraph_graph_weights(g, hp, sd, M, K);
+		xi = qgraph_graph_input(g, QGRAPH_TYPE_F32, 2, (const int64_t[]){ K, N }, xo);
+		qgraph_graph_output(g, qgraph_graph_op(g, QGRAPH_OP_MUL_MAT, wi, xi, 0), yo);
+		r = submit_wait(s, g, 0, NULL);
+		qgraph_graph_free(g);
+		double e = max_rel(y, ref, N * M);
+		tap_ok(r == 0 && e < 1e-5, "mul_mat of q8_0_4x4 within rounding of plain q8_0 (err %.1e)", e);
+	} else {
+		/* a daemon on a dotprod CPU stores q8_0 in the layout itself */
+		tap_ok(r == 0 && sd == QGRAPH_TYPE_Q8_0_4X4, "q8_0 stored as this CPU's layout (%s)",
+		       r ? qgraph_session_error(s) : qgraph_type_name(sd));
+	}
+
+	r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q8_0, .target = QGRAPH_TYPE_Q8_0_4X4,
+			.rows = 6, .cols = K, .data = q8, .flags = QGRAPH_UPLOAD_SEND), &hd, NULL);
+	tap_ok(r == -EINVAL && strstr(qgraph_session_error(s), "multiple"), "6 rows into q8_0_4x4 are refused: %s",
+	       qgraph_session_error(s));
+	r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q8_0, .target = QGRAPH_TYPE_Q4_0,
+			.rows = M, .cols = K, .data = q8), &hd, NULL);
+	tap_ok(r == -EINVAL, "q8_0 into q4_0 is refused: %s", qgraph_session_error(s));
+	qgraph_quantize(QGRAPH_TYPE_Q4_0, w, q8, sizeof q8, M, K, NULL);
+	r = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_Q4_0, .target = QGRAPH_TYPE_Q8_0_4X4,
+			.rows = M, .cols = K, .data = q8), &hd, NULL);
+	tap_ok(r == -EINVAL, "q4_0 into q8_0_4x4 is refused: %s", qgraph_session_error(s));
+out:
+	if (hp)
+		qgraph_weights_free(s, hp);
+	if (h)
+		qgraph_weights_free(s, h);
+	qgraph_arena_free(s, ro);
+	qgraph_arena_free(s, io);
+	qgraph_arena_free(s, bo);
+	qgraph_arena_free(s, yo);
+	qgraph_arena_free(s, xo);
 }
 
 /*
@@ -1073,6 +1174,7 @@ int main(void)
 	test_ggml_ops(s);
 	test_views(s);
 	test_mul_mat(s);
+	test_q8_0_layout(s);
 	test_kquant(s);
 	test_registered(s);
 	test_registered_large(s);

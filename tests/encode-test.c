@@ -141,7 +141,7 @@ static void round_trip(void)
 	       "a source after its user: -EINVAL");
 	struct qg_tensor *twice[2] = { x, x };
 	tap_ok(qg_wire_graph_encode(twice, l.info, 2, NULL, 0, NULL, 0, &r1) == -EINVAL, "a tensor listed twice: -EINVAL");
-	struct qg_tensor *act[1] = { qg_tensor_new_2d(ctx, QG_TYPE_Q8_0_4X4, 32, 4) };
+	struct qg_tensor *act[1] = { qg_tensor_new_2d(ctx, QG_TYPE_Q8_0_4X8, 32, 4) };
 	tap_ok(act[0] && qg_wire_graph_encode(act, l.info, 1, NULL, 0, NULL, 0, &r1) == -EINVAL,
 	       "a type with no wire number: -EINVAL");
 	struct qg_wire_event many[QG_WIRE_MAX_EVENTS + 1] = { { 0, 0 } };

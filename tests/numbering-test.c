@@ -59,9 +59,13 @@ static void types(void)
 	}
 	tap_ok(bad == 0, "each of the schema's %u types is the engine's and the public API's of its name, both ways",
 	       d->n_values);
-	tap_ok(qg_wire_type_of_public(QGRAPH_TYPE_Q8_0_4X4) == -EINVAL &&
-	       qg_wire_type_of_public(QGRAPH_TYPE_Q8_0_4X8) == -EINVAL && qg_wire_type_of(QG_TYPE_Q8_0_4X4) == -EINVAL,
-	       "the activation layouts have no wire number (public Q8_0_4X4 is not the wire's I32)");
+	tap_ok(qg_wire_type_of_public(QGRAPH_TYPE_Q8_0_4X8) == -EINVAL &&
+		       qg_wire_type_of(QG_TYPE_Q8_0_4X8) == -EINVAL && qg_wire_type_of(QG_TYPE_Q8_K) == -EINVAL,
+	       "the activation layouts have no wire number (public Q8_0_4X8 is not the wire's Q4_K)");
+	tap_ok(qg_wire_type_of_public(QGRAPH_TYPE_Q8_0_4X4) == QGRAPH__TYPE__TYPE_Q8_0_4X4 &&
+	       qg_wire_type_of(QG_TYPE_Q8_0_4X4) == QGRAPH__TYPE__TYPE_Q8_0_4X4 &&
+	       qg_wire_public_type(QGRAPH__TYPE__TYPE_Q8_0_4X4) == QGRAPH_TYPE_Q8_0_4X4,
+	       "the Q8_0 weight layout travels under its own number (public 7 is not the wire's I32)");
 	tap_ok(qg_wire_type(99) == -EINVAL && qg_wire_type(-1) == -EINVAL && qg_wire_type_of_public(QGRAPH_TYPE_COUNT) ==
 	       -EINVAL && qg_wire_public_type(-1) == -EINVAL, "numbers that name nothing: -EINVAL");
 }

@@ -49,7 +49,9 @@ QGRAPH_API const char *qgraph_version(void);
  *	Q4_0_8X8	time row after row, each XOR 0x88; Q4_0_8X8 is
  *			block_q4_0x8, the same with 8 rows (144 bytes)
  *	Q8_0_4X4	block_q8_0x4: 4 rows' Q8_0 blocks interleaved 4 (or 8)
- *	Q8_0_4X8	bytes at a time, no XOR (activations for GEMM kernels)
+ *	Q8_0_4X8	bytes at a time, no XOR; Q8_0_4X4 is also how a CPU
+ *			with the dot-product instructions but not i8mm
+ *			stores Q8_0 weights (Q8_0_4X8: activations only)
  *	Q4_K		block_q4_K: super-blocks of 256 values in 144 bytes:
  *			fp16 d, fp16 dmin, eight 6-bit scales and mins packed
  *			in 12 bytes, 128 bytes of 4-bit codes; value =
@@ -270,10 +272,11 @@ struct qgraph_upload_opts {
 
 /*
  * Upload the weight matrix OPTS describes, in chunks through the arena, to
- * be stored as its TARGET (Q4_0: the daemon picks the fastest layout its
- * CPU and the shape allow; F32 quantized to any weight type, Q4_K and
- * Q6_K with ggml's reference quantizers; F16, Q8_0, Q4_K and Q6_K stored
- * as they are, TARGET the same type).  Returns 0, the handle in *HANDLE
+ * be stored as its TARGET (Q4_0 or Q8_0: the daemon picks the fastest
+ * layout of that type its CPU and the shape allow; F32 quantized to any
+ * weight type, Q4_K and Q6_K with ggml's reference quantizers; F16, Q4_K
+ * and Q6_K stored as they are, TARGET the same type; Q8_0 as Q8_0 or
+ * Q8_0_4X4).  Returns 0, the handle in *HANDLE
  * and the type they are stored as in *STORED (may be NULL; graphs name
  * the weights with that type), or -errno with the daemon's reason in the
  * session error (-EINVAL for a bad field or flag, -E2BIG for a field of a
@@ -511,8 +514,8 @@ QGRAPH_API int qgraph_graph_view(struct qgraph_graph *g, int a, int ndims, const
  * A new tensor: A's values as TYPE (QGRAPH_OP_CPY with one source).  It may
  * be an output.  Conversions the daemon computes: between F32, F16 and
  * Q8_0 (rows of whole blocks), and weights of Q4_0 in any layout into
- * plain Q4_0, which reads uploaded weights back in ggml's layout, every
- * scale and code as it was.
+ * plain Q4_0 (of Q8_0_4X4 into plain Q8_0), which reads uploaded weights
+ * back in ggml's layout, every scale and code as it was.
  */
 QGRAPH_API int qgraph_graph_cast(struct qgraph_graph *g, int a, enum qgraph_type type);
 /* Bytes tensor T of G takes (for sizing its arena room), or -errno. */

@@ -21,17 +21,18 @@
 
 /*
  * Whether weights of SRC_TYPE uploaded as TARGET are stored with the same
- * values, so that their digest finds them: Q4_0 in any layout (a TARGET of
- * Q4_0 lets the daemon pick among them), F16, Q8_0, Q4_K and Q6_K as they
- * are.
+ * values, so that their digest finds them: Q4_0 and Q8_0 in any of their
+ * weight layouts (a TARGET of Q4_0 or Q8_0 lets the daemon pick among
+ * them), F16, Q4_K and Q6_K as they are.
  */
 static bool digest_finds(enum qgraph_type src_type, enum qgraph_type target)
 {
 	if (src_type == QGRAPH_TYPE_Q4_0)
 		return target == QGRAPH_TYPE_Q4_0 || target == QGRAPH_TYPE_Q4_0_4X4 || target == QGRAPH_TYPE_Q4_0_4X8 ||
 		       target == QGRAPH_TYPE_Q4_0_8X8;
-	return (src_type == QGRAPH_TYPE_F16 || src_type == QGRAPH_TYPE_Q8_0 || src_type == QGRAPH_TYPE_Q4_K ||
-		src_type == QGRAPH_TYPE_Q6_K) &&
+	if (src_type == QGRAPH_TYPE_Q8_0)
+		return target == QGRAPH_TYPE_Q8_0 || target == QGRAPH_TYPE_Q8_0_4X4;
+	return (src_type == QGRAPH_TYPE_F16 || src_type == QGRAPH_TYPE_Q4_K || src_type == QGRAPH_TYPE_Q6_K) &&
 	       target == src_type;
 }
 
