@@ -353,7 +353,8 @@ static void test_upload_staging(void)
 		stored = (enum qgraph_type)qg_wire_public_type(rep.stored_type);
 		n_stored = daemon_stat(s, "weights_stored");
 		ok = e == 0;
-		if (ok && (stored == QGRAPH_TYPE_F16 || stored == QGRAPH_TYPE_Q8_0)) {
+		/* types (and q8_0_4x4, a dotprod CPU's q8_0) that arrive only as f32 or as ggml's plain bytes */
+		if (ok && (stored == QGRAPH_TYPE_F16 || stored == QGRAPH_TYPE_Q8_0 || stored == QGRAPH_TYPE_Q8_0_4X4)) {
 			ok = qgraph_weights_upload(s, UPLOAD_OPTS(.src_type = QGRAPH_TYPE_F32, .target = stored,
 					.rows = rows, .cols = C, .data = x), &h, NULL) == 0;
 		} else if (ok) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "daemon-util.h"
+#include "wire.h"
 #include "qgraph.h"
 #include "qgraph.pb-c.h"
 #include "tap.h"
@@ -367,7 +368,7 @@ static int attacker(const struct test_daemon *d, gid_t gid, int fd)
 		int64_t rows, cols;
 		if (qgraph_weights_open(s, names[k], &h[k], &type, &rows, &cols) || rows != M || cols != K)
 			return 5;
-		wt[k] = (int)type;	/* the wire numbers the stored types as qgraph.h does */
+		wt[k] = qg_wire_type_of_public(type);	/* the wire's number of the stored type */
 	}
 	unsigned char *arena = qgraph_arena(s, NULL);
 	float *x = (float *)(arena + X_AT);
