@@ -164,13 +164,11 @@ int qgd_upload_begin(struct qgd_session *s, enum qg_type src, enum qg_type dst, 
 	struct qgd_upload *up = &s->upload;
 	const struct qgd_config *cfg = &s->srv->cfg;
 
-	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q4_K || src == QG_TYPE_Q6_K) && dst != src) {
-		snprintf(msg, len, "%s weights are stored as they are: the target must be %s", qg_type_name(src),
-			 qg_type_name(src));
-		return -EINVAL;
-	}
-	if (src == QG_TYPE_Q8_0 && qg_type_plain(dst) != QG_TYPE_Q8_0) {
-		snprintf(msg, len, "q8_0 weights are stored as they are: the target must be q8_0 (or q8_0_4x4)");
+	/* in their own type, or (Q8_0) a layout of it: the same blocks */
+	if ((src == QG_TYPE_F16 || src == QG_TYPE_Q8_0 || src == QG_TYPE_Q4_K || src == QG_TYPE_Q6_K) &&
+	    qg_type_plain(dst) != src) {
+		snprintf(msg, len, "%s weights are stored as they are: the target must be %s%s", qg_type_name(src),
+			 qg_type_name(src), src == QG_TYPE_Q8_0 ? " (or q8_0_4x4)" : "");
 		return -EINVAL;
 	}
 	if (model) {

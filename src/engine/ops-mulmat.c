@@ -154,9 +154,9 @@ int qg_op_mul_mat_group_prepare(const struct qg_tensor *const *t, size_t n, void
 	struct qg_mm mm;
 	static float dummy[1];
 
-	if (group_of(t, n, quant ? quant : slot, dummy, &mm, &rows, &xbytes))
-		return -EINVAL;
 	*read = quant ? quant : slot;
+	if (group_of(t, n, *read, dummy, &mm, &rows, &xbytes))
+		return -EINVAL;
 	if (quant)
 		return 0;
 	const int64_t k = mm.k;
